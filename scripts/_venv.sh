@@ -1,0 +1,108 @@
+# shellcheck shell=bash
+# Shared virtual-environment bootstrap for scripts/test.sh and scripts/demo.sh.
+#
+# Source this file from the repository root, then call:
+#
+#     ensure_venv '.[dev]'     # or '.' for the package alone
+#
+# It picks Python 3.11+ (python3.11 first, then python3), creates ./.venv when
+# it is missing, and installs the project in editable mode with the requested
+# extras.  Afterwards VENV_BIN points at .venv/bin.  The install is skipped when
+# an earlier run already installed the same requirement from the same
+# pyproject.toml (a stamp file inside .venv records that).
+
+VENV_DIR=".venv"
+VENV_BIN="$VENV_DIR/bin"
+
+_venv_say() {
+    printf '%s\n' "$*" >&2
+}
+
+_venv_pick_python() {
+    local candidate
+    for candidate in python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 && _venv_python_ok "$candidate"; then
+            printf '%s\n' "$candidate"
+            return 0
+        fi
+    done
+    _venv_say "error: Python 3.11 or newer is required (tried python3.11 and python3)."
+    _venv_say "On Debian 12: apt-get install -y python3 python3-venv"
+    return 1
+}
+
+_venv_create() {
+    local python="$1"
+    "$python" -m venv "$VENV_DIR"
+}
+
+_venv_install_venv_support() {
+    # python -m venv fails on Debian when ensurepip is not installed
+    # (it ships in the separate python3-venv package).
+    local python="$1" pyver
+    pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        _venv_say "error: '$python -m venv' failed; ensurepip is probably missing."
+        _venv_say "Fix it with (as root):  apt-get update && apt-get install -y python3-venv"
+        _venv_say "(or python${pyver}-venv if python3 is not Python ${pyver}), then rerun this script."
+        return 1
+    fi
+    _venv_say "==> '$python -m venv' failed; installing python3-venv with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y python3-venv ||
+        apt-get install -y "python${pyver}-venv"
+}
+
+_venv_python_ok() {
+    "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1
+}
+
+ensure_venv() {
+    local requirement="$1" python stamp checksum wanted
+
+    if ! { _venv_python_ok "$VENV_BIN/python" && "$VENV_BIN/python" -m pip --version >/dev/null 2>&1; }; then
+        if [ -x "$VENV_BIN/python" ] && ! _venv_python_ok "$VENV_BIN/python"; then
+            _venv_say "error: $VENV_DIR exists but does not use Python 3.11+; remove it and rerun."
+            return 1
+        fi
+        python="$(_venv_pick_python)" || return 1
+        # A half-made .venv (e.g. left behind when ensurepip was missing) is replaced.
+        rm -rf "$VENV_DIR"
+        _venv_say "==> creating $VENV_DIR with $python"
+        if ! _venv_create "$python"; then
+            rm -rf "$VENV_DIR"
+            _venv_install_venv_support "$python" || return 1
+            _venv_create "$python" || {
+                _venv_say "error: '$python -m venv $VENV_DIR' still fails."
+                return 1
+            }
+        fi
+    fi
+
+    stamp="$VENV_DIR/.stomp-proto-installed"
+    checksum="$(cksum < pyproject.toml)"
+    wanted="$requirement $checksum"
+    if [ -f "$stamp" ]; then
+        if grep -qxF -- "$wanted" "$stamp"; then
+            return 0
+        fi
+        # Any earlier install of this pyproject.toml (with or without extras)
+        # already covers the plain package.
+        if [ "$requirement" = "." ] && grep -q -- " $checksum\$" "$stamp"; then
+            return 0
+        fi
+    fi
+
+    _venv_say "==> installing -e '$requirement' into $VENV_DIR"
+    local -a pip_args=(install --quiet --editable "$requirement")
+    # Reuse an already-installed build backend instead of fetching one into an
+    # isolated build environment (saves a download; the first install on a
+    # clean clone still goes through normal build isolation).  hatchling needs
+    # the `editables` package for editable installs.
+    if "$VENV_BIN/python" -c 'import hatchling, editables' >/dev/null 2>&1; then
+        pip_args+=(--no-build-isolation)
+    fi
+    "$VENV_BIN/python" -m pip "${pip_args[@]}"
+    printf '%s\n' "$wanted" >> "$stamp"
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run the whole stomp-proto check suite: lint, type check, docs, doctests, tests.
+#
+#     bash scripts/test.sh [extra pytest arguments...]
+#
+# Creates ./.venv and installs the project with its dev extras when needed.
+# Stops at the first failing step with a non-zero exit status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/_venv.sh
+source scripts/_venv.sh
+ensure_venv '.[dev]'
+
+section() {
+    printf '\n==> %s\n' "$*"
+}
+
+section "ruff check"
+"$VENV_BIN/ruff" check stomp_proto tests benchmarks examples
+
+section "mypy --strict"
+"$VENV_BIN/mypy" --strict stomp_proto
+
+section "sphinx html"
+"$VENV_BIN/sphinx-build" -W --keep-going -b html docs docs/_build/html -q
+
+section "sphinx doctest"
+"$VENV_BIN/sphinx-build" -W -b doctest docs docs/_build/doctest -q
+
+section "pytest"
+status=0
+"$VENV_BIN/python" -m pytest "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "error: pytest collected no tests" >&2
+fi
+if [ "$status" -ne 0 ]; then
+    exit "$status"
+fi
+
+section "all checks passed"

@@ -1,0 +1,74 @@
+"""stomp_proto: the STOMP 1.0, 1.1 and 1.2 protocol, without I/O.
+
+Bytes in, frames and events out; frames and events in, bytes out.  Sockets,
+threads and clocks belong to the caller (or to the adapters built on top).
+
+The codec (:class:`FrameDecoder`, :class:`FrameEncoder`) works on
+:class:`Frame` values; the connections (:class:`ClientConnection`,
+:class:`ServerConnection`) add the session rules and work on typed events.
+"""
+
+from ._connection import ClientConnection, ServerConnection
+from ._decoder import FrameDecoder
+from ._encoder import FrameEncoder
+from ._errors import ErrorKind, LocalProtocolError, ProtocolError, RemoteProtocolError
+from ._events import (
+    Abort,
+    Ack,
+    AckMode,
+    Begin,
+    Commit,
+    Connect,
+    Connected,
+    ConnectionClosed,
+    Disconnect,
+    Error,
+    FrameEvent,
+    HeartBeatTimeout,
+    Message,
+    Nack,
+    Receipt,
+    Send,
+    Subscribe,
+    Unsubscribe,
+)
+from ._frame import Event, Frame, HeartBeat, Version
+from ._limits import Limits
+from ._state import ConnectionState
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Abort",
+    "Ack",
+    "AckMode",
+    "Begin",
+    "ClientConnection",
+    "Commit",
+    "Connect",
+    "Connected",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Disconnect",
+    "Error",
+    "ErrorKind",
+    "Event",
+    "Frame",
+    "FrameDecoder",
+    "FrameEncoder",
+    "FrameEvent",
+    "HeartBeat",
+    "HeartBeatTimeout",
+    "Limits",
+    "LocalProtocolError",
+    "Message",
+    "Nack",
+    "ProtocolError",
+    "Receipt",
+    "RemoteProtocolError",
+    "Send",
+    "ServerConnection",
+    "Subscribe",
+    "Unsubscribe",
+    "Version",
+]

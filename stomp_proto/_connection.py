@@ -1,0 +1,735 @@
+"""ClientConnection and ServerConnection: a STOMP session as a sans-IO state machine.
+
+Both halves share one engine (``_Connection``): bytes in through
+``receive_data``, events out one at a time through ``next_event``, events in
+through ``send`` which returns the bytes to write, and time in only through
+``handle_timer(now)``.  What differs between the roles is data - which events
+each may send and receive in which state (the tables in ``_state``) - and the
+bookkeeping in the two subclasses: subscriptions, pending acknowledgements,
+transactions, receipts and version negotiation.
+
+Rules for every method: a refused ``send`` raises ``LocalProtocolError`` and
+changes nothing; the state advances only as events are consumed from
+``next_event``; bad peer input raises ``RemoteProtocolError`` and closes the
+session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Iterator
+
+from ._decoder import FrameDecoder
+from ._encoder import FrameEncoder
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._events import (
+    EVENT_FOR_COMMAND,
+    Abort,
+    Ack,
+    Begin,
+    Commit,
+    Connect,
+    Connected,
+    ConnectionClosed,
+    Disconnect,
+    Error,
+    Event,
+    FrameEvent,
+    HeartBeatTimeout,
+    Message,
+    Nack,
+    Receipt,
+    Subscribe,
+    Unsubscribe,
+)
+from ._frame import VERSIONS, Frame, HeartBeat, Version
+from ._heartbeat import HeartBeatTimer, negotiate
+from ._limits import Limits
+from ._state import (
+    CLIENT_RECEIVES,
+    CLIENT_SENDS,
+    CLOSED,
+    CONNECTED,
+    DISCONNECTING,
+    IDLE,
+    SERVER_RECEIVES,
+    SERVER_SENDS,
+    ConnectionState,
+    Transitions,
+)
+
+__all__ = ["ClientConnection", "ServerConnection"]
+
+#: Default allowance on the peer's heart-beat interval before it counts as gone.
+DEFAULT_TOLERANCE = 1.5
+
+
+class _PendingAcks:
+    """Messages delivered on client-acknowledged subscriptions and not yet (N)ACKed.
+
+    Keyed by what the version's ACK names: the ``ack`` header in 1.2, the
+    ``message-id`` before.  Kept per subscription and in delivery order, as
+    client mode acknowledges cumulatively (1.2 §SUBSCRIBE ack Header).
+    """
+
+    __slots__ = ("_by_subscription", "_owner")
+
+    def __init__(self) -> None:
+        self._by_subscription: dict[str, dict[str, None]] = {}
+        self._owner: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def delivered(self, subscription: str, ident: str) -> None:
+        self._by_subscription.setdefault(subscription, {})[ident] = None
+        self._owner[ident] = subscription
+
+    def find(self, ident: str, subscription: str | None) -> str | None:
+        """The subscription awaiting an (N)ACK for ``ident``, if any."""
+        if subscription is not None:
+            return subscription if ident in self._by_subscription.get(subscription, ()) else None
+        return self._owner.get(ident)
+
+    def covered(self, subscription: str, ident: str, cumulative: bool) -> tuple[str, ...]:
+        """What an (N)ACK of ``ident`` settles: it alone, or with every earlier one."""
+        if not cumulative:
+            return (ident,)
+        settled = []
+        for key in self._by_subscription[subscription]:
+            settled.append(key)
+            if key == ident:
+                break
+        return tuple(settled)
+
+    def settle(self, subscription: str, idents: tuple[str, ...]) -> None:
+        pending = self._by_subscription[subscription]
+        for key in idents:
+            del pending[key]
+            if self._owner.get(key) == subscription:
+                del self._owner[key]
+
+    def forget(self, subscription: str) -> None:
+        for key in self._by_subscription.pop(subscription, {}):
+            if self._owner.get(key) == subscription:
+                del self._owner[key]
+
+    def for_subscription(self, subscription: str) -> tuple[str, ...]:
+        return tuple(self._by_subscription.get(subscription, ()))
+
+
+class _Connection:
+    """The engine both roles share; see the module docstring."""
+
+    _sends: Transitions
+    _receives: Transitions
+    _peer_role: str
+
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        limits: Limits | None = None,
+        heartbeat_tolerance: float = DEFAULT_TOLERANCE,
+    ) -> None:
+        if heartbeat_tolerance < 1.0:
+            raise ValueError("heartbeat_tolerance must be at least 1.0")
+        self._strict = strict
+        self._decoder = FrameDecoder(strict=strict, limits=limits)
+        self._decoder._use_handshake_rules()
+        # Before a version is agreed only CONNECT, CONNECTED and ERROR are sent;
+        # the first two are never escaped, and 1.0 rules keep ERROR readable to all.
+        self._encoder = FrameEncoder("1.0")
+        self._state = IDLE
+        self._version: Version | None = None
+        self._tolerance = heartbeat_tolerance
+        self._timer: HeartBeatTimer | None = None
+        self._queued: deque[Event] = deque()
+        self._eof = False
+        self._closed_reported = False
+        self._error: RemoteProtocolError | None = None
+        self._subscriptions: dict[str, Subscribe] = {}
+        self._pending = _PendingAcks()
+        self._transactions: set[str] = set()
+
+    # -- inspection ------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        """The session's state (changes only as events are sent or consumed)."""
+        return self._state
+
+    @property
+    def version(self) -> Version | None:
+        """The negotiated protocol version; ``None`` before the handshake."""
+        return self._version
+
+    @property
+    def heartbeat(self) -> tuple[int, int]:
+        """Negotiated ``(send every ms, expect every ms)``; ``(0, 0)`` for none."""
+        if self._timer is None:
+            return (0, 0)
+        return (self._timer.send_ms, self._timer.expect_ms)
+
+    @property
+    def subscriptions(self) -> dict[str, Subscribe]:
+        """Open subscriptions by id (in 1.0 without an id, by destination); a copy."""
+        return dict(self._subscriptions)
+
+    @property
+    def transactions(self) -> frozenset[str]:
+        """Transactions begun and not yet committed or aborted."""
+        return frozenset(self._transactions)
+
+    def pending_acks(self, subscription: str) -> tuple[str, ...]:
+        """Messages of ``subscription`` delivered and not yet (N)ACKed, oldest first.
+
+        Each is named as its version's ACK names it: the ``ack`` header in 1.2,
+        the ``message-id`` before.
+        """
+        return self._pending.for_subscription(subscription)
+
+    # -- sending ---------------------------------------------------------------
+
+    def send(self, event: Event) -> bytes:
+        """The bytes that carry ``event`` to the peer; raises LocalProtocolError if not allowed."""
+        if isinstance(event, HeartBeat):
+            if self._state not in (CONNECTED, DISCONNECTING):
+                raise self._refuse_state(event)
+            self._note_sent()
+            return b"\n"
+        if not isinstance(event, FrameEvent):
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"{type(event).__name__} cannot be sent")
+        next_state = self._sends.get(self._state, {}).get(type(event))
+        if next_state is None:
+            next_state = self._send_outside_table(event)
+        # Check and encode everything before changing anything.
+        event = self._check_send(event)
+        frame = event.to_frame(self._version or "1.0")
+        data = self._encoder.encode(frame, content_length=getattr(event, "content_length", True))
+        self._state = self._after_send(event, next_state)
+        self._note_sent()
+        return data
+
+    def _send_outside_table(self, event: FrameEvent) -> ConnectionState:
+        raise self._refuse_state(event)
+
+    def _refuse_state(self, event: Event) -> LocalProtocolError:
+        name = getattr(event, "command", type(event).__name__)
+        return LocalProtocolError(
+            ErrorKind.BAD_STATE, f"cannot send {name} when the connection is {self._state.value}"
+        )
+
+    def _check_send(self, event: FrameEvent) -> FrameEvent:
+        """Validate an outgoing event against the session; may complete it. No side effects."""
+        receipt = getattr(event, "receipt", None)
+        if receipt is not None:
+            self._check_new_receipt(receipt)
+        transaction = getattr(event, "transaction", None)
+        if isinstance(event, Begin):
+            if transaction in self._transactions:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun"
+                )
+        elif transaction is not None and transaction not in self._transactions:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
+        return event
+
+    def _check_new_receipt(self, receipt: str) -> None:
+        pass
+
+    def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        """Record what sending ``event`` changed; returns the new state."""
+        if isinstance(event, Begin):
+            self._transactions.add(event.transaction)
+        elif isinstance(event, (Commit, Abort)):
+            self._transactions.discard(event.transaction)
+        return next_state
+
+    def _note_sent(self) -> None:
+        if self._timer is not None:
+            self._timer.sent_since_check = True
+
+    # -- receiving -------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
+        """Add bytes received from the peer; ``None`` means the peer closed the stream."""
+        if self._eof:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
+        if data is None:
+            self._eof = True
+        elif not data:
+            return
+        elif self._timer is not None:
+            # Any data at all is a sign of life (1.2 §Heart-beating).
+            self._timer.received_since_check = True
+        self._decoder.receive_data(data)
+
+    def __iter__(self) -> Iterator[Event]:
+        """Drain the events available now."""
+        while (event := self.next_event()) is not None:
+            yield event
+
+    def next_event(self) -> Event | None:
+        """The next event from the peer, or ``None`` if more data is needed.
+
+        ``ConnectionClosed`` comes once, after the last frame, when the stream
+        has ended; ``HeartBeatTimeout`` comes when ``handle_timer`` found the
+        peer silent.  Raises RemoteProtocolError on bad input (the session is
+        then closed).
+        """
+        if self._queued:
+            return self._queued.popleft()
+        if self._error is not None:
+            raise self._error
+        try:
+            item = self._decoder.next_frame()
+        except RemoteProtocolError as exc:
+            raise self._fail(exc, None) from None
+        if item is None:
+            if self._eof and not self._closed_reported:
+                self._closed_reported = True
+                self._close()
+                return ConnectionClosed()
+            return None
+        if isinstance(item, HeartBeat):
+            return item
+        try:
+            return self._receive_frame(item)
+        except RemoteProtocolError as exc:
+            raise self._fail(exc, item) from None
+
+    def _receive_frame(self, frame: Frame) -> Event:
+        cls = EVENT_FOR_COMMAND.get(frame.command)
+        if cls is None or (cls in _SERVER_FRAMES) != (self._peer_role == "server"):
+            raise RemoteProtocolError(
+                ErrorKind.BAD_COMMAND, f"a {self._peer_role} does not send {frame.command} frames"
+            )
+        next_state = self._receives.get(self._state, {}).get(cls)
+        if next_state is None:
+            raise RemoteProtocolError(
+                ErrorKind.BAD_STATE,
+                f"{frame.command} frame received when the connection is {self._state.value}",
+            )
+        event = cls.from_frame(frame, self._version or "1.0")
+        event = self._check_receive(event)
+        self._state = self._after_receive(event, next_state)
+        return event
+
+    def _check_receive(self, event: FrameEvent) -> FrameEvent:
+        return event
+
+    def _after_receive(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        return next_state
+
+    def _fail(self, exc: RemoteProtocolError, frame: Frame | None) -> RemoteProtocolError:
+        self._close()
+        self._error = exc
+        return exc
+
+    def _close(self) -> None:
+        self._state = CLOSED
+        self._timer = None
+
+    # -- time ------------------------------------------------------------------
+
+    def get_timer(self) -> float | None:
+        """When ``handle_timer`` must next be called (same clock as its ``now``).
+
+        ``None`` while no heart-beats are in force.  Right after the handshake
+        it returns 0.0 - "now" - so that the first call can learn the time.
+        """
+        if self._timer is None or self._state is CLOSED:
+            return None
+        return self._timer.next_deadline()
+
+    def handle_timer(self, now: float) -> bytes:
+        """Act on the time: return the bytes to send (an EOL heart-beat or nothing).
+
+        When the peer has been silent past its deadline, a
+        :class:`HeartBeatTimeout` event is queued for ``next_event`` and the
+        session is closed.  Calling early or without heart-beats does nothing.
+        """
+        timer = self._timer
+        if timer is None or self._state is CLOSED:
+            return b""
+        beat, silence = timer.check(now)
+        if silence is not None:
+            self._queued.append(HeartBeatTimeout(silence))
+            self._close()
+            return b""
+        return b"\n" if beat else b""
+
+    def _start_heartbeats(self, ours: tuple[int, int], theirs: tuple[int, int]) -> None:
+        send_ms, expect_ms = negotiate(ours, theirs)
+        if send_ms or expect_ms:
+            self._timer = HeartBeatTimer(send_ms, expect_ms, self._tolerance)
+
+    def _agree(self, version: Version) -> None:
+        self._version = version
+        self._decoder.version = version
+        self._encoder.version = version
+
+    # -- acknowledgements, shared by both roles ----------------------------------
+
+    def _ack_target(
+        self, event: Ack, error: type[LocalProtocolError] | type[RemoteProtocolError]
+    ) -> tuple[str, str]:
+        """(subscription, ident) of the pending message ``event`` acknowledges."""
+        if isinstance(event, Nack) and self._version == "1.0":
+            raise error(ErrorKind.BAD_COMMAND, "NACK does not exist in STOMP 1.0")
+        if self._version == "1.2":
+            ident, subscription = event.id, None
+        else:
+            ident = event.message_id
+            subscription = event.subscription if self._version == "1.1" else None
+        subscription = self._pending.find(ident, subscription) if ident is not None else None
+        if subscription is None or ident is None:
+            raise error(
+                ErrorKind.BAD_STATE,
+                f"{event.command} for a message that awaits no acknowledgement on this connection",
+            )
+        return subscription, ident
+
+    def _with_covered(
+        self, event: Ack, error: type[LocalProtocolError] | type[RemoteProtocolError]
+    ) -> Ack:
+        """``event`` with ``covered`` filled in; raises ``error`` if it acknowledges nothing."""
+        subscription, ident = self._ack_target(event, error)
+        cumulative = self._subscriptions[subscription].ack == "client"
+        return dataclasses.replace(
+            event,
+            subscription=event.subscription or subscription,
+            covered=self._pending.covered(subscription, ident, cumulative),
+        )
+
+    def _settle(self, event: Ack) -> None:
+        subscription, _ = self._ack_target(event, LocalProtocolError)
+        self._pending.settle(subscription, event.covered)
+
+
+_SERVER_FRAMES = frozenset({Connected, Message, Receipt, Error})
+
+
+class ClientConnection(_Connection):
+    """The client half of a STOMP session.
+
+    Start with ``send(Connect(...))``; the session is open once
+    ``next_event()`` has returned :class:`Connected`.  The client checks its own
+    frames against the negotiated version and the session (subscriptions,
+    transactions, receipts, pending acknowledgements) and builds the ACK and
+    NACK each version wants with :meth:`ack` and :meth:`nack`.
+    """
+
+    _sends = CLIENT_SENDS
+    _receives = CLIENT_RECEIVES
+    _peer_role = "server"
+
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        limits: Limits | None = None,
+        heartbeat_tolerance: float = DEFAULT_TOLERANCE,
+    ) -> None:
+        super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
+        self._connect: Connect | None = None
+        self._receipts: dict[str, FrameEvent] = {}
+        self._disconnect_receipt: str | None = None
+
+    @property
+    def pending_receipts(self) -> dict[str, FrameEvent]:
+        """Receipt ids asked for and not yet received, with the event that asked; a copy."""
+        return dict(self._receipts)
+
+    def ack(
+        self, message: Message, *, transaction: str | None = None, receipt: str | None = None
+    ) -> bytes:
+        """Acknowledge ``message`` with the headers the negotiated version requires."""
+        return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
+
+    def nack(
+        self, message: Message, *, transaction: str | None = None, receipt: str | None = None
+    ) -> bytes:
+        """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
+
+    def _check_new_receipt(self, receipt: str) -> None:
+        if receipt in self._receipts:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending")
+
+    def _check_send(self, event: FrameEvent) -> FrameEvent:
+        event = super()._check_send(event)
+        if isinstance(event, Connect):
+            if not event.accept_versions or any(v not in VERSIONS for v in event.accept_versions):
+                raise LocalProtocolError(
+                    ErrorKind.BAD_VERSION, f"accept_versions {event.accept_versions!r} is not valid"
+                )
+        elif isinstance(event, Subscribe):
+            if event.key in self._subscriptions:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"subscription {event.key!r} already exists"
+                )
+        elif isinstance(event, Unsubscribe):
+            if event.key not in self._subscriptions:
+                raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+        elif isinstance(event, Ack):
+            event = self._with_covered(event, LocalProtocolError)
+        return event
+
+    def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        next_state = super()._after_send(event, next_state)
+        receipt = getattr(event, "receipt", None)
+        if receipt is not None:
+            self._receipts[receipt] = event
+        if isinstance(event, Connect):
+            self._connect = event
+        elif isinstance(event, Subscribe):
+            self._subscriptions[event.key] = event
+        elif isinstance(event, Unsubscribe):
+            key = event.key
+            assert key is not None
+            del self._subscriptions[key]
+            self._pending.forget(key)
+        elif isinstance(event, Ack):
+            self._settle(event)
+        elif isinstance(event, Disconnect):
+            # 1.2 §BEGIN: open transactions end with the session.
+            self._transactions.clear()
+            if event.receipt is None:
+                self._close()
+                return CLOSED
+            self._disconnect_receipt = event.receipt
+        return next_state
+
+    def _check_receive(self, event: FrameEvent) -> FrameEvent:
+        if isinstance(event, Connected):
+            assert self._connect is not None
+            if event.version not in self._connect.accept_versions:
+                raise RemoteProtocolError(
+                    ErrorKind.BAD_VERSION,
+                    f"server chose STOMP {event.version}, which was not offered",
+                )
+        elif isinstance(event, Message):
+            key = event.subscription if event.subscription is not None else event.destination
+            subscription = self._subscriptions.get(key)
+            if subscription is None:
+                # e.g. RabbitMQ's replies to /temp-queue/ destinations.
+                return dataclasses.replace(event, unknown_subscription=True)
+            if subscription.ack != "auto":
+                ident = event.ack if self._version == "1.2" else event.message_id
+                if ident is None:
+                    raise RemoteProtocolError(
+                        ErrorKind.MISSING_HEADER,
+                        "MESSAGE for a client-acknowledged subscription has no 'ack' header",
+                    )
+        elif isinstance(event, Receipt) and event.receipt_id not in self._receipts and self._strict:
+            raise RemoteProtocolError(
+                ErrorKind.BAD_STATE,
+                f"RECEIPT for {event.receipt_id!r}, which was not asked for",
+            )
+        return event
+
+    def _after_receive(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        if isinstance(event, Connected):
+            assert self._connect is not None and event.version is not None
+            self._agree(event.version)
+            self._start_heartbeats(self._connect.heartbeat, event.heartbeat)
+        elif isinstance(event, Message) and not event.unknown_subscription:
+            key = event.subscription if event.subscription is not None else event.destination
+            if self._subscriptions[key].ack != "auto":
+                ident = event.ack if self._version == "1.2" else event.message_id
+                assert ident is not None
+                self._pending.delivered(key, ident)
+        elif isinstance(event, Receipt):
+            self._receipts.pop(event.receipt_id, None)
+            if event.receipt_id == self._disconnect_receipt:
+                self._close()
+                return CLOSED
+        elif isinstance(event, Error):
+            self._close()
+        return next_state
+
+
+class ServerConnection(_Connection):
+    """The server half of a STOMP session.
+
+    The application decides policy (authentication, destinations, routing):
+    after ``next_event()`` returns :class:`Connect`, it answers with
+    ``send(Connected(...))`` to accept - the version is filled in from the
+    negotiation - or ``send(Error(...))`` to refuse.  Everything the specs
+    decide is checked here; bad client input raises
+    :class:`RemoteProtocolError` whose ``event_hint`` is the ERROR to send
+    before closing.
+    """
+
+    _sends = SERVER_SENDS
+    _receives = SERVER_RECEIVES
+    _peer_role = "client"
+
+    def __init__(
+        self,
+        *,
+        versions: tuple[Version, ...] = VERSIONS,
+        strict: bool = True,
+        limits: Limits | None = None,
+        heartbeat_tolerance: float = DEFAULT_TOLERANCE,
+    ) -> None:
+        super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
+        if not versions or any(v not in VERSIONS for v in versions):
+            raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
+        self._versions = tuple(v for v in VERSIONS if v in versions)
+        self._connect: Connect | None = None
+        self._offered: Version | None = None
+        self._receipts_owed: set[str] = set()
+        self._disconnect_receipt: str | None = None
+        self._hint: Error | None = None
+
+    @property
+    def negotiated_version(self) -> Version | None:
+        """The version a CONNECTED will carry: the highest both sides speak."""
+        return self._version or self._offered
+
+    def _send_outside_table(self, event: FrameEvent) -> ConnectionState:
+        # The ERROR suggested by a RemoteProtocolError may still be sent.
+        if self._hint is not None and isinstance(event, Error):
+            self._hint = None
+            return CLOSED
+        raise self._refuse_state(event)
+
+    def _check_send(self, event: FrameEvent) -> FrameEvent:
+        event = super()._check_send(event)
+        if isinstance(event, Connected):
+            assert self._offered is not None
+            if event.version is None:
+                event = dataclasses.replace(event, version=self._offered)
+            assert self._connect is not None
+            if (
+                event.version not in self._connect.accept_versions
+                or event.version not in self._versions
+            ):
+                raise LocalProtocolError(
+                    ErrorKind.BAD_VERSION, f"STOMP {event.version} was not agreed with the client"
+                )
+        elif isinstance(event, Message):
+            version = self._version
+            key = event.subscription if event.subscription is not None else event.destination
+            subscription = self._subscriptions.get(key)
+            if subscription is None:
+                raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
+            if subscription.ack != "auto" and version == "1.2" and event.ack is None:
+                raise LocalProtocolError(
+                    ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs 'ack'"
+                )
+        elif isinstance(event, Receipt) and event.receipt_id not in self._receipts_owed:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, f"no frame asked for receipt {event.receipt_id!r}"
+            )
+        return event
+
+    def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        next_state = super()._after_send(event, next_state)
+        if isinstance(event, Connected):
+            assert self._connect is not None and event.version is not None
+            self._agree(event.version)
+            self._start_heartbeats(event.heartbeat, self._connect.heartbeat)
+        elif isinstance(event, Message):
+            key = event.subscription if event.subscription is not None else event.destination
+            if self._subscriptions[key].ack != "auto":
+                ident = event.ack if self._version == "1.2" else event.message_id
+                if ident is not None:
+                    self._pending.delivered(key, ident)
+        elif isinstance(event, Receipt):
+            self._receipts_owed.discard(event.receipt_id)
+            if event.receipt_id == self._disconnect_receipt:
+                self._close()
+                return CLOSED
+        elif isinstance(event, Error):
+            self._close()
+            return CLOSED
+        return next_state
+
+    def _check_receive(self, event: FrameEvent) -> FrameEvent:
+        receipt = getattr(event, "receipt", None)
+        if receipt is not None and receipt in self._receipts_owed:
+            raise RemoteProtocolError(
+                ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending"
+            )
+        transaction = getattr(event, "transaction", None)
+        if isinstance(event, Connect):
+            common = [v for v in self._versions if v in event.accept_versions]
+            if not common:
+                raise RemoteProtocolError(
+                    ErrorKind.BAD_VERSION,
+                    "Supported protocol versions are " + " ".join(self._versions),
+                )
+            if common[-1] != "1.0" and event.host is None and self._strict:
+                raise RemoteProtocolError(
+                    ErrorKind.MISSING_HEADER, "CONNECT for STOMP 1.1 or later needs a 'host' header"
+                )
+        elif isinstance(event, Begin):
+            if event.transaction in self._transactions:
+                raise RemoteProtocolError(
+                    ErrorKind.BAD_STATE, f"transaction {event.transaction!r} has already begun"
+                )
+        elif transaction is not None and transaction not in self._transactions:
+            raise RemoteProtocolError(
+                ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open"
+            )
+        elif isinstance(event, Subscribe):
+            if event.key in self._subscriptions:
+                raise RemoteProtocolError(
+                    ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use"
+                )
+        elif isinstance(event, Unsubscribe) and event.key not in self._subscriptions:
+            raise RemoteProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+        if isinstance(event, Ack):
+            event = self._with_covered(event, RemoteProtocolError)
+        return event
+
+    def _after_receive(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
+        receipt = getattr(event, "receipt", None)
+        if receipt is not None:
+            self._receipts_owed.add(receipt)
+        if isinstance(event, Connect):
+            self._connect = event
+            self._offered = next(v for v in reversed(self._versions) if v in event.accept_versions)
+        elif isinstance(event, Subscribe):
+            self._subscriptions[event.key] = event
+        elif isinstance(event, Unsubscribe):
+            key = event.key
+            assert key is not None
+            del self._subscriptions[key]
+            self._pending.forget(key)
+        elif isinstance(event, Ack):
+            self._settle(event)
+        elif isinstance(event, Begin):
+            self._transactions.add(event.transaction)
+        elif isinstance(event, (Commit, Abort)):
+            self._transactions.discard(event.transaction)
+        elif isinstance(event, Disconnect):
+            self._transactions.clear()
+            if event.receipt is None:
+                self._close()
+                return CLOSED
+            self._disconnect_receipt = event.receipt
+        return next_state
+
+    def _fail(self, exc: RemoteProtocolError, frame: Frame | None) -> RemoteProtocolError:
+        super()._fail(exc, frame)
+        receipt = frame.get("receipt") if frame is not None else None
+        headers: tuple[tuple[str, str], ...] = ()
+        if exc.kind is ErrorKind.BAD_VERSION:
+            # 1.2 §Protocol Negotiation: the ERROR lists the versions we support.
+            headers = (("version", ",".join(self._versions)),)
+        hint = Error(
+            message=exc.message.splitlines()[0][:200] if exc.message else exc.kind.value,
+            body=exc.message.encode("utf-8"),
+            receipt_id=receipt,
+            content_type="text/plain",
+            headers=headers,
+        )
+        self._hint = hint
+        exc.event_hint = hint
+        return exc

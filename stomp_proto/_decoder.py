@@ -1,0 +1,460 @@
+"""FrameDecoder: bytes in, frames and heart-beats out, one at a time.
+
+How the buffer is read, and why it stays linear:
+
+* Received bytes are appended to one ``bytearray``; ``_pos`` marks the start of
+  what has not been returned yet.  Consumed bytes are dropped from the front
+  in ``receive_data`` (CPython makes that cheap), so the buffer holds at most
+  one partial frame plus whatever has not been asked for.
+* Parsing is lazy: ``next_frame()`` parses one frame.  A caller that changes
+  ``version`` after a CONNECTED frame therefore gets the new rules for every
+  later frame, even those already buffered.
+* Every search resumes where the previous one stopped (``_scan``, and the
+  body-NUL search offset), so bytes arriving one at a time are looked at a
+  bounded number of times: 20,000 frames in one chunk and a 1 MiB body fed
+  byte by byte both cost time proportional to their size.
+* Limits are checked while the head or body is still incomplete, on what has
+  arrived so far, so a peer cannot make the decoder buffer more than the limits
+  allow, however it splits its bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._frame import (
+    BODY_COMMANDS,
+    COMMANDS,
+    HEARTBEAT,
+    UNESCAPED_COMMANDS,
+    VERSIONS,
+    Frame,
+    HeartBeat,
+    Version,
+)
+from ._limits import DEFAULT_LIMITS, Limits
+
+__all__ = ["FrameDecoder"]
+
+# Frame(...) without the Python-level __new__ of NamedTuple: a C call on the hot path.
+_new_frame = tuple.__new__
+
+_LF = 10
+_CR = 13
+
+# 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
+_UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
+_UNESCAPES_12 = {**_UNESCAPES_11, "\\r": "\r"}
+# A backslash and the character after it (or the end of the text, for a lone one).
+_ESCAPE = re.compile(r"\\(?:.|\Z)", re.DOTALL)
+
+
+def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
+    return RemoteProtocolError(kind, message)
+
+
+class FrameDecoder:
+    """Incremental STOMP frame decoder; performs no I/O.
+
+    Feed bytes with :meth:`receive_data` (``None`` for end of stream) and take
+    frames with :meth:`next_frame`, which returns a :class:`Frame`, a
+    :class:`HeartBeat` for each end-of-line between frames, or ``None`` when it
+    needs more data.  The same bytes give the same results however they are
+    split into chunks.
+
+    ``version`` selects the wire rules (escapes; CRLF line endings from 1.2)
+    and may be changed at any time, e.g. after version negotiation: it applies
+    to every frame not yet returned.  ``strict=False`` accepts what old and
+    sloppy peers send (see :doc:`/conformance`).
+
+    Any problem in the input raises :class:`RemoteProtocolError`; frames
+    returned before it stay valid.  After an error the decoder is finished:
+    ``next_frame`` raises the same error again and ``receive_data`` raises
+    :class:`LocalProtocolError`.
+    """
+
+    __slots__ = (
+        "_body_start",
+        "_buf",
+        "_command",
+        "_content_length",
+        "_crlf",
+        "_eof",
+        "_error",
+        "_head_lines",
+        "_headers",
+        "_limits",
+        "_line_start",
+        "_pos",
+        "_scan",
+        "_strict",
+        "_unescapes",
+        "_version",
+    )
+
+    def __init__(
+        self, version: Version = "1.2", *, strict: bool = True, limits: Limits | None = None
+    ) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._error: RemoteProtocolError | None = None
+        self._strict = strict
+        self._limits = limits if limits is not None else DEFAULT_LIMITS
+        self._version: Version = "1.2"
+        self._crlf = True
+        self._unescapes: dict[str, str] | None = _UNESCAPES_12
+        self._reset_head()
+        self.version = version
+
+    # -- configuration -------------------------------------------------------
+
+    @property
+    def version(self) -> Version:
+        """The protocol version whose wire rules apply to frames not yet returned."""
+        return self._version
+
+    @version.setter
+    def version(self, version: Version) -> None:
+        if version not in VERSIONS:
+            raise LocalProtocolError(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
+        self._version = version
+        # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
+        self._crlf = version == "1.2" or not self._strict
+        self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
+        if self._command is None:
+            # The partial head was searched with the old line-ending rules.
+            self._scan = self._line_start = self._pos
+            self._head_lines = 0
+
+    def _use_handshake_rules(self) -> None:
+        # For connections, before a version is agreed: nothing is unescaped
+        # (CONNECT and CONNECTED never are, and an ERROR sent in reply to a
+        # CONNECT follows no agreed version), and CRLF is accepted as 1.2 allows.
+        self.version = "1.2"
+        self._unescapes = None
+
+    @property
+    def strict(self) -> bool:
+        """Whether the specs are followed to the letter (the default)."""
+        return self._strict
+
+    @property
+    def limits(self) -> Limits:
+        """The size limits in force."""
+        return self._limits
+
+    @property
+    def buffered(self) -> int:
+        """How many received bytes are held, not yet returned as frames."""
+        return len(self._buf) - self._pos
+
+    # -- input ---------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
+        """Add bytes received from the peer; ``None`` means the stream has ended."""
+        if self._error is not None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"decoder failed earlier ({self._error}); it takes no more data",
+            )
+        if self._eof:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
+        if data is None:
+            self._eof = True
+            return
+        if self._pos:
+            self._compact()
+        self._buf += data
+
+    def _compact(self) -> None:
+        # Dropping a prefix of a bytearray only moves its start in CPython; all
+        # saved offsets shift with it.
+        pos = self._pos
+        del self._buf[:pos]
+        self._pos = 0
+        self._scan -= pos
+        self._line_start -= pos
+        self._body_start -= pos
+
+    # -- output --------------------------------------------------------------
+
+    def __iter__(self) -> FrameDecoder:
+        return self
+
+    def __next__(self) -> Frame | HeartBeat:
+        item = self.next_frame()
+        if item is None:
+            raise StopIteration
+        return item
+
+    def next_frame(self) -> Frame | HeartBeat | None:
+        """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
+        if self._error is not None:
+            raise self._error
+        try:
+            if self._command is None:
+                return self._next_head()
+            return self._next_body()
+        except RemoteProtocolError as exc:
+            self._error = exc
+            raise
+
+    def _check_truncated(self) -> None:
+        """Called when more data is needed: at end of stream that is an error."""
+        if self._eof and self._pos < len(self._buf):
+            raise _error(ErrorKind.TRUNCATED, "stream ended inside a frame")
+
+    def _reset_head(self) -> None:
+        self._command: str | None = None
+        self._headers: tuple[tuple[str, str], ...] = ()
+        self._content_length = -1
+        self._body_start = self._scan = self._line_start = self._pos
+        self._head_lines = 0
+
+    def _next_head(self) -> Frame | HeartBeat | None:
+        # The hot path: everything a well-formed frame needs is inline here;
+        # rare cases (limits, CR, lenient mode, escapes) go to helpers.
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        if pos >= end:
+            self._check_truncated()
+            return None
+        # Heart-beats and the EOLs after a frame's NUL: one event per EOL.
+        first = buf[pos]
+        if first == _LF:
+            self._pos = self._scan = self._line_start = pos + 1
+            return HEARTBEAT
+        if first == _CR and self._crlf:
+            if pos + 1 >= end:
+                self._check_truncated()
+                return None
+            if buf[pos + 1] == _LF:
+                self._pos = self._scan = self._line_start = pos + 2
+                return HEARTBEAT
+
+        # The head ends at a blank line: LF LF, or from 1.2 also LF CR LF (a
+        # CRLF before the blank line leaves its CR at the end of the head).  The
+        # head, blank line included, must fit in max_head_size bytes: only that
+        # window is searched, whole or in pieces alike.
+        limits = self._limits
+        window = pos + limits.max_head_size
+        stop = end if end < window else window
+        start = self._scan - 2 if self._scan - 2 > pos else pos
+        head_end = buf.find(b"\n\n", start, stop)
+        body_start = head_end + 2
+        if self._crlf:
+            crlf_end = buf.find(b"\n\r\n", start, head_end + 1 if head_end >= 0 else stop)
+            if crlf_end >= 0:
+                head_end, body_start = crlf_end, crlf_end + 3
+        if head_end < 0:
+            self._check_partial_head(end, window)
+            return None
+        if head_end - pos > limits.max_line_length:
+            self._check_line_lengths(pos, head_end)
+
+        try:
+            text = buf[pos:head_end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _error(ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}") from None
+        if self._crlf and "\r" in text:
+            text = self._strip_crlf(text)
+        command, _, block = text.partition("\n")
+        strict = self._strict
+        if strict:
+            if command not in COMMANDS:
+                raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+        else:
+            command = self._lenient_command(command)
+
+        headers: tuple[tuple[str, str], ...] = ()
+        length = -1
+        if block:
+            lines = block.split("\n")
+            if len(lines) > limits.max_headers:
+                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+            # A header splits at its first colon; a raw ':' after it stays in
+            # the value, in both modes (brokers send such values; nothing is lost).
+            parts = [line.partition(":") for line in lines]
+            if strict:
+                pairs = [(name, value) for name, colon, value in parts if colon and name]
+            else:
+                pairs = [
+                    (name, value.rstrip(" \t\r").lstrip(" "))
+                    for name, colon, value in parts
+                    if colon and name
+                ]
+            if len(pairs) != len(parts):
+                raise self._bad_header_line(lines)
+            if (
+                self._unescapes is not None
+                and "\\" in block
+                and (command not in UNESCAPED_COMMANDS)
+            ):
+                pairs = self._unescape_pairs(pairs, self._unescapes)
+            headers = tuple(pairs)
+            if "content-length" in block:
+                length = self._content_length_of(block, pos, body_start, command)
+
+        self._command = command
+        self._headers = headers
+        self._content_length = length
+        self._body_start = self._scan = body_start
+        return self._next_body()
+
+    def _check_partial_head(self, end: int, window: int) -> None:
+        """Apply the head limits to a head whose blank line has not arrived yet."""
+        limits = self._limits
+        if end >= window:
+            raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {limits.max_head_size} bytes")
+        buf = self._buf
+        new = self._scan
+        self._head_lines += buf.count(b"\n", new, end)
+        last_lf = buf.rfind(b"\n", new, end)
+        if last_lf >= 0:
+            self._line_start = last_lf + 1
+        # Room for the CR of a CRLF whose LF has not arrived yet.
+        if end - self._line_start > limits.max_line_length + self._crlf:
+            raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
+        # Complete lines so far: the command line and the header lines.
+        if self._head_lines > limits.max_headers + 1:
+            raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+        self._scan = end
+        self._check_truncated()
+
+    def _check_line_lengths(self, pos: int, head_end: int) -> None:
+        limit = self._limits.max_line_length
+        for line in self._buf[pos:head_end].split(b"\n"):
+            if len(line) - (self._crlf and line.endswith(b"\r")) > limit:
+                raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limit} bytes")
+
+    def _strip_crlf(self, text: str) -> str:
+        # CRLF line endings (1.2, or any version in lenient mode).  The last
+        # header line keeps its CR (see _next_head); a CR anywhere else is data
+        # that 1.2 says must be escaped.
+        text = text.replace("\r\n", "\n")
+        if text[-1] == "\r":
+            text = text[:-1]
+        if self._strict and "\r" in text:
+            raise _error(ErrorKind.BAD_HEADER, "carriage return inside a header line")
+        return text
+
+    @staticmethod
+    def _lenient_command(command: str) -> str:
+        # The early draft: commands are case-insensitive, trailing blanks ignored.
+        command = command.rstrip(" \t\r").upper()
+        if not command:
+            raise _error(ErrorKind.BAD_COMMAND, "empty command line")
+        return command
+
+    @staticmethod
+    def _bad_header_line(lines: list[str]) -> RemoteProtocolError:
+        for line in lines:
+            name, colon, _ = line.partition(":")
+            if not (colon and name):
+                return _error(ErrorKind.BAD_HEADER, f"bad header line {line[:40]!r}")
+        raise AssertionError("no bad header line")  # pragma: no cover
+
+    def _unescape_pairs(
+        self, pairs: list[tuple[str, str]], unescapes: dict[str, str]
+    ) -> list[tuple[str, str]]:
+        unescape = self._unescape
+        return [
+            (name, value)
+            if "\\" not in name and "\\" not in value
+            else (unescape(name, unescapes), unescape(value, unescapes))
+            for name, value in pairs
+        ]
+
+    def _unescape(self, text: str, unescapes: dict[str, str]) -> str:
+        if "\\" not in text:
+            return text
+        strict = self._strict
+
+        def replace(match: re.Match[str]) -> str:
+            sequence = match.group()
+            replacement = unescapes.get(sequence)
+            if replacement is not None:
+                return replacement
+            if strict:
+                raise _error(ErrorKind.BAD_ESCAPE, f"undefined escape sequence {sequence!r}")
+            return sequence
+
+        return _ESCAPE.sub(replace, text)
+
+    def _content_length_of(self, block: str, pos: int, body_start: int, command: str) -> int:
+        # 1.2 §Repeated Header Entries: the first content-length wins.  Its name
+        # has nothing to escape, so the first line that starts with it is that
+        # header, and its value is read straight from the head text.
+        at = block.find("content-length:")
+        while at > 0 and block[at - 1] != "\n":
+            at = block.find("content-length:", at + 1)
+        if at < 0:
+            return -1
+        line_end = block.find("\n", at)
+        value = block[at + 15 :] if line_end < 0 else block[at + 15 : line_end]
+        if not self._strict:
+            value = value.strip(" \t\r")
+        if not (value.isascii() and value.isdigit()):
+            raise _error(ErrorKind.BAD_CONTENT_LENGTH, f"content-length {value[:40]!r}")
+        limits = self._limits
+        body_limit = min(limits.max_body_size, limits.max_frame_size - (body_start - pos))
+        # int() refuses very long digit strings, so they are refused first.
+        if len(value) > 20 or int(value) > body_limit:
+            raise _error(
+                ErrorKind.TOO_LARGE,
+                f"content-length {value[:40]} exceeds the limit of {body_limit} bytes",
+            )
+        length = int(value)
+        if length:
+            self._check_body_allowed(command)
+        return length
+
+    def _check_body_allowed(self, command: str) -> None:
+        # 1.1 §Value Encoding and 1.2 §Body; 1.0 sets no such rule.
+        if self._strict and command not in BODY_COMMANDS and self._version != "1.0":
+            raise _error(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
+
+    def _next_body(self) -> Frame | None:
+        buf = self._buf
+        start = self._body_start
+        end = len(buf)
+        length = self._content_length
+        command = self._command
+        assert command is not None
+        if length >= 0:
+            nul = start + length
+            if nul >= end:
+                self._check_truncated()
+                return None
+            if buf[nul]:
+                raise _error(
+                    ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
+                )
+        else:
+            limits = self._limits
+            body_limit = min(limits.max_body_size, limits.max_frame_size - (start - self._pos))
+            stop = min(end, start + body_limit + 1)
+            nul = buf.find(b"\0", self._scan, stop)
+            if nul < 0:
+                if end > start:
+                    self._check_body_allowed(command)
+                if end > start + body_limit:
+                    raise _error(ErrorKind.TOO_LARGE, f"body exceeds {body_limit} bytes")
+                self._scan = end
+                self._check_truncated()
+                return None
+            if nul > start:
+                self._check_body_allowed(command)
+        if nul - start < 65536:
+            body = bytes(buf[start:nul])
+        else:
+            # One copy only, for large bodies.
+            with memoryview(buf) as view:
+                body = view[start:nul].tobytes()
+        frame = _new_frame(Frame, (command, self._headers, body))
+        self._pos = nul + 1
+        self._reset_head()
+        return frame

@@ -1,0 +1,131 @@
+"""FrameEncoder: frames in, bytes out, under one version's escaping rules.
+
+Encoding is a producer's hot path, so the common case - no header needs
+escaping - is checked once over the whole head and then built with a single
+join; only frames that need it take the per-header route.
+"""
+
+from __future__ import annotations
+
+from ._errors import ErrorKind, LocalProtocolError
+from ._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame, HeartBeat, Version
+
+__all__ = ["FrameEncoder"]
+
+# 1.1 §Value Encoding escapes LF, ':' and '\'; 1.2 adds CR.  A 1.1 value may
+# hold a raw CR (its grammar excludes only LF and ':').
+_ESCAPES_11 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
+_ESCAPES_12 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
+_ESCAPES: dict[Version, dict[int, str] | None] = {
+    "1.0": None,
+    "1.1": _ESCAPES_11,
+    "1.2": _ESCAPES_12,
+}
+
+
+def _refuse(kind: ErrorKind, message: str) -> LocalProtocolError:
+    return LocalProtocolError(kind, message)
+
+
+class FrameEncoder:
+    """Turns :class:`Frame` values into the bytes of one STOMP version.
+
+    Header names and values are escaped as ``version`` requires (never for
+    CONNECT, CONNECTED and STOMP, whose headers 1.0 peers must read).  A
+    ``content-length`` header is written for every non-empty body; the
+    encoder computes it and drops any ``content-length`` the frame carries.
+    Pass ``content_length=False`` to omit it for one frame - ActiveMQ, for
+    instance, delivers a frame without it as a JMS TextMessage.
+
+    Anything that cannot be sent as given raises :class:`LocalProtocolError`.
+    """
+
+    __slots__ = ("_escapes", "_version")
+
+    def __init__(self, version: Version = "1.2") -> None:
+        self._version: Version = "1.2"
+        self._escapes: dict[int, str] | None = _ESCAPES_12
+        self.version = version
+
+    @property
+    def version(self) -> Version:
+        """The protocol version whose escaping rules are applied."""
+        return self._version
+
+    @version.setter
+    def version(self, version: Version) -> None:
+        if version not in VERSIONS:
+            raise _refuse(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
+        self._version = version
+        self._escapes = _ESCAPES[version]
+
+    def encode(self, frame: Frame | HeartBeat, *, content_length: bool = True) -> bytes:
+        """The wire bytes of ``frame`` (a heart-beat is a single LF)."""
+        if isinstance(frame, HeartBeat):
+            return b"\n"
+        command, headers, body = frame
+        if command not in COMMANDS:
+            raise _refuse(ErrorKind.BAD_COMMAND, f"unknown command {command!r}")
+        if body and command not in BODY_COMMANDS:
+            raise _refuse(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
+        if not content_length and 0 in body:
+            raise _refuse(
+                ErrorKind.BAD_CONTENT_LENGTH, "a body containing NUL needs a content-length header"
+            )
+        try:
+            lines = [name + ":" + value for name, value in headers]
+            head = "\n".join(lines)
+        except TypeError:
+            raise _refuse(ErrorKind.BAD_HEADER, "header names and values must be str") from None
+        # Fast path: exactly one colon and no line break per line, no empty
+        # name, nothing to escape or refuse, and no content-length to replace.
+        count = len(lines)
+        if count and (
+            head.count(":") != count
+            or head.count("\n") != count - 1
+            or "\\" in head
+            or "\r" in head
+            or "\0" in head
+            or head[0] == ":"
+            or "\n:" in head
+            or "content-length:" in head
+        ):
+            lines = self._encode_headers(command, headers)
+        if body and content_length:
+            lines.append("content-length:" + str(len(body)))
+        lines.append("")
+        lines.append("")
+        try:
+            encoded = (command + "\n" + "\n".join(lines)).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _refuse(
+                ErrorKind.BAD_ENCODING, f"header text is not encodable: {exc.reason}"
+            ) from None
+        return b"".join((encoded, body, b"\0")) if body else encoded + b"\0"
+
+    def _encode_headers(self, command: str, headers: tuple[tuple[str, str], ...]) -> list[str]:
+        escapes = None if command in UNESCAPED_COMMANDS else self._escapes
+        lines: list[str] = []
+        for name, value in headers:
+            if name == "content-length":
+                continue  # recomputed from the body, or omitted on request
+            if not name:
+                raise _refuse(ErrorKind.BAD_HEADER, "empty header name")
+            if "\0" in name or "\0" in value:
+                raise _refuse(ErrorKind.BAD_HEADER, f"NUL in header {name!r}")
+            if escapes is not None:
+                lines.append(name.translate(escapes) + ":" + value.translate(escapes))
+                continue
+            # Unescaped headers (1.0, CONNECT, CONNECTED): LF and CR end a line,
+            # and a ':' in a name would move the split point.
+            if ":" in name or "\n" in name or "\r" in name:
+                raise _refuse(
+                    ErrorKind.BAD_HEADER, f"header name {name!r} cannot be sent unescaped"
+                )
+            if "\n" in value or "\r" in value:
+                raise _refuse(
+                    ErrorKind.BAD_HEADER,
+                    f"value of {name!r} has a line break and cannot be sent unescaped",
+                )
+            lines.append(name + ":" + value)
+        return lines

@@ -1,0 +1,713 @@
+"""Typed events: one class per STOMP frame kind, plus the connection outcomes.
+
+The same classes travel both ways, as in h11: what a client passes to
+``ClientConnection.send`` is what ``ServerConnection.next_event`` returns on the
+other side, and vice versa.  Each event holds the headers the specs give a
+meaning to as typed fields; every other header (broker extensions such as
+``persistent``, ``prefetch-count``, ``selector``, ``x-*``) is kept, in order, in
+``headers`` and passed through untouched.
+
+Which headers a frame needs depends on the protocol version (an ACK names
+``message-id`` in 1.0, ``message-id`` and ``subscription`` in 1.1, ``id`` in
+1.2), so the translation to and from frames takes the version and lives here,
+next to the fields it reads: ``to_frame(version)`` and ``from_frame(frame, version)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal, TypeVar
+
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._frame import VERSIONS, Event, Frame, HeartBeat, Version
+
+__all__ = [
+    "Abort",
+    "Ack",
+    "AckMode",
+    "Begin",
+    "ClientEvent",
+    "Commit",
+    "Connect",
+    "Connected",
+    "ConnectionClosed",
+    "Disconnect",
+    "Error",
+    "Event",
+    "HeartBeat",
+    "HeartBeatTimeout",
+    "Message",
+    "Nack",
+    "Receipt",
+    "Send",
+    "ServerEvent",
+    "Subscribe",
+    "Unsubscribe",
+]
+
+AckMode = Literal["auto", "client", "client-individual"]
+ACK_MODES: tuple[AckMode, ...] = ("auto", "client", "client-individual")
+
+Headers = tuple[tuple[str, str], ...]
+_E = TypeVar("_E", bound="FrameEvent")
+_A = TypeVar("_A", bound="Ack")
+_T = TypeVar("_T", bound="_TransactionEvent")
+
+
+class _MissingHeader(Exception):
+    """Raised by the shared field readers; turned into Local or Remote errors."""
+
+
+class FrameEvent(Event):
+    """An event that is one STOMP frame on the wire."""
+
+    __slots__ = ()
+    command: ClassVar[str]
+    #: Headers held in typed fields, not in ``headers``.
+    _typed: ClassVar[frozenset[str]] = frozenset()
+
+    def to_frame(self, version: Version) -> Frame:
+        """The frame that carries this event under ``version``.
+
+        Raises :class:`LocalProtocolError` when a header that ``version``
+        requires is missing.
+        """
+        try:
+            return self._to_frame(version)
+        except _MissingHeader as exc:
+            raise LocalProtocolError(ErrorKind.MISSING_HEADER, str(exc)) from None
+
+    @classmethod
+    def from_frame(cls: type[_E], frame: Frame, version: Version) -> _E:
+        """Read an event of this class from ``frame``, received under ``version``.
+
+        Raises :class:`RemoteProtocolError` when a header that ``version``
+        requires is missing or invalid.
+        """
+        try:
+            return cls._from_frame(frame, _Fields(frame, cls._typed), version)
+        except _MissingHeader as exc:
+            raise RemoteProtocolError(ErrorKind.MISSING_HEADER, str(exc)) from None
+
+    def _to_frame(self, version: Version) -> Frame:
+        raise NotImplementedError
+
+    @classmethod
+    def _from_frame(cls: type[_E], frame: Frame, fields: _Fields, version: Version) -> _E:
+        raise NotImplementedError
+
+
+class _Fields:
+    """First-wins access to a received frame's typed headers."""
+
+    __slots__ = ("command", "extra", "values")
+
+    def __init__(self, frame: Frame, typed: frozenset[str]) -> None:
+        self.command = frame.command
+        self.values = frame.header_map()
+        # The rest, in wire order.  content-length belongs to the codec.
+        self.extra: Headers = tuple(
+            (k, v) for k, v in frame.headers if k not in typed and k != "content-length"
+        )
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+    def require(self, name: str) -> str:
+        value = self.values.get(name)
+        if value is None:
+            raise _MissingHeader(f"{self.command} frame without a {name!r} header")
+        return value
+
+
+def _require(value: str | None, command: str, name: str) -> str:
+    if value is None:
+        raise _MissingHeader(f"{command} frame needs a {name!r} header")
+    return value
+
+
+def _frame(
+    command: str, typed: list[tuple[str, str | None]], extra: Headers, body: bytes = b""
+) -> Frame:
+    # Typed headers first, in a fixed order, skipping unset ones; then the rest.
+    headers = tuple((k, v) for k, v in typed if v is not None) + extra
+    return Frame(command, headers, body)
+
+
+def parse_heartbeat(value: str | None) -> tuple[int, int]:
+    """Read a ``heart-beat`` header; a missing one means ``0,0`` (1.2 §Heart-beating)."""
+    if value is None:
+        return (0, 0)
+    first, comma, second = value.partition(",")
+    if not (
+        comma and first.isascii() and first.isdigit() and second.isascii() and second.isdigit()
+    ):
+        raise _MissingHeader(f"invalid heart-beat header {value[:40]!r}")
+    if len(first) > 9 or len(second) > 9:
+        raise _MissingHeader(f"heart-beat interval too large in {value[:40]!r}")
+    return (int(first), int(second))
+
+
+def _check_heartbeat(heartbeat: tuple[int, int]) -> str:
+    x, y = heartbeat
+    if x < 0 or y < 0 or x > 999_999_999 or y > 999_999_999:
+        raise LocalProtocolError(ErrorKind.BAD_HEADER, f"invalid heart-beat {heartbeat!r}")
+    return f"{x},{y}"
+
+
+# -- client frames -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Connect(FrameEvent):
+    """CONNECT (or STOMP): open a session.
+
+    ``accept_versions`` lists the versions the client speaks; a received CONNECT
+    without ``accept-version`` offers 1.0 only.  ``heartbeat`` is
+    ``(can send every ms, wants to receive every ms)``, 0 meaning never.
+    """
+
+    host: str | None = None
+    accept_versions: tuple[Version, ...] = VERSIONS
+    login: str | None = None
+    passcode: str | None = None
+    heartbeat: tuple[int, int] = (0, 0)
+    headers: Headers = ()
+    #: ``"STOMP"`` sends the 1.2 STOMP frame instead of CONNECT.
+    frame_command: Literal["CONNECT", "STOMP"] = "CONNECT"
+
+    command: ClassVar[str] = "CONNECT"
+    _typed = frozenset({"accept-version", "host", "login", "passcode", "heart-beat"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        versions = self.accept_versions
+        # A 1.0-only client sends no accept-version: that is what 1.0 servers expect.
+        accept = None if versions == ("1.0",) else ",".join(versions)
+        if accept is not None and self.host is None:
+            raise _MissingHeader("CONNECT for STOMP 1.1 or later needs a 'host' header")
+        heartbeat = None if self.heartbeat == (0, 0) else _check_heartbeat(self.heartbeat)
+        return _frame(
+            self.frame_command,
+            [
+                ("accept-version", accept),
+                ("host", self.host),
+                ("login", self.login),
+                ("passcode", self.passcode),
+                ("heart-beat", heartbeat),
+            ],
+            self.headers,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Connect:
+        accept = fields.get("accept-version")
+        if accept is None:
+            versions: tuple[Version, ...] = ("1.0",)
+        else:
+            # Unknown versions (say "2.0") are simply not ones we can pick.
+            offered = {v.strip() for v in accept.split(",")}
+            versions = tuple(v for v in VERSIONS if v in offered)
+        return cls(
+            host=fields.get("host"),
+            accept_versions=versions,
+            login=fields.get("login"),
+            passcode=fields.get("passcode"),
+            heartbeat=parse_heartbeat(fields.get("heart-beat")),
+            headers=fields.extra,
+            frame_command="STOMP" if frame.command == "STOMP" else "CONNECT",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Send(FrameEvent):
+    """SEND: publish ``body`` to ``destination``.
+
+    ``content_length=False`` leaves out the ``content-length`` header (ActiveMQ
+    then delivers a text message); received, it tells whether the frame had one.
+    """
+
+    destination: str
+    body: bytes = b""
+    content_type: str | None = None
+    transaction: str | None = None
+    receipt: str | None = None
+    headers: Headers = ()
+    content_length: bool = True
+
+    command: ClassVar[str] = "SEND"
+    _typed = frozenset({"destination", "content-type", "transaction", "receipt"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        return _frame(
+            "SEND",
+            [
+                ("destination", self.destination),
+                ("content-type", self.content_type),
+                ("transaction", self.transaction),
+                ("receipt", self.receipt),
+            ],
+            self.headers,
+            self.body,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Send:
+        return cls(
+            destination=fields.require("destination"),
+            body=frame.body,
+            content_type=fields.get("content-type"),
+            transaction=fields.get("transaction"),
+            receipt=fields.get("receipt"),
+            headers=fields.extra,
+            content_length="content-length" in fields.values,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe(FrameEvent):
+    """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1)."""
+
+    destination: str
+    id: str | None = None
+    ack: AckMode = "auto"
+    receipt: str | None = None
+    headers: Headers = ()
+
+    command: ClassVar[str] = "SUBSCRIBE"
+    _typed = frozenset({"destination", "id", "ack", "receipt"})
+
+    @property
+    def key(self) -> str:
+        """What identifies the subscription: its id, or in 1.0 without one its destination."""
+        return self.id if self.id is not None else self.destination
+
+    def _to_frame(self, version: Version) -> Frame:
+        if version != "1.0":
+            _require(self.id, "SUBSCRIBE", "id")
+        _check_ack_mode(self.ack, version, LocalProtocolError)
+        return _frame(
+            "SUBSCRIBE",
+            [
+                ("destination", self.destination),
+                ("id", self.id),
+                ("ack", None if self.ack == "auto" else self.ack),
+                ("receipt", self.receipt),
+            ],
+            self.headers,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Subscribe:
+        ack = fields.get("ack") or "auto"
+        mode = _check_ack_mode(ack, version, RemoteProtocolError)
+        return cls(
+            destination=fields.require("destination"),
+            id=fields.get("id") if version == "1.0" else fields.require("id"),
+            ack=mode,
+            receipt=fields.get("receipt"),
+            headers=fields.extra,
+        )
+
+
+def _check_ack_mode(
+    ack: str, version: Version, error: type[LocalProtocolError] | type[RemoteProtocolError]
+) -> AckMode:
+    # 1.0 §SUBSCRIBE knows auto and client only; client-individual came in 1.1.
+    for mode in ACK_MODES:
+        if ack == mode and not (mode == "client-individual" and version == "1.0"):
+            return mode
+    raise error(ErrorKind.BAD_HEADER, f"ack mode {ack[:40]!r} is not valid in STOMP {version}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe(FrameEvent):
+    """UNSUBSCRIBE: end the subscription ``id`` (1.0 also allows a ``destination``)."""
+
+    id: str | None = None
+    destination: str | None = None
+    receipt: str | None = None
+    headers: Headers = ()
+
+    command: ClassVar[str] = "UNSUBSCRIBE"
+    _typed = frozenset({"id", "destination", "receipt"})
+
+    @property
+    def key(self) -> str | None:
+        """The subscription this ends, as :attr:`Subscribe.key` names it."""
+        return self.id if self.id is not None else self.destination
+
+    def _to_frame(self, version: Version) -> Frame:
+        if version != "1.0" or self.destination is None:
+            _require(self.id, "UNSUBSCRIBE", "id")
+        return _frame(
+            "UNSUBSCRIBE",
+            [("id", self.id), ("destination", self.destination), ("receipt", self.receipt)],
+            self.headers,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Unsubscribe:
+        if version != "1.0" or fields.get("destination") is None:
+            fields.require("id")
+        return cls(
+            id=fields.get("id"),
+            destination=fields.get("destination"),
+            receipt=fields.get("receipt"),
+            headers=fields.extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(FrameEvent):
+    """ACK: the client consumed a message.
+
+    Which header names the message depends on the version: ``message-id``
+    (1.0), ``message-id`` and ``subscription`` (1.1), ``id`` - the MESSAGE's
+    ``ack`` header - (1.2).  :meth:`of` fills all three from a received
+    :class:`Message`, and the connection writes the ones its version needs.
+
+    ``covered`` is not sent: a receiving :class:`ServerConnection` fills it with
+    every delivery this frame settles, named as above - more than one for a
+    cumulative ACK on a ``client`` subscription.
+    """
+
+    id: str | None = None
+    message_id: str | None = None
+    subscription: str | None = None
+    transaction: str | None = None
+    receipt: str | None = None
+    headers: Headers = ()
+    covered: tuple[str, ...] = ()
+
+    command: ClassVar[str] = "ACK"
+    _typed = frozenset({"id", "message-id", "subscription", "transaction", "receipt"})
+
+    @classmethod
+    def of(
+        cls: type[_A],
+        message: Message,
+        *,
+        transaction: str | None = None,
+        receipt: str | None = None,
+    ) -> _A:
+        """The (negative) acknowledgement of ``message``, for any version."""
+        return cls(
+            id=message.ack,
+            message_id=message.message_id,
+            subscription=message.subscription,
+            transaction=transaction,
+            receipt=receipt,
+        )
+
+    def _to_frame(self, version: Version) -> Frame:
+        typed: list[tuple[str, str | None]]
+        if version == "1.2":
+            typed = [("id", _require(self.id, self.command, "id"))]
+        else:
+            typed = [("message-id", _require(self.message_id, self.command, "message-id"))]
+            if version == "1.1":
+                typed.append(
+                    ("subscription", _require(self.subscription, self.command, "subscription"))
+                )
+            elif self.subscription is not None:
+                typed.append(("subscription", self.subscription))
+        typed += [("transaction", self.transaction), ("receipt", self.receipt)]
+        return _frame(self.command, typed, self.headers)
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Ack:
+        if version == "1.2":
+            fields.require("id")
+        else:
+            fields.require("message-id")
+            if version == "1.1":
+                fields.require("subscription")
+        return cls(
+            id=fields.get("id"),
+            message_id=fields.get("message-id"),
+            subscription=fields.get("subscription"),
+            transaction=fields.get("transaction"),
+            receipt=fields.get("receipt"),
+            headers=fields.extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Nack(Ack):
+    """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`."""
+
+    command: ClassVar[str] = "NACK"
+
+
+@dataclass(frozen=True, slots=True)
+class _TransactionEvent(FrameEvent):
+    transaction: str
+    receipt: str | None = None
+    headers: Headers = ()
+
+    _typed = frozenset({"transaction", "receipt"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        return _frame(
+            self.command,
+            [("transaction", self.transaction), ("receipt", self.receipt)],
+            self.headers,
+        )
+
+    @classmethod
+    def _from_frame(cls: type[_T], frame: Frame, fields: _Fields, version: Version) -> _T:
+        return cls(
+            transaction=fields.require("transaction"),
+            receipt=fields.get("receipt"),
+            headers=fields.extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Begin(_TransactionEvent):
+    """BEGIN: start the transaction ``transaction``."""
+
+    command: ClassVar[str] = "BEGIN"
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(_TransactionEvent):
+    """COMMIT: make the sends and acks of ``transaction`` take effect."""
+
+    command: ClassVar[str] = "COMMIT"
+
+
+@dataclass(frozen=True, slots=True)
+class Abort(_TransactionEvent):
+    """ABORT: drop the sends and acks of ``transaction``."""
+
+    command: ClassVar[str] = "ABORT"
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect(FrameEvent):
+    """DISCONNECT: end the session; with ``receipt``, gracefully (1.2 §DISCONNECT)."""
+
+    receipt: str | None = None
+    headers: Headers = ()
+
+    command: ClassVar[str] = "DISCONNECT"
+    _typed = frozenset({"receipt"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        return _frame("DISCONNECT", [("receipt", self.receipt)], self.headers)
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Disconnect:
+        return cls(receipt=fields.get("receipt"), headers=fields.extra)
+
+
+# -- server frames -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Connected(FrameEvent):
+    """CONNECTED: the server accepted the session.
+
+    A server may leave ``version`` as ``None``: its connection fills in the
+    version it negotiated.  Received, a CONNECTED without ``version`` means 1.0.
+    """
+
+    version: Version | None = None
+    heartbeat: tuple[int, int] = (0, 0)
+    session: str | None = None
+    server: str | None = None
+    headers: Headers = ()
+
+    command: ClassVar[str] = "CONNECTED"
+    _typed = frozenset({"version", "heart-beat", "session", "server"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        # 1.0 servers send no version header, and 1.0 clients expect none.
+        return _frame(
+            "CONNECTED",
+            [
+                (
+                    "version",
+                    None if (self.version or version) == "1.0" else (self.version or version),
+                ),
+                ("heart-beat", _check_heartbeat(self.heartbeat)),
+                ("session", self.session),
+                ("server", self.server),
+            ],
+            self.headers,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Connected:
+        value = fields.get("version") or "1.0"
+        chosen = next((v for v in VERSIONS if v == value.strip()), None)
+        if chosen is None:
+            raise RemoteProtocolError(
+                ErrorKind.BAD_VERSION, f"server chose unknown version {value!r}"
+            )
+        return cls(
+            version=chosen,
+            heartbeat=parse_heartbeat(fields.get("heart-beat")),
+            session=fields.get("session"),
+            server=fields.get("server"),
+            headers=fields.extra,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message(FrameEvent):
+    """MESSAGE: a message delivered for a subscription.
+
+    ``ack`` is the value a 1.2 ACK or NACK must name (present for client and
+    client-individual subscriptions).  ``unknown_subscription`` is set by a
+    client connection when the subscription is not one it made - RabbitMQ
+    delivers replies to ``/temp-queue/`` destinations that way.
+    """
+
+    destination: str
+    message_id: str
+    subscription: str | None = None
+    body: bytes = b""
+    ack: str | None = None
+    content_type: str | None = None
+    headers: Headers = ()
+    content_length: bool = True
+    unknown_subscription: bool = False
+
+    command: ClassVar[str] = "MESSAGE"
+    _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        if version != "1.0":
+            _require(self.subscription, "MESSAGE", "subscription")
+        return _frame(
+            "MESSAGE",
+            [
+                ("destination", self.destination),
+                ("message-id", self.message_id),
+                ("subscription", self.subscription),
+                ("ack", self.ack),
+                ("content-type", self.content_type),
+            ],
+            self.headers,
+            self.body,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Message:
+        return cls(
+            destination=fields.require("destination"),
+            message_id=fields.require("message-id"),
+            subscription=fields.get("subscription")
+            if version == "1.0"
+            else fields.require("subscription"),
+            body=frame.body,
+            ack=fields.get("ack"),
+            content_type=fields.get("content-type"),
+            headers=fields.extra,
+            content_length="content-length" in fields.values,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt(FrameEvent):
+    """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
+
+    receipt_id: str
+    headers: Headers = ()
+
+    command: ClassVar[str] = "RECEIPT"
+    _typed = frozenset({"receipt-id"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        return _frame("RECEIPT", [("receipt-id", self.receipt_id)], self.headers)
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Receipt:
+        return cls(receipt_id=fields.require("receipt-id"), headers=fields.extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Error(FrameEvent):
+    """ERROR: the server reports a problem and closes the connection.
+
+    ``message`` is the short description, ``body`` the details;
+    ``receipt_id`` names the client frame it is about, when that frame asked
+    for a receipt.
+    """
+
+    message: str | None = None
+    body: bytes = b""
+    receipt_id: str | None = None
+    content_type: str | None = None
+    headers: Headers = ()
+
+    command: ClassVar[str] = "ERROR"
+    _typed = frozenset({"message", "receipt-id", "content-type"})
+
+    def _to_frame(self, version: Version) -> Frame:
+        return _frame(
+            "ERROR",
+            [
+                ("message", self.message),
+                ("receipt-id", self.receipt_id),
+                ("content-type", self.content_type),
+            ],
+            self.headers,
+            self.body,
+        )
+
+    @classmethod
+    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Error:
+        return cls(
+            message=fields.get("message"),
+            body=frame.body,
+            receipt_id=fields.get("receipt-id"),
+            content_type=fields.get("content-type"),
+            headers=fields.extra,
+        )
+
+
+# -- connection outcomes ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed(Event):
+    """The peer ended the stream (``receive_data(None)``) and every frame before it was read."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeatTimeout(Event):
+    """Nothing arrived from the peer for longer than the heart-beat deadline.
+
+    ``silence`` is how long (seconds) nothing had arrived, as of the timer call
+    that noticed it.  The connection is closed: drop the transport.
+    """
+
+    silence: float
+
+
+ClientEvent = (
+    Connect | Send | Subscribe | Unsubscribe | Ack | Nack | Begin | Commit | Abort | Disconnect
+)
+ServerEvent = Connected | Message | Receipt | Error
+
+#: Which event class reads each command's frames.
+EVENT_FOR_COMMAND: dict[str, type[FrameEvent]] = {
+    "CONNECT": Connect,
+    "STOMP": Connect,
+    "SEND": Send,
+    "SUBSCRIBE": Subscribe,
+    "UNSUBSCRIBE": Unsubscribe,
+    "ACK": Ack,
+    "NACK": Nack,
+    "BEGIN": Begin,
+    "COMMIT": Commit,
+    "ABORT": Abort,
+    "DISCONNECT": Disconnect,
+    "CONNECTED": Connected,
+    "MESSAGE": Message,
+    "RECEIPT": Receipt,
+    "ERROR": Error,
+}

@@ -1,0 +1,118 @@
+"""The frame model: what one STOMP frame is, independent of any version's wire rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, TypeVar, overload
+
+__all__ = [
+    "BODY_COMMANDS",
+    "CLIENT_COMMANDS",
+    "COMMANDS",
+    "SERVER_COMMANDS",
+    "UNESCAPED_COMMANDS",
+    "VERSIONS",
+    "Event",
+    "Frame",
+    "HeartBeat",
+    "Version",
+]
+
+Version = Literal["1.0", "1.1", "1.2"]
+"""A STOMP protocol version, as written in ``accept-version`` and ``version`` headers."""
+
+VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
+
+CLIENT_COMMANDS = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "ACK",
+        "NACK",
+        "DISCONNECT",
+    }
+)
+SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
+
+#: 1.1/1.2 §Body: only these frames may carry a body.
+BODY_COMMANDS = frozenset({"SEND", "MESSAGE", "ERROR"})
+
+#: 1.2 §Value Encoding: CONNECT and CONNECTED headers are never escaped, so that
+#: a 1.0 peer can read them.  STOMP is CONNECT under another name and is sent
+#: before any version is agreed, so the same reason applies to it.
+UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED", "STOMP"})
+
+_D = TypeVar("_D")
+
+
+class Frame(NamedTuple):
+    """One STOMP frame: a command, its headers in wire order, and a body.
+
+    ``headers`` keeps every entry as sent, repeats included; lookups by name
+    return the first entry, as the specs require ("Repeated Header Entries").
+    Header names and values are ``str`` (decoded and unescaped); the body is
+    raw ``bytes``.
+
+    >>> f = Frame("MESSAGE", (("foo", "World"), ("foo", "Hello")), b"")
+    >>> f.get("foo")
+    'World'
+    >>> f.get_all("foo")
+    ['World', 'Hello']
+    """
+
+    command: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+    @classmethod
+    def make(
+        cls,
+        command: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+        body: bytes = b"",
+    ) -> Frame:
+        """Build a frame from a mapping or an iterable of ``(name, value)`` pairs."""
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        return cls(command, tuple((str(k), str(v)) for k, v in items), bytes(body))
+
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: _D) -> str | _D: ...
+    def get(self, name: str, default: object = None) -> object:
+        """The value of the first header called ``name``, or ``default``."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return default
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of the headers called ``name``, in wire order."""
+        return [value for key, value in self.headers if key == name]
+
+    def header_map(self) -> dict[str, str]:
+        """The headers as a dict in which the first of repeated entries wins."""
+        # Inserting in reverse order lets earlier entries overwrite later ones.
+        return dict(reversed(self.headers))
+
+
+class Event:
+    """Base class of every event a connection sends or returns."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeat(Event):
+    """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
+
+
+HEARTBEAT = HeartBeat()

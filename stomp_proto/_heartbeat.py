@@ -1,0 +1,88 @@
+"""Heart-beats: negotiation (1.2 §Heart-beating) and deadlines without a clock.
+
+The connection never reads a clock.  It only learns the time when its user
+calls ``handle_timer(now)``; between calls it merely notes *whether* anything
+was sent or received.  That is enough when the checks are frequent enough:
+
+* Sending: the check runs every half interval, and sends an EOL when nothing
+  went out since the previous check.  Every window between two checks then
+  holds some outgoing data, so the gap between two sends never exceeds the
+  negotiated interval - what the spec asks of a sender.
+* Receiving: the peer is declared dead once nothing has arrived for the
+  negotiated interval times ``tolerance``.  As arrival is only noted at the
+  next check, the silence is measured from that check: the peer is never
+  declared dead early, and at most one check period late.
+
+Times are seconds (any monotonic clock the caller likes, e.g. ``loop.time()``);
+intervals on the wire are milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HeartBeatTimer", "negotiate"]
+
+
+def negotiate(ours: tuple[int, int], theirs: tuple[int, int]) -> tuple[int, int]:
+    """Return ``(send_every_ms, expect_every_ms)`` for one side; 0 means none.
+
+    ``ours`` and ``theirs`` are the two ``heart-beat`` headers as
+    ``(can send every, wants to receive every)``.  Beats flow one way every
+    MAX(sender can, receiver wants) when neither is 0 (1.2 §Heart-beating).
+    """
+    can_send, want_receive = ours
+    they_can_send, they_want_receive = theirs
+    send = max(can_send, they_want_receive) if can_send and they_want_receive else 0
+    expect = max(they_can_send, want_receive) if they_can_send and want_receive else 0
+    return send, expect
+
+
+@dataclass(slots=True)
+class HeartBeatTimer:
+    """Decides when to send an EOL and when the peer counts as gone."""
+
+    send_ms: int
+    expect_ms: int
+    tolerance: float
+    #: The time of the previous check; None before the first one.
+    last_check: float | None = None
+    #: When data from the peer was last noticed (at a check).
+    heard_at: float = 0.0
+    sent_since_check: bool = False
+    received_since_check: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.send_ms or self.expect_ms)
+
+    @property
+    def period(self) -> float:
+        """Seconds between checks: half of the shorter interval in force."""
+        intervals = [ms for ms in (self.send_ms, self.expect_ms * self.tolerance) if ms]
+        return min(intervals) / 2000.0
+
+    def next_deadline(self) -> float | None:
+        if not self.active:
+            return None
+        if self.last_check is None:
+            return 0.0  # "now": the first check only learns the time
+        return self.last_check + self.period
+
+    def check(self, now: float) -> tuple[bool, float | None]:
+        """Run a check at ``now``: (send an EOL?, silence in seconds if the peer is gone)."""
+        if self.last_check is None:
+            self.last_check = self.heard_at = now
+            self.sent_since_check = self.received_since_check = False
+            return False, None
+        if now < self.last_check + self.period:
+            return False, None  # called early: nothing is due
+        beat = bool(self.send_ms) and not self.sent_since_check
+        if self.received_since_check:
+            self.heard_at = now
+        silence = now - self.heard_at
+        gone = bool(self.expect_ms) and silence * 1000.0 >= self.expect_ms * self.tolerance
+        self.last_check = now
+        self.sent_since_check = False
+        self.received_since_check = False
+        return beat, silence if gone else None

@@ -1,0 +1,89 @@
+"""Connection states and the declarative tables of what may happen in each.
+
+One table per role and direction maps ``state -> {event class -> next state}``.
+An event class missing from a state's row is not allowed there.  Transitions
+that depend on an event's content (a RECEIPT that answers our DISCONNECT, a
+DISCONNECT without a receipt) are applied by the connection after the table.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from ._events import (
+    Abort,
+    Ack,
+    Begin,
+    Commit,
+    Connect,
+    Connected,
+    Disconnect,
+    Error,
+    Event,
+    Message,
+    Nack,
+    Receipt,
+    Send,
+    Subscribe,
+    Unsubscribe,
+)
+
+__all__ = ["ConnectionState", "Transitions"]
+
+
+class ConnectionState(enum.Enum):
+    """Where a STOMP session stands.
+
+    ``IDLE``: nothing exchanged yet.  ``CONNECTING``: CONNECT sent (client) or
+    received and awaiting the application's answer (server).  ``CONNECTED``:
+    the session is open.  ``DISCONNECTING``: DISCONNECT sent or received, its
+    RECEIPT pending.  ``CLOSED``: the session is over (RECEIPT of DISCONNECT,
+    ERROR, end of stream, heart-beat timeout or a protocol error).
+    """
+
+    IDLE = "idle"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    DISCONNECTING = "disconnecting"
+    CLOSED = "closed"
+
+
+IDLE = ConnectionState.IDLE
+CONNECTING = ConnectionState.CONNECTING
+CONNECTED = ConnectionState.CONNECTED
+DISCONNECTING = ConnectionState.DISCONNECTING
+CLOSED = ConnectionState.CLOSED
+
+Transitions = dict[ConnectionState, dict[type[Event], ConnectionState]]
+
+_SESSION_FRAMES: dict[type[Event], ConnectionState] = {
+    cls: CONNECTED for cls in (Send, Subscribe, Unsubscribe, Ack, Nack, Begin, Commit, Abort)
+}
+
+#: What a client may send, and what sending it leads to.
+CLIENT_SENDS: Transitions = {
+    IDLE: {Connect: CONNECTING},
+    CONNECTED: {**_SESSION_FRAMES, Disconnect: DISCONNECTING},
+}
+
+#: What a client may receive.  An ERROR ends the session (1.2 §ERROR).
+CLIENT_RECEIVES: Transitions = {
+    CONNECTING: {Connected: CONNECTED, Error: CLOSED},
+    CONNECTED: {Message: CONNECTED, Receipt: CONNECTED, Error: CLOSED},
+    DISCONNECTING: {Message: DISCONNECTING, Receipt: DISCONNECTING, Error: CLOSED},
+}
+
+#: What a server may receive: nothing but CONNECT (or STOMP) before the handshake.
+SERVER_RECEIVES: Transitions = {
+    IDLE: {Connect: CONNECTING},
+    CONNECTED: {**_SESSION_FRAMES, Disconnect: DISCONNECTING},
+}
+
+#: What a server may send.  ERROR is allowed until the session is closed: it
+#: is how a server refuses a connection or reports a bad frame.
+SERVER_SENDS: Transitions = {
+    IDLE: {Error: CLOSED},
+    CONNECTING: {Connected: CONNECTED, Error: CLOSED},
+    CONNECTED: {Message: CONNECTED, Receipt: CONNECTED, Error: CLOSED},
+    DISCONNECTING: {Receipt: DISCONNECTING, Error: CLOSED},
+}

@@ -1,0 +1,30 @@
+"""pytest configuration for the stomp_proto test suite.
+
+Hypothesis profiles (pick one with ``HYPOTHESIS_PROFILE=<name>``):
+
+* ``ci`` (default): 200 examples per property, no deadline (shared CI machines
+  are noisy, and a deadline would turn load spikes into flaky failures);
+* ``dev``: 25 examples, for a quick local loop;
+* ``thorough``: 5000 examples, for an occasional long fuzzing run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    max_examples=200,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=25)
+settings.register_profile(
+    "thorough",
+    deadline=None,
+    max_examples=5000,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

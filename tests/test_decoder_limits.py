@@ -1,0 +1,267 @@
+"""Limits (1.2 §Size Limits): each one enforced as soon as it is exceeded, the same way
+whether the stream arrives whole or 1 byte at a time, and the decoder never buffers much more
+than the limits allow.
+
+Where the API leaves the exact byte open (whether the blank line's EOL counts in the head,
+when the extra header line is noticed), the accepted error offset is a small range, noted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import HB, Outcome, bytewise, run, same_outcome, sized, whole
+
+from stomp_proto import ErrorKind, Frame, Limits, Version
+
+K = ErrorKind
+SLACK = 16  # "small constant" allowed above a limit for decoder.buffered
+
+
+def F(command: str, headers: list[tuple[str, str]] | None = None, body: bytes = b"") -> Frame:
+    return Frame(command, tuple(headers or ()), body)
+
+
+def both(
+    data: bytes,
+    limits: Limits,
+    version: Version = "1.2",
+    *,
+    strict: bool = True,
+    eof: bool = False,
+    max_buffered: int | None = None,
+) -> tuple[Outcome, Outcome]:
+    """Decode fed whole and 1 byte at a time; both must give the same events and error kind."""
+    one = run(whole(data), version, strict=strict, limits=limits, eof=eof)
+    byte = run(
+        bytewise(data), version, strict=strict, limits=limits, eof=eof, max_buffered=max_buffered
+    )
+    assert same_outcome(one, byte), f"whole: {one.summary()}\n1-byte: {byte.summary()}"
+    return one, byte
+
+
+def assert_ok(data: bytes, limits: Limits, expected: list[object], **kw: object) -> None:
+    one, _ = both(data, limits, eof=True, **kw)  # type: ignore[arg-type]
+    assert one.error is None, one.error
+    assert one.events == expected
+
+
+def assert_too_large(
+    data: bytes, limits: Limits, first: int, last: int | None = None, **kw: object
+) -> Outcome:
+    """TOO_LARGE both ways; with 1-byte feeding the guilty byte's index is in [first, last]."""
+    one, byte = both(data, limits, **kw)  # type: ignore[arg-type]
+    assert one.kind is K.TOO_LARGE, one.summary()
+    last = first if last is None else last
+    assert first <= byte.error_offset <= last, (byte.error_offset, first, last)
+    return byte
+
+
+# -------------------------------------------------------------------------- max_line_length
+
+LINE = Limits(max_line_length=16)
+
+
+def test_header_line_at_max_line_length_is_accepted() -> None:
+    line = b"k:" + b"v" * 14  # 16 bytes
+    assert_ok(b"SEND\n" + line + b"\n\n\x00", LINE, [F("SEND", [("k", "v" * 14)])])
+
+
+def test_header_line_at_max_line_length_with_crlf_is_accepted() -> None:
+    """The limit excludes the EOL, CRLF included (1.2)."""
+    line = b"k:" + b"v" * 14
+    assert_ok(b"SEND\r\n" + line + b"\r\n\r\n\x00", LINE, [F("SEND", [("k", "v" * 14)])])
+
+
+def test_header_line_over_max_line_length_is_too_large() -> None:
+    data = b"SEND\n" + b"k:" + b"v" * 15 + b"\n\n\x00"  # 17-byte line
+    assert_too_large(data, LINE, first=5 + 16)
+
+
+def test_command_line_over_max_line_length_is_too_large() -> None:
+    """Lenient mode, so the unknown command itself is no error."""
+    assert_ok(b"A" * 16 + b"\n\n\x00", LINE, [F("A" * 16)], strict=False)
+    assert_too_large(b"A" * 17 + b"\n\n\x00", LINE, first=16, strict=False)
+
+
+def test_never_ending_header_line_fails_with_bounded_buffer() -> None:
+    data = b"SEND\n" + b"k:" + b"v" * 5000
+    byte = assert_too_large(data, LINE, first=5 + 16, max_buffered=16 + 5 + SLACK)
+    assert byte.events == []
+
+
+def test_never_ending_header_line_in_one_big_chunk_fails_at_once() -> None:
+    out = run([b"SEND\n" + b"k:" + b"v" * 100_000], limits=LINE, eof=False)
+    assert out.kind is K.TOO_LARGE
+
+
+def test_default_max_line_length_rejects_70_kb_header() -> None:
+    """ActiveMQ rejects a 70 000-byte header ("The maximum header length was exceeded",
+    brokers.md §9); the default max_line_length (65536) does too."""
+    data = b"SEND\nx-big:" + b"v" * 70_000 + b"\n\n\x00"
+    assert_too_large(data, Limits(), first=5 + 65536)
+
+
+def test_default_max_line_length_accepts_64_kib_line() -> None:
+    value = "v" * (65536 - 2)
+    data = b"SEND\nk:" + value.encode() + b"\n\n\x00"
+    out = run(sized(data, 997), "1.2")
+    assert out.error is None and out.events == [F("SEND", [("k", value)])]
+
+
+# ------------------------------------------------------------------------------ max_headers
+
+HEADERS = Limits(max_headers=3)
+
+
+def test_max_headers_is_accepted() -> None:
+    assert_ok(b"SEND\na:1\nb:2\nc:3\n\n\x00", HEADERS, [F("SEND", [("a", "1"), ("b", "2"),
+                                                                     ("c", "3")])])
+
+
+def test_one_header_over_max_headers_is_too_large() -> None:
+    """Noticed at the latest when the extra line ends (index 5+12+3), at the earliest at its
+    first byte (index 5+12)."""
+    data = b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00"
+    assert_too_large(data, HEADERS, first=17, last=20)
+
+
+def test_repeated_headers_count_towards_max_headers() -> None:
+    data = b"SEND\nk:1\nk:1\nk:1\nk:1\n\n\x00"
+    assert_too_large(data, HEADERS, first=17, last=20)
+
+
+def test_never_ending_header_list_fails_with_bounded_buffer() -> None:
+    data = b"SEND\n" + b"k:1\n" * 1000
+    assert_too_large(data, HEADERS, first=17, last=20, max_buffered=5 + 4 * 4 + SLACK)
+
+
+# ---------------------------------------------------------------------------- max_head_size
+
+HEAD = Limits(max_head_size=40)
+
+
+def test_head_at_max_head_size_is_accepted() -> None:
+    """Head = "SEND\\n" + "a:" + 31 x + "\\n" + "\\n" = 40 bytes counting every EOL."""
+    data = b"SEND\na:" + b"x" * 31 + b"\n\n\x00"
+    assert_ok(data, HEAD, [F("SEND", [("a", "x" * 31)])])
+
+
+def test_head_over_max_head_size_is_too_large() -> None:
+    """42 bytes counting every EOL (41 without the blank line): over 40 either way."""
+    data = b"SEND\na:" + b"x" * 33 + b"\n\n\x00"
+    assert_too_large(data, HEAD, first=40, last=41)
+
+
+def test_head_growing_by_one_long_line_fails_at_limit() -> None:
+    data = b"SEND\na:" + b"x" * 5000
+    assert_too_large(data, HEAD, first=40, last=41, max_buffered=40 + SLACK)
+
+
+def test_head_growing_by_many_short_lines_fails_at_limit() -> None:
+    data = b"SEND\n" + b"h:1\n" * 50
+    assert_too_large(data, HEAD, first=40, last=44, max_buffered=40 + SLACK)
+
+
+# ---------------------------------------------------------------------------- max_body_size
+
+BODY = Limits(max_body_size=10)
+
+
+def test_content_length_at_max_body_size_is_accepted() -> None:
+    data = b"SEND\ncontent-length:10\n\n0123\x0056789\x00"
+    assert_ok(data, BODY, [F("SEND", [("content-length", "10")], b"0123\x0056789")])
+
+
+def test_declared_content_length_over_max_body_size_fails_before_body() -> None:
+    """Fails right after the head, without any body byte having arrived."""
+    head = b"SEND\ncontent-length:11\n\n"
+    assert_too_large(head, BODY, first=len(head) - 1)
+
+
+def test_declared_content_length_over_limit_fails_at_head_end_with_crlf() -> None:
+    head = b"SEND\r\ncontent-length:11\r\n\r\n"
+    assert_too_large(head, BODY, first=len(head) - 1)
+
+
+def test_nul_terminated_body_at_max_body_size_is_accepted() -> None:
+    assert_ok(b"SEND\n\n0123456789\x00", BODY, [F("SEND", [], b"0123456789")])
+
+
+def test_nul_less_body_fails_past_max_body_size() -> None:
+    head = b"SEND\n\n"
+    data = head + b"x" * 5000
+    byte = assert_too_large(data, BODY, first=len(head) + 10, max_buffered=10 + 6 + SLACK)
+    assert byte.events == []
+
+
+def test_body_limit_is_per_frame() -> None:
+    frame = b"SEND\n\n0123456789\x00\n"
+    assert_ok(frame * 5, BODY, [F("SEND", [], b"0123456789"), HB] * 5)
+
+
+# --------------------------------------------------------------------------- max_frame_size
+
+FRAME = Limits(max_frame_size=40)
+
+
+def test_declared_frame_at_max_frame_size_is_accepted() -> None:
+    """Head "SEND\\ncontent-length:16\\n\\n" is 24 bytes; 24 + 16 = 40."""
+    body = b"0123456789abcdef"
+    data = b"SEND\ncontent-length:16\n\n" + body + b"\x00"
+    assert_ok(data, FRAME, [F("SEND", [("content-length", "16")], body)])
+
+
+def test_declared_frame_over_max_frame_size_fails_before_body() -> None:
+    """24 + 18 = 42 (41 if the blank line were not counted): over 40 either way."""
+    head = b"SEND\ncontent-length:18\n\n"
+    assert_too_large(head, FRAME, first=len(head) - 1)
+
+
+def test_nul_terminated_frame_at_max_frame_size_is_accepted() -> None:
+    body = b"b" * 34  # head "SEND\n\n" is 6 bytes
+    assert_ok(b"SEND\n\n" + body + b"\x00", FRAME, [F("SEND", [], body)])
+
+
+def test_nul_less_frame_fails_past_max_frame_size() -> None:
+    """Frame = 6-byte head + body; the 41st byte (index 40) exceeds 40 (index 41 if the blank
+    line's EOL is not counted in the head)."""
+    data = b"SEND\n\n" + b"b" * 5000
+    assert_too_large(data, FRAME, first=40, last=41, max_buffered=40 + SLACK)
+
+
+def test_frame_limit_counts_head_and_body() -> None:
+    """Each part alone is within its own limit; together they exceed max_frame_size."""
+    limits = Limits(max_frame_size=40, max_head_size=30, max_body_size=30)
+    head = b"SEND\na:" + b"x" * 20 + b"\n\n"  # 29 bytes
+    assert_ok(head + b"y" * 11 + b"\x00", limits, [F("SEND", [("a", "x" * 20)], b"y" * 11)])
+    assert_too_large(head + b"y" * 20 + b"\x00", limits, first=40, last=41)
+
+
+# ------------------------------------------------------------------------------- all limits
+
+SMALL = Limits(
+    max_line_length=16, max_headers=3, max_head_size=40, max_body_size=10, max_frame_size=45
+)
+
+
+def test_limits_reset_between_frames() -> None:
+    frame = b"SEND\na:1\nb:2\nc:3\n\n0123456789\x00"
+    expected = F("SEND", [("a", "1"), ("b", "2"), ("c", "3")], b"0123456789")
+    assert_ok(frame * 10, SMALL, [expected] * 10)
+
+
+def test_heartbeats_do_not_count_towards_limits() -> None:
+    assert_ok(b"\n" * 500 + b"SEND\n\n\x00", SMALL, [HB] * 500 + [F("SEND")])
+
+
+def test_crlf_heartbeats_do_not_count_towards_limits() -> None:
+    assert_ok(b"\r\n" * 100 + b"SEND\n\n\x00", SMALL, [HB] * 100 + [F("SEND")])
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+@pytest.mark.parametrize("strict", [True, False])
+def test_limits_apply_in_every_version_and_mode(version: Version, strict: bool) -> None:
+    data = b"SEND\n" + b"k:" + b"v" * 100
+    one, byte = both(data, LINE, version, strict=strict)
+    assert one.kind is K.TOO_LARGE
+    assert byte.error_offset == 5 + 16
