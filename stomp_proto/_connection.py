@@ -344,17 +344,20 @@ class _Connection:
             return None
         return self._timer.next_deadline()
 
-    def handle_timer(self, now: float) -> bytes:
+    def handle_timer(self, now: float, *, reading: bool = True) -> bytes:
         """Act on the time: return the bytes to send (an EOL heart-beat or nothing).
 
         When the peer has been silent past its deadline, a
         :class:`HeartBeatTimeout` event is queued for ``next_event`` and the
         session is closed.  Calling early or without heart-beats does nothing.
+        Pass ``reading=False`` while deliberately not reading from the peer
+        (back-pressure from a slow consumer): heart-beats are still due, but
+        data the caller is not reading cannot count against the peer.
         """
         timer = self._timer
         if timer is None or self._state is CLOSED:
             return b""
-        beat, silence = timer.check(now)
+        beat, silence = timer.check(now, reading)
         if silence is not None:
             self._queued.append(HeartBeatTimeout(silence))
             self._close()

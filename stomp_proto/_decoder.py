@@ -315,8 +315,11 @@ class FrameDecoder:
         last_lf = buf.rfind(b"\n", new, end)
         if last_lf >= 0:
             self._line_start = last_lf + 1
-        # Room for the CR of a CRLF whose LF has not arrived yet.
-        if end - self._line_start > limits.max_line_length + self._crlf:
+        # A trailing CR may be the start of a CRLF: it is not part of the line yet.
+        length = end - self._line_start
+        if self._crlf and length and buf[end - 1] == _CR:
+            length -= 1
+        if length > limits.max_line_length:
             raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
         # Complete lines so far: the command line and the header lines.
         if self._head_lines > limits.max_headers + 1:

@@ -69,8 +69,12 @@ class HeartBeatTimer:
             return 0.0  # "now": the first check only learns the time
         return self.last_check + self.period
 
-    def check(self, now: float) -> tuple[bool, float | None]:
-        """Run a check at ``now``: (send an EOL?, silence in seconds if the peer is gone)."""
+    def check(self, now: float, reading: bool = True) -> tuple[bool, float | None]:
+        """Run a check at ``now``: (send an EOL?, silence in seconds if the peer is gone).
+
+        ``reading=False`` means the caller has stopped reading on purpose
+        (back-pressure): unread data cannot be seen, so silence is not counted.
+        """
         if self.last_check is None:
             self.last_check = self.heard_at = now
             self.sent_since_check = self.received_since_check = False
@@ -78,7 +82,7 @@ class HeartBeatTimer:
         if now < self.last_check + self.period:
             return False, None  # called early: nothing is due
         beat = bool(self.send_ms) and not self.sent_since_check
-        if self.received_since_check:
+        if self.received_since_check or not reading:
             self.heard_at = now
         silence = now - self.heard_at
         gone = bool(self.expect_ms) and silence * 1000.0 >= self.expect_ms * self.tolerance

@@ -1,0 +1,504 @@
+"""The async client, written once for asyncio and trio.
+
+Everything an async STOMP client does is here; what differs between asyncio
+and trio - opening a stream, waiting, queues, tasks, timeouts - is behind the
+small :class:`Backend` interface, implemented in ``stomp_proto.asyncio`` and
+``stomp_proto.trio``.  Protocol decisions stay in the ClientConnection, and
+what all adapters share (sync ones too) in ``ClientCore``.
+
+One task reads: it feeds the connection, routes each event (a message to its
+subscription's bounded queue, a receipt or CONNECTED to its waiter, an ERROR
+or a lost connection to everyone) and drives the heart-beat timer.  Callers
+write; a lock keeps "make the frame, write it" atomic so that frames reach the
+wire in the order the connection made them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from typing import Protocol, TypeVar
+
+from ._client_core import (
+    CONNECT_WAITER,
+    Backoff,
+    ClientCore,
+    ClientError,
+    ConnectionLost,
+    ConnectOptions,
+    Deliver,
+    End,
+    Resolve,
+)
+from ._connection import ClientConnection
+from ._errors import ProtocolError
+from ._events import (
+    Abort,
+    AckMode,
+    Begin,
+    Commit,
+    Disconnect,
+    FrameEvent,
+    Message,
+    Subscribe,
+    Unsubscribe,
+)
+from ._frame import Event, Version
+
+__all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
+
+READ_SIZE = 256 * 1024
+
+T = TypeVar("T")
+
+
+# -- what a backend provides -----------------------------------------------------
+
+
+class Stream(Protocol):
+    async def receive(self) -> bytes:
+        """Some bytes; b"" at end of stream."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Waiter(Protocol[T]):
+    def done(self) -> bool: ...
+    def set_result(self, value: T) -> None: ...
+    def set_exception(self, error: BaseException) -> None: ...
+    async def wait(self) -> T: ...
+
+
+class Queue(Protocol[T]):
+    async def put(self, item: T) -> None: ...
+    def put_nowait(self, item: T) -> bool:
+        """False when full."""
+
+    async def get(self) -> T: ...
+    def get_nowait(self) -> T | None: ...
+    def empty(self) -> bool: ...
+
+
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    async def wait(self) -> object: ...
+
+
+class Task(Protocol):
+    def cancel(self) -> None: ...
+    async def join(self) -> None: ...
+
+
+class Backend(Protocol):
+    async def open_stream(self, options: ConnectOptions) -> Stream: ...
+    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
+        """Raise TimeoutError when the block takes longer than ``seconds``."""
+
+    def now(self) -> float: ...
+    async def sleep(self, seconds: float) -> None: ...
+    def waiter(self) -> Waiter[Event]: ...
+    def queue(self, size: int) -> Queue[Message | None]: ...
+    def flag(self) -> Flag: ...
+    def lock(self) -> AbstractAsyncContextManager[object]: ...
+    def spawn(self, function: Callable[[], Awaitable[None]]) -> Task: ...
+
+
+# -- the client ------------------------------------------------------------------
+
+
+class AsyncSubscription:
+    """Messages of one subscription: ``async for message in subscription``.
+
+    Its buffer is bounded (``max_pending_messages``): when it is full the
+    client stops reading from the socket until the consumer catches up.
+    """
+
+    def __init__(self, client: AsyncClient, event: Subscribe) -> None:
+        self._client = client
+        self._event = event
+        self._queue = client._backend.queue(client._core.options.max_pending_messages)
+        self._error: ClientError | None = None
+        self._active = False
+
+    @property
+    def id(self) -> str:
+        """The subscription id sent to the broker."""
+        return self._event.key
+
+    @property
+    def destination(self) -> str:
+        return self._event.destination
+
+    async def __aenter__(self) -> AsyncSubscription:
+        await self._client._subscribe(self)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client._unsubscribe(self)
+
+    def __aiter__(self) -> AsyncSubscription:
+        return self
+
+    async def __anext__(self) -> Message:
+        message = await self.get()
+        if message is None:
+            raise StopAsyncIteration
+        return message
+
+    async def get(self, timeout: float | None = None) -> Message | None:
+        """The next message; ``None`` once the subscription has ended cleanly.
+
+        Raises the error that ended the session, or TimeoutError.
+        """
+        if self._queue.empty() and self._error is not None:
+            raise self._error
+        async with self._client._backend.timeout(timeout):
+            item = await self._queue.get()
+        if item is None and self._error is not None:
+            raise self._error
+        return item
+
+    def _end(self, error: ClientError | None) -> None:
+        self._error = error
+        self._active = False
+        self._queue.put_nowait(None)  # wakes a waiting reader; a full queue has none
+
+
+class AsyncClient:
+    """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
+
+    def __init__(self, options: ConnectOptions, backend: Backend) -> None:
+        self._core = ClientCore(options)
+        self._options = options
+        self._backend = backend
+        self._stream: Stream | None = None
+        self._write_lock = backend.lock()
+        self._reader: Task | None = None
+        self._reconnector: Task | None = None
+        self._waiters: dict[str, Waiter[Event]] = {}
+        self._subscriptions: dict[str, AsyncSubscription] = {}
+        self._ready = backend.flag()
+        self._closing = False
+        self._reconnecting = False
+        self._error: ClientError | None = None
+        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
+        #: /temp-queue/ replies); the oldest are dropped when it is full.
+        self.unsolicited = backend.queue(options.max_pending_messages)
+
+    # -- inspection --------------------------------------------------------------
+
+    @property
+    def version(self) -> Version | None:
+        """The negotiated STOMP version of the current connection."""
+        return self._core.conn.version
+
+    @property
+    def connection(self) -> ClientConnection:
+        """The current sans-IO connection (for inspection)."""
+        return self._core.conn
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def _open(self) -> None:
+        conn = self._core.conn
+        async with self._backend.timeout(self._options.timeout):
+            stream = await self._backend.open_stream(self._options)
+            self._stream = stream
+            connected = self._expect(CONNECT_WAITER)
+            await stream.send(conn.send(self._options.connect_event()))
+            self._reader = self._backend.spawn(lambda: self._read_loop(stream, conn))
+            await connected.wait()
+            async with self._write_lock:
+                for subscribe in self._core.restore_subscriptions():
+                    await stream.send(conn.send(subscribe))
+        self._ready.set()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is None:
+            await self.disconnect()
+        else:
+            await self.close()
+
+    async def disconnect(self) -> None:
+        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close."""
+        if self._closing:
+            return
+        try:
+            if self._ready.is_set() and self._error is None:
+                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
+                    receipt = self._core.next_id("disconnect")
+                    await self._send(Disconnect(receipt=receipt), receipt)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Drop the connection at once (no DISCONNECT)."""
+        self._closing = True
+        self._ready.clear()
+        for task in (self._reconnector, self._reader):
+            if task is not None:
+                task.cancel()
+                await task.join()
+        if self._stream is not None:
+            with suppress(Exception):
+                await self._stream.aclose()
+        self._finish(None)
+
+    # -- reading -----------------------------------------------------------------
+
+    async def _read_loop(self, stream: Stream, conn: ClientConnection) -> None:
+        error: ClientError
+        try:
+            while True:
+                event = conn.next_event()
+                if event is None:
+                    try:
+                        async with self._backend.timeout(self._until_timer(conn)):
+                            data = await stream.receive()
+                    except TimeoutError:
+                        await self._write_timer(stream, conn, reading=True)
+                        continue
+                    conn.receive_data(data or None)
+                    continue
+                route = self._core.route(event)
+                if isinstance(route, Deliver):
+                    await self._deliver(route, stream, conn)
+                elif isinstance(route, Resolve):
+                    waiter = self._waiters.pop(route.key, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(route.value)
+                elif isinstance(route, End):
+                    raise route.error
+        except ClientError as exc:
+            error = exc
+        except (ProtocolError, OSError) as exc:
+            error = ConnectionLost(f"connection failed: {exc}")
+            error.__cause__ = exc
+        except Exception as exc:  # a bug must not leave waiters hanging
+            error = ConnectionLost(f"client failed: {exc!r}")
+            error.__cause__ = exc
+        with suppress(Exception):
+            await stream.aclose()
+        self._lost(error)
+
+    def _until_timer(self, conn: ClientConnection) -> float | None:
+        deadline = conn.get_timer()
+        return None if deadline is None else max(0.0, deadline - self._backend.now())
+
+    async def _write_timer(self, stream: Stream, conn: ClientConnection, *, reading: bool) -> None:
+        async with self._write_lock:
+            data = conn.handle_timer(self._backend.now(), reading=reading)
+            if data:
+                await stream.send(data)
+
+    async def _deliver(self, route: Deliver, stream: Stream, conn: ClientConnection) -> None:
+        subscription = self._subscriptions.get(route.subscription)
+        if subscription is None:
+            if not self.unsolicited.put_nowait(route.message):
+                self.unsolicited.get_nowait()
+                self.unsolicited.put_nowait(route.message)
+            return
+        # A full queue pauses reading (back-pressure) but not heart-beats.
+        while True:
+            try:
+                async with self._backend.timeout(self._until_timer(conn)):
+                    await subscription._queue.put(route.message)
+                return
+            except TimeoutError:
+                await self._write_timer(stream, conn, reading=False)
+
+    def _lost(self, error: ClientError) -> None:
+        """The transport is gone: reconnect if asked to, else end the client."""
+        self._ready.clear()
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(error)
+        self._waiters.clear()
+        if self._closing:
+            return
+        if self._reconnecting:
+            return  # the reconnect loop sees this failure through _open()
+        backoff = self._options.reconnect
+        # A lost transport is worth another try; an ERROR from the broker is an answer.
+        if backoff is not None and isinstance(error, ConnectionLost):
+            self._reconnecting = True
+            self._reconnector = self._backend.spawn(lambda: self._reconnect(backoff, error))
+        else:
+            self._finish(error)
+
+    async def _reconnect(self, backoff: Backoff, error: ClientError) -> None:
+        try:
+            for delay in backoff.delays():
+                await self._backend.sleep(delay)
+                self._core.new_connection()
+                try:
+                    await self._open()
+                    return
+                except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
+                    error = ConnectionLost(f"reconnect failed: {exc}")
+            self._finish(error)
+        finally:
+            self._reconnecting = False
+
+    def _finish(self, error: ClientError | None) -> None:
+        """End every subscription: cleanly (``None``) or with ``error``."""
+        if self._error is None and error is not None:
+            self._error = error
+        for subscription in self._subscriptions.values():
+            subscription._end(error)
+        self._subscriptions.clear()
+
+    # -- writing -----------------------------------------------------------------
+
+    def _expect(self, key: str) -> Waiter[Event]:
+        waiter = self._backend.waiter()
+        self._waiters[key] = waiter
+        return waiter
+
+    async def _send(self, event: FrameEvent, receipt: str | None = None) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+        if self._error is not None:
+            raise self._error
+        if not self._ready.is_set():
+            if self._closing:
+                raise ConnectionLost("the client is closed")
+            async with self._backend.timeout(self._options.timeout):
+                await self._ready.wait()
+        stream = self._stream
+        assert stream is not None
+        waiter = self._expect(receipt) if receipt is not None else None
+        try:
+            async with self._write_lock:
+                await stream.send(self._core.conn.send(event))
+        except BaseException:
+            if receipt is not None:
+                self._waiters.pop(receipt, None)
+            raise
+        if waiter is not None:
+            async with self._backend.timeout(self._options.timeout):
+                await waiter.wait()
+
+    async def send(
+        self,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        transaction: str | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """Send a message; with ``receipt=True``, return once the broker has it.
+
+        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        that header (ActiveMQ then delivers a text message).
+        """
+        receipt_id = self._core.next_id("receipt") if receipt else None
+        event = self._core.send_event(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=transaction,
+            receipt=receipt_id,
+            content_length=content_length,
+        )
+        await self._send(event, receipt_id)
+
+    def subscribe(
+        self,
+        destination: str,
+        *,
+        ack: AckMode = "auto",
+        headers: Mapping[str, str] | None = None,
+        id: str | None = None,
+    ) -> AsyncSubscription:
+        """A subscription, opened by ``async with`` and closed when the block ends.
+
+        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        """
+        return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
+
+    async def _subscribe(self, subscription: AsyncSubscription) -> None:
+        receipt = self._core.next_id("receipt")
+        event = subscription._event
+        self._subscriptions[event.key] = subscription
+        try:
+            await self._send(dataclasses.replace(event, receipt=receipt), receipt)
+        except BaseException:
+            self._subscriptions.pop(event.key, None)
+            raise
+        self._core.subscribed(event)
+        subscription._active = True
+
+    async def _unsubscribe(self, subscription: AsyncSubscription) -> None:
+        self._core.unsubscribed(subscription.id)
+        self._subscriptions.pop(subscription.id, None)
+        if subscription._active and self._ready.is_set() and self._error is None:
+            subscription._active = False
+            with suppress(ClientError, ProtocolError, OSError):
+                await self._send(Unsubscribe(id=subscription._event.id))
+        subscription._end(None)
+
+    async def ack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Acknowledge ``message``; the headers follow the negotiated version."""
+        await self._settle(message, transaction, receipt, nack=False)
+
+    async def nack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Reject ``message`` (STOMP 1.1 and later)."""
+        await self._settle(message, transaction, receipt, nack=True)
+
+    async def _settle(
+        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+    ) -> None:
+        self._core.check_ack(message)
+        receipt_id = self._core.next_id("receipt") if receipt else None
+        await self._send(
+            self._core.ack_event(message, transaction, receipt_id, nack=nack), receipt_id
+        )
+        self._core.acked(message)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[str]:
+        """``async with client.transaction() as tx``: COMMIT on success, ABORT on error.
+
+        Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
+        block.  The COMMIT waits for the broker's receipt.
+        """
+        tx = self._core.next_id("tx")
+        await self._send(Begin(tx))
+        try:
+            yield tx
+        except BaseException:
+            with suppress(ClientError, ProtocolError, OSError):
+                await self._send(Abort(tx))
+            raise
+        receipt = self._core.next_id("receipt")
+        await self._send(Commit(tx, receipt=receipt), receipt)
+
+
+async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
+    """Connect and log in; failures become ClientError subclasses."""
+    client = AsyncClient(options, backend)
+    try:
+        await client._open()
+    except ClientError:
+        await client.close()
+        raise
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        await client.close()
+        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
+    return client

@@ -1,0 +1,173 @@
+"""The STOMP client for asyncio, on the standard library alone.
+
+.. code-block:: python
+
+    async with stomp_proto.asyncio.connect("127.0.0.1", 61613) as client:
+        async with client.subscribe("/queue/work", ack="client-individual") as messages:
+            await client.send("/queue/work", b"hello", receipt=True)
+            async for message in messages:
+                await client.ack(message)
+                break
+
+The client itself is written once, in ``stomp_proto._async_client``; this
+module supplies asyncio's streams, futures, queues, tasks and timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TypeVar, Unpack
+
+from ._async_client import AsyncClient, AsyncSubscription, Stream, open_client
+from ._client_core import (
+    Backoff,
+    BrokerError,
+    ClientError,
+    ClientOptions,
+    ConnectionLost,
+    ConnectOptions,
+    HeartBeatLost,
+)
+from ._events import Message
+from ._frame import Event
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSubscription",
+    "Backoff",
+    "BrokerError",
+    "ClientError",
+    "ConnectionLost",
+    "HeartBeatLost",
+    "connect",
+]
+
+T = TypeVar("T")
+_READ_SIZE = 256 * 1024
+
+
+class _StreamPair:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def receive(self) -> bytes:
+        return await self._reader.read(_READ_SIZE)
+
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def aclose(self) -> None:
+        self._writer.close()
+        await self._writer.wait_closed()
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self._future: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def set_result(self, value: Event) -> None:
+        self._future.set_result(value)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._future.set_exception(error)
+
+    async def wait(self) -> Event:
+        return await self._future
+
+
+class _Queue:
+    def __init__(self, size: int) -> None:
+        self._queue: asyncio.Queue[Message | None] = asyncio.Queue(size)
+
+    async def put(self, item: Message | None) -> None:
+        await self._queue.put(item)
+
+    def put_nowait(self, item: Message | None) -> bool:
+        try:
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def get(self) -> Message | None:
+        return await self._queue.get()
+
+    def get_nowait(self) -> Message | None:
+        try:
+            return self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+
+class _Task:
+    def __init__(self, function: Callable[[], Awaitable[None]]) -> None:
+        async def run() -> None:
+            await function()
+
+        self._task = asyncio.create_task(run())
+
+    def cancel(self) -> None:
+        if self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    async def join(self) -> None:
+        if self._task is not asyncio.current_task():
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class AsyncioBackend:
+    """asyncio's primitives for :class:`AsyncClient`."""
+
+    async def open_stream(self, options: ConnectOptions) -> Stream:
+        reader, writer = await asyncio.open_connection(
+            options.host, options.port, ssl=options.ssl, limit=_READ_SIZE
+        )
+        return _StreamPair(reader, writer)
+
+    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
+        return asyncio.timeout(seconds)
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def waiter(self) -> _Waiter:
+        return _Waiter()
+
+    def queue(self, size: int) -> _Queue:
+        return _Queue(size)
+
+    def flag(self) -> asyncio.Event:
+        return asyncio.Event()
+
+    def lock(self) -> asyncio.Lock:
+        return asyncio.Lock()
+
+    def spawn(self, function: Callable[[], Awaitable[None]]) -> _Task:
+        return _Task(function)
+
+
+@asynccontextmanager
+async def connect(
+    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+) -> AsyncIterator[AsyncClient]:
+    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+
+    ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
+    are :class:`ConnectionLost` and :class:`BrokerError`.
+    """
+    client = await open_client(ConnectOptions.build(host, port, options), AsyncioBackend())
+    async with client:
+        yield client

@@ -1,0 +1,229 @@
+"""The STOMP client for trio (install the ``trio`` extra).
+
+.. code-block:: python
+
+    async with stomp_proto.trio.connect("127.0.0.1", 61613) as client:
+        async with client.subscribe("/queue/work", ack="client-individual") as messages:
+            await client.send("/queue/work", b"hello", receipt=True)
+            async for message in messages:
+                await client.ack(message)
+                break
+
+The client itself is written once, in ``stomp_proto._async_client``; this
+module supplies trio's streams, events, memory channels, tasks (in a nursery
+owned by ``connect``) and deadlines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Unpack
+
+import trio
+
+from ._async_client import AsyncClient, AsyncSubscription, Stream, open_client
+from ._client_core import (
+    Backoff,
+    BrokerError,
+    ClientError,
+    ClientOptions,
+    ConnectionLost,
+    ConnectOptions,
+    HeartBeatLost,
+)
+from ._events import Message
+from ._frame import Event
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSubscription",
+    "Backoff",
+    "BrokerError",
+    "ClientError",
+    "ConnectionLost",
+    "HeartBeatLost",
+    "connect",
+]
+
+_READ_SIZE = 256 * 1024
+
+
+class _TrioStream:
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+
+    async def receive(self) -> bytes:
+        try:
+            return bytes(await self._stream.receive_some(_READ_SIZE))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise OSError(str(exc) or "connection closed") from exc
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise OSError(str(exc) or "connection closed") from exc
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: Event | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set_result(self, value: Event) -> None:
+        self._value = value
+        self._event.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._event.set()
+
+    async def wait(self) -> Event:
+        await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class _Queue:
+    def __init__(self, size: int) -> None:
+        self._send, self._receive = trio.open_memory_channel[Message | None](size)
+
+    async def put(self, item: Message | None) -> None:
+        await self._send.send(item)
+
+    def put_nowait(self, item: Message | None) -> bool:
+        try:
+            self._send.send_nowait(item)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def get(self) -> Message | None:
+        return await self._receive.receive()
+
+    def get_nowait(self) -> Message | None:
+        try:
+            return self._receive.receive_nowait()
+        except trio.WouldBlock:
+            return None
+
+    def empty(self) -> bool:
+        return self._send.statistics().current_buffer_used == 0
+
+
+class _Flag:
+    """A trio.Event that can be cleared (by replacing it)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        if self._event.is_set():
+            self._event = trio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class _Task:
+    def __init__(self, nursery: trio.Nursery, function: Callable[[], Awaitable[None]]) -> None:
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+
+        async def run() -> None:
+            try:
+                with self._scope:
+                    await function()
+            finally:
+                self._done.set()
+
+        nursery.start_soon(run)
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    async def join(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._done.wait()
+
+
+@asynccontextmanager
+async def _fail_after(seconds: float | None) -> AsyncIterator[None]:
+    # trio says TooSlowError; the client (and asyncio) say TimeoutError.
+    try:
+        with trio.fail_after(math.inf if seconds is None else seconds):
+            yield
+    except trio.TooSlowError:
+        raise TimeoutError from None
+
+
+class TrioBackend:
+    """trio's primitives for :class:`AsyncClient`; tasks run in ``nursery``."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    async def open_stream(self, options: ConnectOptions) -> Stream:
+        stream: trio.abc.Stream
+        if options.ssl is not None:
+            stream = await trio.open_ssl_over_tcp_stream(
+                options.host, options.port, ssl_context=options.ssl
+            )
+        else:
+            stream = await trio.open_tcp_stream(options.host, options.port)
+        return _TrioStream(stream)
+
+    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
+        return _fail_after(seconds)
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+    def waiter(self) -> _Waiter:
+        return _Waiter()
+
+    def queue(self, size: int) -> _Queue:
+        return _Queue(size)
+
+    def flag(self) -> _Flag:
+        return _Flag()
+
+    def lock(self) -> trio.Lock:
+        return trio.Lock()
+
+    def spawn(self, function: Callable[[], Awaitable[None]]) -> _Task:
+        return _Task(self._nursery, function)
+
+
+@asynccontextmanager
+async def connect(
+    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+) -> AsyncIterator[AsyncClient]:
+    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+
+    The same options and behaviour as :func:`stomp_proto.asyncio.connect`.
+    """
+    async with trio.open_nursery() as nursery:
+        client = await open_client(ConnectOptions.build(host, port, options), TrioBackend(nursery))
+        async with client:
+            yield client
