@@ -47,14 +47,16 @@ class PlainSocketClient:
                 return event
             # Nothing buffered: wait for data, but no longer than the next timer.
             deadline = self.conn.get_timer()
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.sock.settimeout(timeout)
+            now = time.monotonic()
+            if deadline is not None and deadline <= now:
+                # Time is only ever an argument: heart-beats to send, or a timeout event.
+                self.sock.sendall(self.conn.handle_timer(now))
+                continue
+            self.sock.settimeout(None if deadline is None else deadline - now)
             try:
                 data = self.sock.recv(65536)
             except TimeoutError:
-                # Time is only ever an argument: heart-beats to send, or a timeout event.
-                self.sock.sendall(self.conn.handle_timer(time.monotonic()))
-                continue
+                continue  # the timer is due: handled at the top of the loop
             self.conn.receive_data(data or None)  # b"" from recv means the peer closed
 
     def expect(self, kind: type[Event]) -> Event:

@@ -15,8 +15,8 @@ import sys
 
 from stomp_proto import (
     Connect,
-    ConnectionClosed,
     Connected,
+    ConnectionClosed,
     Disconnect,
     Message,
     Receipt,
@@ -51,8 +51,13 @@ def serve_one(listener: socket.socket) -> None:
                         if sub.destination == event.destination:
                             n = next(ids)
                             reply += conn.send(
-                                Message(event.destination, f"m{n}", sub.id, event.body,
-                                        ack=f"a{n}" if sub.ack != "auto" else None)
+                                Message(
+                                    event.destination,
+                                    f"m{n}",
+                                    sub.id,
+                                    event.body,
+                                    ack=f"a{n}" if sub.ack != "auto" else None,
+                                )
                             )
                 elif isinstance(event, Subscribe):
                     pass  # the connection already records it in conn.subscriptions

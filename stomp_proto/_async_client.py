@@ -431,13 +431,16 @@ class AsyncClient:
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
         receipt = self._core.next_id("receipt")
         event = subscription._event
+        # Registered before the SUBSCRIBE goes out: a broker may deliver
+        # messages before it sends the RECEIPT (RabbitMQ does).
         self._subscriptions[event.key] = subscription
+        self._core.subscribed(event)
         try:
             await self._send(dataclasses.replace(event, receipt=receipt), receipt)
         except BaseException:
             self._subscriptions.pop(event.key, None)
+            self._core.unsubscribed(event.key)
             raise
-        self._core.subscribed(event)
         subscription._active = True
 
     async def _unsubscribe(self, subscription: AsyncSubscription) -> None:

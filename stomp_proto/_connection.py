@@ -403,7 +403,7 @@ class _Connection:
         cumulative = self._subscriptions[subscription].ack == "client"
         return dataclasses.replace(
             event,
-            subscription=event.subscription or subscription,
+            subscription=subscription,
             covered=self._pending.covered(subscription, ident, cumulative),
         )
 

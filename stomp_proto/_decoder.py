@@ -48,6 +48,8 @@ _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
 _UNESCAPES_12 = {**_UNESCAPES_11, "\\r": "\r"}
 # A backslash and the character after it (or the end of the text, for a lone one).
 _ESCAPE = re.compile(r"\\(?:.|\Z)", re.DOTALL)
+# Lenient mode's end of head: a line holding nothing but blanks (and a CR).
+_LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
@@ -123,10 +125,8 @@ class FrameDecoder:
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
-        if self._command is None:
-            # The partial head was searched with the old line-ending rules.
-            self._scan = self._line_start = self._pos
-            self._head_lines = 0
+        # Whatever was searched or parsed under the old rules is done again.
+        self._reset_head()
 
     def _use_handshake_rules(self) -> None:
         # For connections, before a version is agreed: nothing is unescaped
@@ -240,12 +240,16 @@ class FrameDecoder:
         # head, blank line included, must fit in max_head_size bytes: only that
         # window is searched, whole or in pieces alike.
         limits = self._limits
-        window = pos + limits.max_head_size
+        window = pos + min(limits.max_head_size, limits.max_frame_size)
         stop = end if end < window else window
         start = self._scan - 2 if self._scan - 2 > pos else pos
         head_end = buf.find(b"\n\n", start, stop)
         body_start = head_end + 2
-        if self._crlf:
+        if not self._strict:
+            # The draft strips trailing blanks, so a line of blanks is the blank line.
+            blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
+            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+        elif self._crlf:
             crlf_end = buf.find(b"\n\r\n", start, head_end + 1 if head_end >= 0 else stop)
             if crlf_end >= 0:
                 head_end, body_start = crlf_end, crlf_end + 3
@@ -253,11 +257,19 @@ class FrameDecoder:
             self._check_partial_head(end, window)
             return None
         if head_end - pos > limits.max_line_length:
-            self._check_line_lengths(pos, head_end)
+            # A long head may hold a long line: check lines in order, as for
+            # partial heads (one more LF ends the last line).
+            self._check_lines(head_end + 1)
 
         try:
             text = buf[pos:head_end].decode("utf-8")
         except UnicodeDecodeError as exc:
+            if self._strict:  # a bad command line is reported first, as in _check_lines
+                lf = buf.find(b"\n", pos, head_end)
+                line_end = head_end if lf < 0 else lf
+                if self._crlf and buf[line_end - 1] == _CR:
+                    line_end -= 1
+                self._check_command_line(pos, line_end)
             raise _error(ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}") from None
         if self._crlf and "\r" in text:
             text = self._strip_crlf(text)
@@ -267,7 +279,7 @@ class FrameDecoder:
             if command not in COMMANDS:
                 raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
-            command = self._lenient_command(command)
+            command, block = self._lenient_command(command, block)
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
@@ -308,30 +320,52 @@ class FrameDecoder:
         """Apply the head limits to a head whose blank line has not arrived yet."""
         limits = self._limits
         if end >= window:
-            raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {limits.max_head_size} bytes")
+            size = window - self._pos
+            raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
+        self._check_lines(end)
+        # The line still growing; a trailing CR may be the start of a CRLF.
         buf = self._buf
-        new = self._scan
-        self._head_lines += buf.count(b"\n", new, end)
-        last_lf = buf.rfind(b"\n", new, end)
-        if last_lf >= 0:
-            self._line_start = last_lf + 1
-        # A trailing CR may be the start of a CRLF: it is not part of the line yet.
         length = end - self._line_start
         if self._crlf and length and buf[end - 1] == _CR:
             length -= 1
         if length > limits.max_line_length:
             raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
-        # Complete lines so far: the command line and the header lines.
-        if self._head_lines > limits.max_headers + 1:
-            raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
         self._scan = end
         self._check_truncated()
 
-    def _check_line_lengths(self, pos: int, head_end: int) -> None:
-        limit = self._limits.max_line_length
-        for line in self._buf[pos:head_end].split(b"\n"):
-            if len(line) - (self._crlf and line.endswith(b"\r")) > limit:
-                raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limit} bytes")
+    def _check_lines(self, end: int) -> None:
+        """Check the head lines completed before ``end`` and not checked yet, in order.
+
+        Partial heads and long complete heads both go through here, so the
+        first problem found is the same however the bytes were split.
+        """
+        buf = self._buf
+        limits = self._limits
+        start = self._line_start
+        lf = buf.find(b"\n", self._scan, end)
+        while lf >= 0:
+            length = lf - start
+            if self._crlf and length and buf[lf - 1] == _CR:
+                length -= 1
+            if length > limits.max_line_length:
+                raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
+            if start == self._pos and self._strict:
+                self._check_command_line(start, start + length)
+            self._head_lines += 1
+            # Complete lines: the command line and the header lines.
+            if self._head_lines > limits.max_headers + 1:
+                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+            start = lf + 1
+            lf = buf.find(b"\n", start, end)
+        self._line_start = start
+
+    def _check_command_line(self, start: int, end: int) -> None:
+        try:
+            command = self._buf[start:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _error(ErrorKind.BAD_ENCODING, f"command is not UTF-8: {exc.reason}") from None
+        if command not in COMMANDS:
+            raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
 
     def _strip_crlf(self, text: str) -> str:
         # CRLF line endings (1.2, or any version in lenient mode).  The last
@@ -345,12 +379,16 @@ class FrameDecoder:
         return text
 
     @staticmethod
-    def _lenient_command(command: str) -> str:
-        # The early draft: commands are case-insensitive, trailing blanks ignored.
-        command = command.rstrip(" \t\r").upper()
+    def _lenient_command(command: str, block: str) -> tuple[str, str]:
+        # The early draft: commands are case-insensitive and trailing blanks are
+        # stripped, so a line of blanks before the command is an empty line.
+        command = command.rstrip(" \t\r")
+        while not command and block:
+            command, _, block = block.partition("\n")
+            command = command.rstrip(" \t\r")
         if not command:
             raise _error(ErrorKind.BAD_COMMAND, "empty command line")
-        return command
+        return command.upper(), block
 
     @staticmethod
     def _bad_header_line(lines: list[str]) -> RemoteProtocolError:
@@ -405,7 +443,8 @@ class FrameDecoder:
         limits = self._limits
         body_limit = min(limits.max_body_size, limits.max_frame_size - (body_start - pos))
         # int() refuses very long digit strings, so they are refused first.
-        if len(value) > 20 or int(value) > body_limit:
+        digits = value.lstrip("0")
+        if len(digits) > 20 or int(value) > body_limit:
             raise _error(
                 ErrorKind.TOO_LARGE,
                 f"content-length {value[:40]} exceeds the limit of {body_limit} bytes",

@@ -100,8 +100,10 @@ class Frame(NamedTuple):
 
     def header_map(self) -> dict[str, str]:
         """The headers as a dict in which the first of repeated entries wins."""
-        # Inserting in reverse order lets earlier entries overwrite later ones.
-        return dict(reversed(self.headers))
+        first: dict[str, str] = {}
+        for key, value in self.headers:
+            first.setdefault(key, value)
+        return first
 
 
 class Event:

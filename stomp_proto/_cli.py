@@ -1,0 +1,289 @@
+"""The command line: ``python -m stomp_proto`` (also installed as ``stomp-proto``).
+
+    stomp-proto broker [--port 61613]              run the embedded broker
+    stomp-proto send /queue/a hello world          one message per argument
+    stomp-proto send /queue/a --file data.bin      the file as one message
+    stomp-proto send /queue/a < lines.txt          one message per line of stdin
+    stomp-proto listen /queue/a [--json]           print messages as they arrive
+    stomp-proto demo                               broker, producer and consumer in one go
+
+Exit codes: 0 success, 1 connection or broker failure, 2 bad arguments,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import ssl
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TextIO
+
+from . import __version__
+from ._client_core import ClientError, ClientOptions
+from ._errors import ProtocolError
+from ._events import ACK_MODES, Message
+from .asyncio import AsyncClient, connect
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name, value
+
+
+def _user(text: str) -> tuple[str, str]:
+    name, sep, password = text.partition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME:PASSWORD, not {text!r}")
+    return name, password
+
+
+def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection")
+    group.add_argument("--host", default="127.0.0.1", help="broker host (default %(default)s)")
+    group.add_argument("--port", type=int, default=61613, help="broker port (default %(default)s)")
+    group.add_argument("--login", help="user name")
+    group.add_argument("--passcode", help="password")
+    group.add_argument("--vhost", default="/", help="CONNECT host header (default %(default)s)")
+    group.add_argument("--tls", action="store_true", help="connect with TLS (system CA store)")
+    group.add_argument("--cafile", help="CA certificate to trust for --tls")
+    group.add_argument("--timeout", type=float, default=30.0, help="seconds (default %(default)s)")
+
+
+def _client_options(args: argparse.Namespace) -> ClientOptions:
+    context = None
+    if args.tls or args.cafile:
+        context = ssl.create_default_context(cafile=args.cafile)
+    return ClientOptions(
+        login=args.login,
+        passcode=args.passcode,
+        vhost=args.vhost,
+        ssl=context,
+        timeout=args.timeout,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stomp-proto", description="STOMP 1.0/1.1/1.2 tools built on stomp_proto."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    broker = commands.add_parser("broker", help="run the embedded broker")
+    broker.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    broker.add_argument("--port", type=int, default=61613, help="port (default %(default)s)")
+    broker.add_argument(
+        "--user",
+        type=_user,
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="require a login; repeat for more users",
+    )
+    broker.add_argument("--certfile", help="serve TLS with this certificate (PEM)")
+    broker.add_argument("--keyfile", help="private key for --certfile")
+
+    send = commands.add_parser("send", help="send messages")
+    send.add_argument("destination")
+    send.add_argument("messages", nargs="*", help="message bodies (default: stdin lines)")
+    send.add_argument("--file", help="send this file's bytes as one message")
+    send.add_argument("--header", type=_header, action="append", default=[], metavar="NAME=VALUE")
+    send.add_argument("--content-type", help="content-type header")
+    send.add_argument("--receipt", action="store_true", help="wait for a receipt for each message")
+    _add_connection_options(send)
+
+    listen = commands.add_parser("listen", help="print messages from a destination")
+    listen.add_argument("destination")
+    listen.add_argument("--ack", choices=ACK_MODES, default="auto")
+    listen.add_argument("--count", type=int, help="stop after this many messages")
+    listen.add_argument("--headers", action="store_true", help="print headers too")
+    listen.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_connection_options(listen)
+
+    demo = commands.add_parser("demo", help="broker, producer and consumer in one process")
+    demo.add_argument("--messages", type=int, default=5000, help="(default %(default)s)")
+    demo.add_argument("--size", type=int, default=100, help="body bytes (default %(default)s)")
+    return parser
+
+
+# -- send ------------------------------------------------------------------------
+
+
+def _bodies(args: argparse.Namespace, stdin: TextIO) -> Iterator[bytes]:
+    if args.file:
+        with open(args.file, "rb") as file:
+            yield file.read()
+    elif args.messages:
+        for text in args.messages:
+            yield text.encode("utf-8")
+    else:
+        for line in stdin:
+            yield line.rstrip("\n").encode("utf-8")
+
+
+class _Progress:
+    """A rate line on stderr about once a second, for long sends."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.count = 0
+        self.start = self.shown = time.monotonic()
+
+    def tick(self) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.shown >= 1.0:
+            rate = self.count / (now - self.start)
+            print(f"sent {self.count} messages ({rate:,.0f}/s)", file=self.out, flush=True)
+            self.shown = now
+
+
+async def _send(args: argparse.Namespace, stdin: TextIO, err: TextIO) -> None:
+    progress = _Progress(err)
+    async with connect(args.host, args.port, **_client_options(args)) as client:
+        for body in _bodies(args, stdin):
+            await client.send(
+                args.destination,
+                body,
+                content_type=args.content_type,
+                headers=dict(args.header),
+                receipt=args.receipt,
+            )
+            progress.tick()
+    if progress.count >= 1000 or progress.shown != progress.start:
+        print(f"sent {progress.count} messages", file=err)
+
+
+# -- listen ----------------------------------------------------------------------
+
+
+def _render(message: Message, args: argparse.Namespace) -> str:
+    if args.json:
+        record: dict[str, object] = {
+            "destination": message.destination,
+            "message_id": message.message_id,
+            "subscription": message.subscription,
+            "headers": dict(message.headers),
+        }
+        try:
+            record["body"] = message.body.decode("utf-8")
+        except UnicodeDecodeError:
+            record["body_base64"] = base64.b64encode(message.body).decode("ascii")
+        return json.dumps(record, ensure_ascii=False)
+    body = message.body.decode("utf-8", "replace")
+    if not args.headers:
+        return body
+    lines = [f"message-id:{message.message_id}", f"destination:{message.destination}"]
+    lines += [f"{name}:{value}" for name, value in message.headers]
+    return "\n".join([*lines, "", body, ""])
+
+
+async def _listen(args: argparse.Namespace, out: TextIO) -> None:
+    async with (
+        connect(args.host, args.port, **_client_options(args)) as client,
+        client.subscribe(args.destination, ack=args.ack) as messages,
+    ):
+        seen = 0
+        async for message in messages:
+            print(_render(message, args), file=out, flush=True)
+            if args.ack != "auto":
+                await client.ack(message)
+            seen += 1
+            if args.count is not None and seen >= args.count:
+                return
+
+
+# -- broker and demo -------------------------------------------------------------
+
+
+async def _broker(args: argparse.Namespace, err: TextIO) -> None:
+    from .broker import Broker
+
+    context = None
+    if args.certfile:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.certfile, args.keyfile)
+    users = dict(args.user) or None
+    async with Broker(args.host, args.port, ssl=context, users=users) as broker:
+        print(f"stomp_proto broker listening on {broker.host}:{broker.port}", file=err, flush=True)
+        await broker.serve_forever()
+
+
+async def _consume(client: AsyncClient, destination: str, count: int) -> AsyncIterator[float]:
+    async with client.subscribe(destination, ack="client-individual") as messages:
+        async for message in messages:
+            sent_at = float(dict(message.headers)["x-sent-at"])
+            await client.ack(message)
+            yield time.perf_counter() - sent_at
+            count -= 1
+            if count == 0:
+                return
+
+
+async def _demo(args: argparse.Namespace, out: TextIO) -> None:
+    from .broker import Broker
+
+    destination = "/queue/demo"
+    body = b"x" * args.size
+    async with Broker("127.0.0.1", 0) as broker:
+        print(f"embedded broker on 127.0.0.1:{broker.port}", file=out)
+        async with (
+            connect("127.0.0.1", broker.port) as producer,
+            connect("127.0.0.1", broker.port) as consumer,
+        ):
+            latencies: list[float] = []
+
+            async def consume() -> None:
+                async for latency in _consume(consumer, destination, args.messages):
+                    latencies.append(latency)
+
+            started = time.perf_counter()
+            task = asyncio.create_task(consume())
+            await asyncio.sleep(0)
+            for n in range(args.messages):
+                headers = {"x-sent-at": repr(time.perf_counter()), "x-seq": str(n)}
+                await producer.send(destination, body, headers=headers, receipt=n % 100 == 99)
+            await task
+            elapsed = time.perf_counter() - started
+    latencies.sort()
+    p50 = statistics.median(latencies) * 1000
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    print(
+        f"STOMP {producer.version}: {len(latencies)} messages of {args.size} B, "
+        f"client-individual acks",
+        file=out,
+    )
+    print(f"rate: {len(latencies) / elapsed:,.0f} messages/s", file=out)
+    print(f"round trip latency: p50 {p50:.2f} ms, p99 {p99:.2f} ms", file=out)
+
+
+# -- entry point -----------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    runners = {
+        "broker": lambda: _broker(args, err),
+        "send": lambda: _send(args, sys.stdin, err),
+        "listen": lambda: _listen(args, out),
+        "demo": lambda: _demo(args, out),
+    }
+    try:
+        asyncio.run(runners[args.command]())
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (ClientError, ProtocolError, OSError, TimeoutError) as exc:
+        print(f"stomp-proto {args.command}: {type(exc).__name__}: {exc}", file=err)
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,11 @@
+"""An embedded STOMP broker, for tests and demos (not for production).
+
+:class:`Broker` serves it over TCP (optionally TLS) with asyncio;
+:class:`BrokerCore` is the same broker without I/O, driven step by step;
+:func:`run_broker` serves until cancelled.  See ``docs/broker.rst``.
+"""
+
+from ._core import BrokerCore, BrokerOptions, Outbox, Session
+from ._server import Broker, run_broker
+
+__all__ = ["Broker", "BrokerCore", "BrokerOptions", "Outbox", "Session", "run_broker"]

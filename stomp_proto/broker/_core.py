@@ -1,0 +1,687 @@
+"""The embedded broker's logic without I/O: sessions, queues, topics, acks, transactions.
+
+:class:`BrokerCore` owns every destination; each client connection is a
+:class:`Session` holding a :class:`~stomp_proto.ServerConnection`, which
+checks the protocol (handshake, versions, subscription ids, which deliveries
+an ACK settles, transaction ids, receipts).  The core adds the policy a
+connection leaves to its user: who may log in, where a SEND goes, when a
+message is settled or delivered again.
+
+The transport layer drives it in steps.  Bytes read from a client go to
+``session.receive_data``; ``core.process(session)`` then consumes that
+session's events and returns an :class:`Outbox`: the bytes to write to *every*
+affected session (a SEND from one client is a MESSAGE to another) and the
+sessions whose transport must be closed once their bytes are written.  No
+clock is read here: heart-beats are the transport's job, through
+``session.get_timer`` and ``session.handle_timer``.
+
+Destinations:
+
+* ``/topic/...``: every SEND is copied to each subscription that exists at that
+  moment; nothing is retained.  Each topic subscription gets a private queue,
+  so acknowledgements, prefetch and back-pressure work as for queues; a
+  subscription that already holds ``max_queue_length`` messages misses new ones.
+* anything else is a queue: each message goes to one subscription, round robin,
+  and is held until settled (delivered on an ``auto`` subscription, or ACKed).
+  A NACK, an UNSUBSCRIBE or the end of the consumer's session puts it back at
+  the front with ``redelivered:true``.  A queue holds at most
+  ``max_queue_length`` messages, counting delivered and unacknowledged ones; a
+  SEND beyond that is refused with an ERROR ``queue full`` (which, as every
+  ERROR, ends the sender's session).
+
+Flow control: a client-acknowledged subscription has at most ``max_in_flight``
+unacknowledged messages (per SUBSCRIBE: ``prefetch-count`` as in RabbitMQ or
+``activemq.prefetchSize`` as in ActiveMQ, 0 meaning no limit); the rest wait in
+the queue.  A session can also be paused (:meth:`BrokerCore.pause`), and is
+paused by the core once one outbox holds ``output_limit`` bytes for it: a paused
+session gets no deliveries - they stay queued or go to other consumers - until
+:meth:`BrokerCore.resume`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+from .. import (
+    Abort,
+    Ack,
+    Begin,
+    Commit,
+    Connect,
+    Connected,
+    ConnectionClosed,
+    ConnectionState,
+    Disconnect,
+    Error,
+    Event,
+    HeartBeatTimeout,
+    Limits,
+    Message,
+    Nack,
+    Receipt,
+    RemoteProtocolError,
+    Send,
+    ServerConnection,
+    Subscribe,
+    Unsubscribe,
+    Version,
+    __version__,
+)
+from .._frame import VERSIONS
+
+__all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
+
+TOPIC_PREFIX = "/topic/"
+#: SUBSCRIBE headers that set the subscription's in-flight limit (RabbitMQ, ActiveMQ).
+PREFETCH_HEADERS = frozenset({"prefetch-count", "activemq.prefetchSize"})
+#: The one answer to a refused login: it must not tell whether the user exists.
+LOGIN_FAILED = "Bad CONNECT: login failed"
+#: Bytes of output one outbox may hold for a session before deliveries to it pause.
+DEFAULT_OUTPUT_LIMIT = 1024 * 1024
+DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
+
+
+class BrokerOptions(TypedDict, total=False):
+    """The :class:`BrokerCore` options, also keywords of ``Broker`` and ``run_broker``."""
+
+    users: Mapping[str, str] | None
+    versions: tuple[Version, ...]
+    heartbeat: tuple[int, int]
+    limits: Limits | None
+    max_in_flight: int
+    max_queue_length: int
+    server_name: str
+    output_limit: int
+
+
+class Outbox:
+    """What one step of the broker asks of the transport layer.
+
+    ``data`` maps each session to the bytes to write to it, in order;
+    ``to_close`` holds the sessions whose transport is to be closed once their
+    bytes are written (after an ERROR, after the DISCONNECT receipt, when the
+    client went away or fell silent).
+    """
+
+    __slots__ = ("data", "to_close")
+
+    def __init__(self) -> None:
+        self.data: dict[Session, bytearray] = {}
+        self.to_close: set[Session] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.data or self.to_close)
+
+    def __repr__(self) -> str:
+        sizes = {session.id: len(data) for session, data in self.data.items()}
+        closing = sorted(session.id for session in self.to_close)
+        return f"Outbox(data={sizes}, to_close={closing})"
+
+    def write(self, session: Session, data: bytes) -> None:
+        if data:
+            self.data.setdefault(session, bytearray()).extend(data)
+
+    def bytes_for(self, session: Session) -> bytes:
+        """Everything to write to ``session`` (``b""`` if nothing)."""
+        return bytes(self.data.get(session, b""))
+
+
+@dataclass(slots=True, eq=False)
+class _StoredMessage:
+    """A message in the broker's care: the SEND it came from and its broker-wide id."""
+
+    id: str
+    send: Send
+    redelivered: bool = False
+
+
+class _Queue:
+    """Messages waiting for one of a list of subscriptions, handed out round robin.
+
+    A named queue is shared by every subscription to its destination; a topic
+    subscription has a ``private`` one of its own.
+    """
+
+    __slots__ = ("_next", "closed", "consumers", "destination", "held", "private", "ready")
+
+    def __init__(self, destination: str, *, private: bool) -> None:
+        self.destination = destination
+        self.private = private
+        self.ready: deque[_StoredMessage] = deque()
+        self.consumers: list[_Subscription] = []
+        #: Messages in the queue's care: waiting, or delivered and not yet settled.
+        self.held = 0
+        #: A private queue whose subscription has ended: what comes back is dropped.
+        self.closed = False
+        self._next = 0
+
+    def put(self, message: _StoredMessage) -> None:
+        self.ready.append(message)
+        self.held += 1
+
+    def settle(self, count: int) -> None:
+        self.held -= count
+
+    def requeue(self, messages: list[_StoredMessage]) -> None:
+        """Put delivered messages back at the front, in their order, to be delivered again."""
+        if self.closed:
+            return
+        for message in messages:
+            message.redelivered = True
+        self.ready.extendleft(reversed(messages))
+
+    def next_consumer(self) -> _Subscription | None:
+        """The next subscription in round-robin order that can take a message now."""
+        count = len(self.consumers)
+        for step in range(count):
+            index = (self._next + step) % count
+            candidate = self.consumers[index]
+            if candidate.can_take():
+                self._next = index + 1
+                return candidate
+        return None
+
+
+class _Subscription:
+    """One SUBSCRIBE of one session, bound to the queue it consumes from."""
+
+    __slots__ = ("ack", "id", "key", "prefetch", "queue", "session", "unacked")
+
+    def __init__(self, session: Session, event: Subscribe, queue: _Queue, prefetch: int) -> None:
+        self.session = session
+        self.key = event.key
+        self.id = event.id
+        self.ack = event.ack
+        self.queue = queue
+        #: Most unacknowledged messages at a time; 0 for no limit.
+        self.prefetch = prefetch
+        #: Delivered and awaiting (N)ACK, by the name the version's ACK uses; oldest first.
+        self.unacked: dict[str, _StoredMessage] = {}
+
+    def can_take(self) -> bool:
+        if not self.session.accepts_deliveries:
+            return False
+        return self.ack == "auto" or self.prefetch == 0 or len(self.unacked) < self.prefetch
+
+
+@dataclass(slots=True)
+class _Transaction:
+    """What a transaction will do on COMMIT."""
+
+    sends: list[Send] = field(default_factory=list)
+    #: (N)ACKed messages: their queue, the message, and whether it is to be delivered again.
+    settlements: list[tuple[_Queue, _StoredMessage, bool]] = field(default_factory=list)
+
+
+class Session:
+    """One client connection as the broker sees it; made by :meth:`BrokerCore.open_session`.
+
+    ``id`` is sent as the CONNECTED ``session`` header; ``connection`` is the
+    :class:`~stomp_proto.ServerConnection` that checks the client's frames and
+    encodes everything sent to it.
+    """
+
+    def __init__(self, core: BrokerCore, session_id: str, connection: ServerConnection) -> None:
+        self.id = session_id
+        self.connection = connection
+        self._core = core
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._transactions: dict[str, _Transaction] = {}
+        self._ack_ids = itertools.count(1)
+        self._paused = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Session {self.id} {self.connection.state.value}{' closed' if self._closed else ''}>"
+        )
+
+    @property
+    def closed(self) -> bool:
+        """True once the broker has ended the session (its transport is to be closed)."""
+        return self._closed
+
+    @property
+    def paused(self) -> bool:
+        """True while deliveries to the session are held back (see :meth:`BrokerCore.pause`)."""
+        return self._paused
+
+    @property
+    def accepts_deliveries(self) -> bool:
+        return (
+            not self._closed
+            and not self._paused
+            and self.connection.state is ConnectionState.CONNECTED
+        )
+
+    def receive_data(self, data: bytes | None) -> None:
+        """Bytes read from the client; ``None`` when it closed the stream."""
+        # After the broker ended the session, whatever is still in flight is moot.
+        if not self._closed:
+            self.connection.receive_data(data)
+
+    def process(self) -> Outbox:
+        """Same as ``core.process(session)``."""
+        return self._core.process(self)
+
+    def get_timer(self) -> float | None:
+        """When ``handle_timer`` is next due (see ``ServerConnection.get_timer``)."""
+        return None if self._closed else self.connection.get_timer()
+
+    def handle_timer(self, now: float) -> bytes:
+        """Bytes to write (a heart-beat, or nothing); then ``process`` to see a timeout."""
+        return b"" if self._closed else self.connection.handle_timer(now)
+
+    def _next_ack_id(self) -> str:
+        """A fresh 1.2 ``ack`` header value, unique across the broker."""
+        return f"{self.id}-{next(self._ack_ids)}"
+
+
+class BrokerCore:
+    """The broker without I/O; see the module docstring for what it does.
+
+    ``users`` maps login to passcode; ``None`` lets anyone in.  ``heartbeat`` is
+    what the broker offers, ``(can send every ms, wants to receive every ms)``.
+    ``limits`` bounds incoming frames.  ``max_in_flight`` is the default
+    in-flight limit of a client-acknowledged subscription, ``max_queue_length``
+    the most messages a queue holds, ``output_limit`` the bytes one outbox may
+    hold for one session before deliveries to it pause.
+    """
+
+    def __init__(
+        self,
+        *,
+        users: Mapping[str, str] | None = None,
+        versions: tuple[Version, ...] = VERSIONS,
+        heartbeat: tuple[int, int] = (10000, 10000),
+        limits: Limits | None = None,
+        max_in_flight: int = 1000,
+        max_queue_length: int = 100_000,
+        server_name: str = DEFAULT_SERVER_NAME,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> None:
+        if not versions or any(v not in VERSIONS for v in versions):
+            raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
+        if len(heartbeat) != 2 or any(ms < 0 for ms in heartbeat):
+            raise ValueError("heartbeat must be two non-negative intervals in ms")
+        for name, value in (
+            ("max_in_flight", max_in_flight),
+            ("max_queue_length", max_queue_length),
+            ("output_limit", output_limit),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1")
+        self._users = dict(users) if users is not None else None
+        self._versions = versions
+        self._heartbeat = heartbeat
+        self._limits = limits
+        self._max_in_flight = max_in_flight
+        self._max_queue_length = max_queue_length
+        self._server_name = server_name
+        self._output_limit = output_limit
+        self._sessions: dict[str, Session] = {}
+        self._queues: dict[str, _Queue] = {}
+        self._topics: dict[str, list[_Subscription]] = {}
+        self._session_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+
+    # -- inspection ------------------------------------------------------------
+
+    @property
+    def sessions(self) -> tuple[Session, ...]:
+        """The sessions not yet ended, oldest first."""
+        return tuple(self._sessions.values())
+
+    def queued(self, destination: str) -> int:
+        """Messages waiting in the queue ``destination`` for a consumer (not yet delivered)."""
+        queue = self._queues.get(destination)
+        return len(queue.ready) if queue is not None else 0
+
+    # -- driving ---------------------------------------------------------------
+
+    def open_session(self) -> Session:
+        """A session for a new client connection."""
+        session_id = f"s{next(self._session_ids)}"
+        connection = ServerConnection(versions=self._versions, limits=self._limits)
+        session = Session(self, session_id, connection)
+        self._sessions[session_id] = session
+        return session
+
+    def process(self, session: Session) -> Outbox:
+        """Act on every event the session's received data holds."""
+        outbox = Outbox()
+        connection = session.connection
+        while not session.closed:
+            try:
+                event = connection.next_event()
+            except RemoteProtocolError as exc:
+                # The connection is closed already; the hint is the ERROR the specs ask for.
+                if exc.event_hint is not None:
+                    outbox.write(session, connection.send(exc.event_hint))
+                self._end_session(session, outbox)
+                break
+            if event is None:
+                break
+            self._handle(session, event, outbox)
+        return outbox
+
+    def close_session(self, session: Session) -> Outbox:
+        """The client's transport is gone: hand its messages to others, forget it.
+
+        Unacknowledged queue messages go back to their queues marked
+        ``redelivered``, open transactions are dropped.  Does nothing for a
+        session already ended.
+        """
+        outbox = Outbox()
+        self._end_session(session, outbox)
+        outbox.data.pop(session, None)
+        return outbox
+
+    def pause(self, session: Session) -> None:
+        """Hold back deliveries to ``session`` (its transport is not keeping up).
+
+        Its queue messages stay queued or go to other consumers; receipts and
+        errors are still produced.
+        """
+        session._paused = True
+
+    def resume(self, session: Session) -> Outbox:
+        """Deliver to ``session`` again; returns what that delivers at once."""
+        outbox = Outbox()
+        session._paused = False
+        for subscription in list(session._subscriptions.values()):
+            self._dispatch(subscription.queue, outbox)
+        return outbox
+
+    def shut_down(self, reason: str = "broker shutting down") -> Outbox:
+        """End every session with an ERROR saying ``reason``."""
+        outbox = Outbox()
+        sessions = list(self._sessions.values())
+        # Every ERROR first: that closes each connection, so that ending one
+        # session does not redeliver its messages to another about to end.
+        for session in sessions:
+            if session.connection.state is not ConnectionState.CLOSED:
+                outbox.write(session, session.connection.send(Error(message=reason)))
+        for session in sessions:
+            self._end_session(session, outbox)
+        return outbox
+
+    # -- events ----------------------------------------------------------------
+
+    def _handle(self, session: Session, event: Event, outbox: Outbox) -> None:
+        if isinstance(event, Connect):
+            self._on_connect(session, event, outbox)
+            return
+        if isinstance(event, (ConnectionClosed, HeartBeatTimeout)):
+            self._end_session(session, outbox)
+            return
+        if isinstance(event, Send):
+            self._on_send(session, event, outbox)
+        elif isinstance(event, Subscribe):
+            self._on_subscribe(session, event, outbox)
+        elif isinstance(event, Unsubscribe):
+            # The connection checked that the subscription exists.
+            self._drop_subscription(session._subscriptions.pop(event.key or ""), outbox)
+        elif isinstance(event, Ack):  # and Nack, its subclass
+            self._on_ack(session, event, outbox)
+        elif isinstance(event, Begin):
+            session._transactions[event.transaction] = _Transaction()
+        elif isinstance(event, Commit):
+            self._on_commit(session, event, outbox)
+        elif isinstance(event, Abort):
+            self._abort(session._transactions.pop(event.transaction), outbox)
+        # Anything else (a heart-beat, DISCONNECT) needs no action before its receipt.
+        receipt: str | None = getattr(event, "receipt", None)
+        if receipt is not None and not session.closed:
+            outbox.write(session, session.connection.send(Receipt(receipt)))
+        if isinstance(event, Disconnect):
+            self._end_session(session, outbox)
+
+    def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
+        if self._users is not None and not self._login_ok(event.login, event.passcode):
+            self._refuse(session, None, LOGIN_FAILED, "login failed", outbox)
+            return
+        # Offer beats only in the directions the client asked for, so that the
+        # header says what will actually happen.
+        can_send, wants = event.heartbeat
+        ours = (self._heartbeat[0] if wants else 0, self._heartbeat[1] if can_send else 0)
+        connected = Connected(heartbeat=ours, session=session.id, server=self._server_name)
+        outbox.write(session, session.connection.send(connected))
+
+    def _login_ok(self, login: str | None, passcode: str | None) -> bool:
+        assert self._users is not None
+        expected = self._users.get(login) if login is not None else None
+        # Compare even for an unknown user, so that timing does not tell which users exist.
+        reference = (expected if expected is not None else "\x00no such user").encode()
+        matches = hmac.compare_digest((passcode or "").encode(), reference)
+        return matches and expected is not None
+
+    def _on_send(self, session: Session, event: Send, outbox: Outbox) -> None:
+        if event.transaction is None:
+            if self._has_room(session, event, [event], outbox):
+                self._publish([event], outbox)
+            return
+        transaction = session._transactions[event.transaction]
+        # A transaction is buffered in memory: bound it like a queue.
+        if len(transaction.sends) >= self._max_queue_length:
+            detail = f"a transaction holds at most {self._max_queue_length} messages"
+            self._refuse(session, event.receipt, "transaction too large", detail, outbox)
+            return
+        transaction.sends.append(event)
+
+    def _on_subscribe(self, session: Session, event: Subscribe, outbox: Outbox) -> None:
+        prefetch = self._prefetch(event)
+        if prefetch is None:
+            detail = "prefetch-count and activemq.prefetchSize must be non-negative integers"
+            self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
+            return
+        destination = event.destination
+        if destination.startswith(TOPIC_PREFIX):
+            queue = _Queue(destination, private=True)
+        else:
+            queue = self._queues.setdefault(destination, _Queue(destination, private=False))
+        subscription = _Subscription(session, event, queue, prefetch)
+        queue.consumers.append(subscription)
+        if queue.private:
+            self._topics.setdefault(destination, []).append(subscription)
+        session._subscriptions[subscription.key] = subscription
+        self._dispatch(queue, outbox)
+
+    def _prefetch(self, event: Subscribe) -> int | None:
+        """The subscription's in-flight limit; ``None`` if the header is not a count."""
+        for name, value in event.headers:
+            if name in PREFETCH_HEADERS:
+                value = value.strip()
+                if value.isascii() and value.isdigit() and len(value) <= 9:
+                    return int(value)
+                return None
+        return self._max_in_flight
+
+    def _on_ack(self, session: Session, event: Ack, outbox: Outbox) -> None:
+        subscription = self._acked_subscription(session, event)
+        if subscription is None:
+            return
+        unacked = subscription.unacked
+        messages = [unacked.pop(ident) for ident in event.covered if ident in unacked]
+        again = isinstance(event, Nack)
+        queue = subscription.queue
+        if event.transaction is not None:
+            # The connection counts them as settled already; COMMIT or ABORT decides.
+            settlements = session._transactions[event.transaction].settlements
+            settlements.extend((queue, message, again) for message in messages)
+        else:
+            self._settle(queue, messages, again, outbox)
+        self._dispatch(queue, outbox)  # in-flight room was freed
+
+    @staticmethod
+    def _acked_subscription(session: Session, event: Ack) -> _Subscription | None:
+        """The subscription holding the deliveries ``event.covered`` names.
+
+        Normally the one in ``event.subscription`` (which the connection fills
+        in), but a ``subscription`` header sent where the version does not use
+        it is kept as sent, so look the delivery up when it does not match.
+        """
+        if not event.covered:
+            return None
+        first = event.covered[0]
+        named = session._subscriptions.get(event.subscription or "")
+        if named is not None and first in named.unacked:
+            return named
+        return next((s for s in session._subscriptions.values() if first in s.unacked), None)
+
+    def _on_commit(self, session: Session, event: Commit, outbox: Outbox) -> None:
+        transaction = session._transactions.pop(event.transaction)
+        if not self._has_room(session, event, transaction.sends, outbox):
+            self._abort(transaction, outbox)
+            return
+        for queue, message, again in transaction.settlements:
+            self._settle(queue, [message], again, outbox)
+        self._publish(transaction.sends, outbox)
+
+    def _abort(self, transaction: _Transaction, outbox: Outbox) -> None:
+        # The client cannot ACK these again (its connection counts them as
+        # settled), so they go back to their queues like unacknowledged ones.
+        for queue, message, _ in transaction.settlements:
+            self._settle(queue, [message], True, outbox)
+
+    # -- routing ---------------------------------------------------------------
+
+    def _publish(self, sends: list[Send], outbox: Outbox) -> None:
+        for send in sends:
+            destination = send.destination
+            if destination.startswith(TOPIC_PREFIX):
+                for subscription in list(self._topics.get(destination, ())):
+                    queue = subscription.queue
+                    if queue.held < self._max_queue_length:  # else this subscriber misses it
+                        queue.put(self._stored(send))
+                        self._dispatch(queue, outbox)
+            else:
+                queue = self._queues.setdefault(destination, _Queue(destination, private=False))
+                queue.put(self._stored(send))
+                self._dispatch(queue, outbox)
+
+    def _has_room(
+        self, session: Session, cause: Send | Commit, sends: list[Send], outbox: Outbox
+    ) -> bool:
+        """Whether every queue ``sends`` go to can take them; if not, refuse ``cause``."""
+        adding: dict[str, int] = {}
+        for send in sends:
+            if not send.destination.startswith(TOPIC_PREFIX):
+                adding[send.destination] = adding.get(send.destination, 0) + 1
+        for destination, count in adding.items():
+            queue = self._queues.get(destination)
+            if (queue.held if queue is not None else 0) + count > self._max_queue_length:
+                detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
+                self._refuse(session, cause.receipt, "queue full", detail, outbox)
+                return False
+        return True
+
+    def _stored(self, send: Send) -> _StoredMessage:
+        return _StoredMessage(f"m-{next(self._message_ids)}", send)
+
+    def _dispatch(self, queue: _Queue, outbox: Outbox) -> None:
+        """Deliver waiting messages while some subscription can take one."""
+        while queue.ready:
+            subscription = queue.next_consumer()
+            if subscription is None:
+                return
+            self._deliver(subscription, queue.ready.popleft(), outbox)
+
+    def _deliver(
+        self, subscription: _Subscription, message: _StoredMessage, outbox: Outbox
+    ) -> None:
+        session = subscription.session
+        connection = session.connection
+        ack_id = None
+        if subscription.ack != "auto" and connection.version == "1.2":
+            ack_id = session._next_ack_id()
+        send = message.send
+        headers = send.headers
+        if message.redelivered:
+            # First, so that it wins over a user header of the same name.
+            headers = (("redelivered", "true"), *headers)
+        delivery = Message(
+            destination=send.destination,
+            message_id=message.id,
+            subscription=subscription.id,
+            body=send.body,
+            ack=ack_id,
+            content_type=send.content_type,
+            headers=headers,
+            content_length=send.content_length,
+        )
+        outbox.write(session, connection.send(delivery))
+        if subscription.ack == "auto":
+            subscription.queue.settle(1)
+        else:
+            # Named as the version's ACK names it: the ack header in 1.2, message-id before.
+            subscription.unacked[ack_id or message.id] = message
+        if len(outbox.data[session]) >= self._output_limit:
+            session._paused = True
+
+    def _settle(
+        self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
+    ) -> None:
+        """Finish with ``messages``: drop them, or (``again``) deliver them again."""
+        if again and not queue.closed:
+            queue.requeue(messages)
+            self._dispatch(queue, outbox)
+        else:
+            queue.settle(len(messages))
+            self._forget_if_unused(queue)
+
+    # -- ending ----------------------------------------------------------------
+
+    def _drop_subscription(self, subscription: _Subscription, outbox: Outbox) -> None:
+        queue = subscription.queue
+        queue.consumers.remove(subscription)
+        unacked = list(subscription.unacked.values())
+        subscription.unacked.clear()
+        if queue.private:
+            queue.closed = True
+            subscribers = self._topics[queue.destination]
+            subscribers.remove(subscription)
+            if not subscribers:
+                del self._topics[queue.destination]
+            return
+        queue.requeue(unacked)
+        self._dispatch(queue, outbox)
+        self._forget_if_unused(queue)
+
+    def _forget_if_unused(self, queue: _Queue) -> None:
+        # Queues come and go with their names; keep none that holds nothing for no one.
+        unused = not queue.private and not queue.consumers and queue.held == 0
+        if unused and self._queues.get(queue.destination) is queue:
+            del self._queues[queue.destination]
+
+    def _refuse(
+        self, session: Session, receipt: str | None, message: str, detail: str, outbox: Outbox
+    ) -> None:
+        """Send an ERROR and end the session (an ERROR always ends a STOMP session)."""
+        error = Error(
+            message=message,
+            body=detail.encode(),
+            receipt_id=receipt,
+            content_type="text/plain",
+        )
+        outbox.write(session, session.connection.send(error))
+        self._end_session(session, outbox)
+
+    def _end_session(self, session: Session, outbox: Outbox) -> None:
+        if session.closed:
+            return
+        # Closed first, so that what is requeued below is not delivered back to it.
+        session._closed = True
+        outbox.to_close.add(session)
+        for subscription in session._subscriptions.values():
+            self._drop_subscription(subscription, outbox)
+        session._subscriptions.clear()
+        for transaction in session._transactions.values():
+            self._abort(transaction, outbox)
+        session._transactions.clear()
+        self._sessions.pop(session.id, None)

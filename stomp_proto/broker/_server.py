@@ -1,0 +1,284 @@
+"""The embedded broker on asyncio: a TCP (optionally TLS) server around BrokerCore.
+
+Each client connection gets a :class:`~stomp_proto.broker.Session` and one
+task that reads with a timeout taken from the session's heart-beat timer
+(``loop.time()`` is the clock), feeds the bytes and the time to the core, and
+writes what the core returns to every connection it names.  A client silent
+past its heart-beat deadline is closed, and its unacknowledged messages go to
+other consumers.
+
+Slow consumers: a write never waits for another client.  Each connection's
+transport has a high-water mark of ``output_limit`` bytes (1 MiB by default).
+When a write leaves more than that in a client's send buffer - or the core
+paused the session after one large batch - the broker stops delivering to that
+client: its queue messages stay queued or go to other consumers, its topic
+subscriptions keep theirs (up to ``max_queue_length``, then they miss new ones).
+A small task waits for the buffer to drain below the low-water mark (a quarter
+of the high one) and resumes deliveries.  Meanwhile the client's own task stops
+reading from it, so a client that sends (say, with receipts) but never reads is
+slowed down by TCP instead of growing the broker's memory.  What the broker
+buffers for one client is so bounded by about twice ``output_limit`` (or
+``output_limit`` and one message, for messages larger than that).
+
+Shutdown (:meth:`Broker.close`): stop listening, send every client an ERROR
+``broker shutting down``, then close every connection, letting each flush what
+it has buffered (at most :data:`CLOSE_TIMEOUT` seconds, then it is aborted), and
+wait for every task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+from collections.abc import Callable
+from types import TracebackType
+from typing import Unpack
+
+from ._core import DEFAULT_OUTPUT_LIMIT, BrokerCore, BrokerOptions, Outbox, Session
+
+__all__ = ["Broker", "run_broker"]
+
+log = logging.getLogger("stomp_proto.broker")
+
+#: Seconds a closing connection may take to flush its output before it is aborted.
+CLOSE_TIMEOUT = 5.0
+#: Most bytes taken from a socket at a time.
+READ_SIZE = 64 * 1024
+
+
+class _Peer:
+    """The transport side of one session."""
+
+    __slots__ = ("reader", "resumer", "session", "stopping", "task", "writer")
+
+    def __init__(
+        self, session: Session, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.session = session
+        self.reader = reader
+        self.writer = writer
+        self.task: asyncio.Task[None] | None = None
+        #: Waits for the send buffer to drain, then resumes deliveries.
+        self.resumer: asyncio.Task[None] | None = None
+        self.stopping = False
+
+    def over_limit(self, limit: int) -> bool:
+        return self.writer.transport.get_write_buffer_size() > limit
+
+    def stop(self) -> None:
+        """Make the connection's task end, unless it is ending already.
+
+        Cancelled once only: a second cancel would interrupt its clean-up.
+        """
+        if not self.stopping and self.task is not None and not self.task.done():
+            self.stopping = True
+            self.task.cancel()
+
+
+class Broker:
+    """The embedded STOMP broker, listening on ``host:port`` (127.0.0.1 and a free port).
+
+    ``ssl`` makes it a TLS server; the other keywords are the
+    :class:`BrokerCore` options.  Use it as an async context manager::
+
+        async with Broker() as broker:
+            ...  # connect to broker.host, broker.port
+
+    or call :meth:`start` and :meth:`close` yourself.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        **options: Unpack[BrokerOptions],
+    ) -> None:
+        self.core = BrokerCore(**options)
+        self.host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._ssl = ssl
+        self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
+        self._server: asyncio.Server | None = None
+        self._peers: dict[Session, _Peer] = {}
+        self._closing = False
+        self._closed = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        """The port the broker listens on (the one chosen when 0 was asked for)."""
+        if self._port is None:
+            raise RuntimeError("the broker is not listening; use 'async with' or start()")
+        return self._port
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start listening."""
+        if self._server is not None or self._closing:
+            raise RuntimeError("a Broker can be started once")
+        self._server = await asyncio.start_server(
+            self._accept, self.host, self._requested_port, ssl=self._ssl
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        log.info("STOMP broker listening on %s:%d", self.host, self._port)
+
+    async def serve_forever(self) -> None:
+        """Wait until the broker is closed (by :meth:`close`, or by cancelling this)."""
+        if self._server is None:
+            await self.start()
+        await self._closed.wait()
+
+    async def close(self) -> None:
+        """Stop listening and close every connection cleanly; wait until all is done."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        self._flush(self.core.shut_down())
+        peers = list(self._peers.values())
+        for peer in peers:
+            peer.stop()
+        await asyncio.gather(*(p.task for p in peers if p.task is not None), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._closed.set()
+        log.info("STOMP broker closed")
+
+    # -- connections -------------------------------------------------------------
+
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:
+            writer.close()
+            return
+        session = self.core.open_session()
+        # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
+        writer.transport.set_write_buffer_limits(high=self._output_limit)
+        peer = _Peer(session, reader, writer)
+        self._peers[session] = peer
+        peer.task = asyncio.get_running_loop().create_task(
+            self._serve(peer), name=f"stomp-broker-{session.id}"
+        )
+
+    async def _serve(self, peer: _Peer) -> None:
+        session = peer.session
+        loop = asyncio.get_running_loop()
+        try:
+            while not session.closed:
+                session.receive_data(await self._next_input(peer))
+                beat = session.handle_timer(loop.time())
+                if beat:
+                    peer.writer.write(beat)
+                self._flush(self.core.process(session))
+        except Exception:
+            # One connection's failure must not take the broker down.
+            log.exception("STOMP broker: connection %s failed", session.id)
+        finally:
+            peer.stopping = True  # cancelling the clean-up below would cut it short
+            self._flush(self.core.close_session(session))
+            await self._stop_resumer(peer)
+            await self._close_transport(peer)
+            self._peers.pop(session, None)
+
+    async def _next_input(self, peer: _Peer) -> bytes | None:
+        """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due."""
+        deadline = peer.session.get_timer()
+        try:
+            async with asyncio.timeout_at(deadline):
+                # While the client's send buffer is over its high-water mark, do not
+                # read from it: TCP then slows down a client that does not read.
+                await peer.writer.drain()
+                return await peer.reader.read(READ_SIZE) or None
+        except TimeoutError:
+            return b""
+        except OSError:
+            # Reset, TLS failure: as good as the end of the stream.
+            return None
+
+    def _flush(self, outbox: Outbox) -> None:
+        """Write what the core asked for, pausing clients that do not keep up."""
+        for session, data in outbox.data.items():
+            peer = self._peers.get(session)
+            if peer is None:
+                continue
+            peer.writer.write(data)
+            if session.closed:
+                continue
+            if peer.over_limit(self._output_limit):
+                self.core.pause(session)
+            if session.paused and peer.resumer is None:
+                peer.resumer = asyncio.get_running_loop().create_task(
+                    self._resume_when_drained(peer), name=f"stomp-broker-{session.id}-resume"
+                )
+        for session in outbox.to_close:
+            peer = self._peers.get(session)
+            # The session's own task ends by itself: it sees the session closed.
+            if peer is not None and peer.task is not asyncio.current_task():
+                peer.stop()
+
+    async def _resume_when_drained(self, peer: _Peer) -> None:
+        session = peer.session
+        try:
+            while session.paused and not session.closed:
+                await peer.writer.drain()
+                if peer.over_limit(self._output_limit):
+                    # drain() follows the transport's own pause state; should the two
+                    # ever disagree, poll rather than spin.
+                    await asyncio.sleep(0.01)
+                    continue
+                self._flush(self.core.resume(session))
+                # drain() does not yield when nothing is buffered: let others run.
+                await asyncio.sleep(0)
+        except OSError:
+            pass  # the connection is gone; its own task cleans up
+        finally:
+            peer.resumer = None
+
+    async def _stop_resumer(self, peer: _Peer) -> None:
+        resumer = peer.resumer
+        if resumer is not None:
+            resumer.cancel()
+            await asyncio.gather(resumer, return_exceptions=True)
+
+    async def _close_transport(self, peer: _Peer) -> None:
+        writer = peer.writer
+        writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await writer.wait_closed()
+        except (TimeoutError, OSError):
+            writer.transport.abort()
+
+
+async def run_broker(
+    host: str = "127.0.0.1",
+    port: int = 61613,
+    *,
+    ssl: _ssl.SSLContext | None = None,
+    on_listening: Callable[[Broker], object] | None = None,
+    **options: Unpack[BrokerOptions],
+) -> None:
+    """Serve a :class:`Broker` on ``host:port`` until cancelled, then close it cleanly.
+
+    ``on_listening`` is called with the broker once it listens (say, to print
+    ``broker.port`` when ``port`` is 0).
+    """
+    async with Broker(host, port, ssl=ssl, **options) as broker:
+        if on_listening is not None:
+            on_listening(broker)
+        await broker.serve_forever()
