@@ -6,8 +6,19 @@ threads and clocks belong to the caller (or to the adapters built on top).
 The codec (:class:`FrameDecoder`, :class:`FrameEncoder`) works on
 :class:`Frame` values; the connections (:class:`ClientConnection`,
 :class:`ServerConnection`) add the session rules and work on typed events.
+Ready-made clients: :mod:`stomp_proto.asyncio`, :mod:`stomp_proto.trio`,
+:mod:`stomp_proto.threads`; a broker for tests and demos:
+:mod:`stomp_proto.broker`.
 """
 
+from ._client_core import (
+    Backoff,
+    BrokerError,
+    ClientError,
+    ClientOptions,
+    ConnectionLost,
+    HeartBeatLost,
+)
 from ._connection import ClientConnection, ServerConnection
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
@@ -42,12 +53,17 @@ __all__ = [
     "Abort",
     "Ack",
     "AckMode",
+    "Backoff",
     "Begin",
+    "BrokerError",
     "ClientConnection",
+    "ClientError",
+    "ClientOptions",
     "Commit",
     "Connect",
     "Connected",
     "ConnectionClosed",
+    "ConnectionLost",
     "ConnectionState",
     "Disconnect",
     "Error",
@@ -58,6 +74,7 @@ __all__ = [
     "FrameEncoder",
     "FrameEvent",
     "HeartBeat",
+    "HeartBeatLost",
     "HeartBeatTimeout",
     "Limits",
     "LocalProtocolError",
