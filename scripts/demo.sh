@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the stomp-proto demo (currently the codec round trip example).
+# Run the main job: the stomp-proto demo against the embedded broker.
 #
 #     bash scripts/demo.sh
 #
@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv '.'
 
-"$VENV_BIN/python" examples/codec_roundtrip.py
+"$VENV_BIN/python" -m stomp_proto demo "$@"
