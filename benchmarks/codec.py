@@ -16,6 +16,7 @@ import argparse
 import ctypes
 import datetime
 import gc
+import importlib.metadata
 import json
 import os
 import platform
@@ -713,6 +714,7 @@ def report(
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs, "
         f"best of <= {settings.repeats} runs, gc enabled, "
         f"malloc {'pinned' if settings.malloc_pinned else 'as configured'}",
+        "Versions: " + ", ".join(f"{name} {version}" for name, version in versions().items()),
         "",
         "Workloads (MESSAGE frames, 1.2, escaped header values):",
     ]
@@ -748,6 +750,17 @@ def report(
     return "\n".join(out)
 
 
+def versions() -> dict[str, str]:
+    """Installed versions of the distributions under test."""
+    found: dict[str, str] = {}
+    for dist in ("stomp-proto", "stompest", "stomp.py", "stompman"):
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = "source tree" if dist == "stomp-proto" and stomp_proto else "missing"
+    return found
+
+
 def to_json(rows: list[Row], memory: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
     return {
         "meta": {
@@ -757,6 +770,7 @@ def to_json(rows: list[Row], memory: dict[str, Any] | None, settings: Settings) 
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
             "stomp_proto_available": stomp_proto is not None,
+            "versions": versions(),
             "settings": asdict(settings),
         },
         "rows": [

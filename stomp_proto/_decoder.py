@@ -412,6 +412,16 @@ class FrameDecoder:
     def _unescape(self, text: str, unescapes: dict[str, str]) -> str:
         if "\\" not in text:
             return text
+        if "\0" not in text:
+            # Fast path: escaped backslashes become a NUL placeholder, so that
+            # every backslash left must begin one of the other escapes.
+            plain = text.replace("\\\\", "\0")
+            for sequence, replacement in unescapes.items():
+                plain = plain.replace(sequence, replacement)
+            if "\\" not in plain:
+                return plain.replace("\0", "\\")
+        # An undefined escape (an error, or kept as-is in lenient mode), or a
+        # NUL that would clash with the placeholder: go sequence by sequence.
         strict = self._strict
 
         def replace(match: re.Match[str]) -> str:

@@ -7,19 +7,30 @@ join; only frames that need it take the per-header route.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import chain
+
 from ._errors import ErrorKind, LocalProtocolError
 from ._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame, HeartBeat, Version
 
 __all__ = ["FrameEncoder"]
 
-# 1.1 §Value Encoding escapes LF, ':' and '\'; 1.2 adds CR.  A 1.1 value may
-# hold a raw CR (its grammar excludes only LF and ':').
-_ESCAPES_11 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c"})
-_ESCAPES_12 = str.maketrans({"\\": "\\\\", "\n": "\\n", ":": "\\c", "\r": "\\r"})
-_ESCAPES: dict[Version, dict[int, str] | None] = {
+
+# 1.1 §Value Encoding escapes '\\', LF and ':'; 1.2 adds CR.  A 1.1 value may
+# hold a raw CR (its grammar excludes only LF and ':').  Backslashes go first,
+# so that the backslashes the other escapes add are not doubled.
+def _escape_11(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+
+
+def _escape_12(text: str) -> str:
+    return _escape_11(text).replace("\r", "\\r")
+
+
+_ESCAPES: dict[Version, Callable[[str], str] | None] = {
     "1.0": None,
-    "1.1": _ESCAPES_11,
-    "1.2": _ESCAPES_12,
+    "1.1": _escape_11,
+    "1.2": _escape_12,
 }
 
 
@@ -40,11 +51,11 @@ class FrameEncoder:
     Anything that cannot be sent as given raises :class:`LocalProtocolError`.
     """
 
-    __slots__ = ("_escapes", "_version")
+    __slots__ = ("_escape", "_version")
 
     def __init__(self, version: Version = "1.2") -> None:
         self._version: Version = "1.2"
-        self._escapes: dict[int, str] | None = _ESCAPES_12
+        self._escape: Callable[[str], str] | None = _escape_12
         self.version = version
 
     @property
@@ -57,7 +68,7 @@ class FrameEncoder:
         if version not in VERSIONS:
             raise _refuse(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
         self._version = version
-        self._escapes = _ESCAPES[version]
+        self._escape = _ESCAPES[version]
 
     def encode(self, frame: Frame | HeartBeat, *, content_length: bool = True) -> bytes:
         """The wire bytes of ``frame`` (a heart-beat is a single LF)."""
@@ -104,28 +115,33 @@ class FrameEncoder:
         return b"".join((encoded, body, b"\0")) if body else encoded + b"\0"
 
     def _encode_headers(self, command: str, headers: tuple[tuple[str, str], ...]) -> list[str]:
-        escapes = None if command in UNESCAPED_COMMANDS else self._escapes
-        lines: list[str] = []
-        for name, value in headers:
-            if name == "content-length":
-                continue  # recomputed from the body, or omitted on request
-            if not name:
-                raise _refuse(ErrorKind.BAD_HEADER, "empty header name")
-            if "\0" in name or "\0" in value:
-                raise _refuse(ErrorKind.BAD_HEADER, f"NUL in header {name!r}")
-            if escapes is not None:
-                lines.append(name.translate(escapes) + ":" + value.translate(escapes))
-                continue
-            # Unescaped headers (1.0, CONNECT, CONNECTED): LF and CR end a line,
-            # and a ':' in a name would move the split point.
-            if ":" in name or "\n" in name or "\r" in name:
-                raise _refuse(
-                    ErrorKind.BAD_HEADER, f"header name {name!r} cannot be sent unescaped"
-                )
-            if "\n" in value or "\r" in value:
-                raise _refuse(
-                    ErrorKind.BAD_HEADER,
-                    f"value of {name!r} has a line break and cannot be sent unescaped",
-                )
-            lines.append(name + ":" + value)
-        return lines
+        # content-length is recomputed from the body, or omitted on request.
+        pairs = [(name, value) for name, value in headers if name != "content-length"]
+        if not pairs:
+            return []
+        # Every name and value in one string, NUL-separated: NUL may not appear
+        # in a header, so it can carry the structure through the escaping.
+        flat = "\0".join(chain.from_iterable(pairs))
+        if flat.count("\0") != 2 * len(pairs) - 1:
+            name = next(n for n, v in pairs if "\0" in n or "\0" in v)
+            raise _refuse(ErrorKind.BAD_HEADER, f"NUL in header {name!r}")
+        if "" in dict(pairs):
+            raise _refuse(ErrorKind.BAD_HEADER, "empty header name")
+        escape = None if command in UNESCAPED_COMMANDS else self._escape
+        if escape is not None:
+            parts = iter(escape(flat).split("\0"))
+            return [name + ":" + value for name, value in zip(parts, parts, strict=True)]
+        # Unescaped headers (1.0, CONNECT, CONNECTED, STOMP): LF and CR end a
+        # line, and a ':' in a name would move the split point.
+        if "\n" in flat or "\r" in flat or any(":" in name for name, _ in pairs):
+            for name, value in pairs:
+                if ":" in name or "\n" in name or "\r" in name:
+                    raise _refuse(
+                        ErrorKind.BAD_HEADER, f"header name {name!r} cannot be sent unescaped"
+                    )
+                if "\n" in value or "\r" in value:
+                    raise _refuse(
+                        ErrorKind.BAD_HEADER,
+                        f"value of {name!r} has a line break and cannot be sent unescaped",
+                    )
+        return [name + ":" + value for name, value in pairs]
