@@ -207,7 +207,11 @@ class _Connection:
         # Check and encode everything before changing anything.
         event = self._check_send(event)
         frame = event.to_frame(self._version or "1.0")
-        data = self._encoder.encode(frame, content_length=getattr(event, "content_length", True))
+        encoder = self._encoder
+        if isinstance(event, Connect) and event.frame_command == "STOMP":
+            # STOMP is escaped (unlike CONNECT), by the rules of the best version offered.
+            encoder = FrameEncoder(max(event.accept_versions))
+        data = encoder.encode(frame, content_length=getattr(event, "content_length", True))
         self._state = self._after_send(event, next_state)
         self._note_sent()
         return data

@@ -84,6 +84,7 @@ class FrameDecoder:
         "_crlf",
         "_eof",
         "_error",
+        "_handshake",
         "_head_lines",
         "_headers",
         "_limits",
@@ -122,6 +123,7 @@ class FrameDecoder:
         if version not in VERSIONS:
             raise LocalProtocolError(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
         self._version = version
+        self._handshake = False
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
@@ -129,11 +131,12 @@ class FrameDecoder:
         self._reset_head()
 
     def _use_handshake_rules(self) -> None:
-        # For connections, before a version is agreed: nothing is unescaped
-        # (CONNECT and CONNECTED never are, and an ERROR sent in reply to a
-        # CONNECT follows no agreed version), and CRLF is accepted as 1.2 allows.
+        # For connections, before a version is agreed: CRLF is accepted as 1.2
+        # allows, and only a STOMP frame is unescaped (1.2 rules: its senders
+        # speak 1.1 or later).  CONNECT and CONNECTED never are, and an ERROR
+        # sent in reply to a CONNECT follows no agreed version.
         self.version = "1.2"
-        self._unescapes = None
+        self._handshake = True
 
     @property
     def strict(self) -> bool:
@@ -303,7 +306,7 @@ class FrameDecoder:
             if (
                 self._unescapes is not None
                 and "\\" in block
-                and (command not in UNESCAPED_COMMANDS)
+                and (command == "STOMP" if self._handshake else command not in UNESCAPED_COMMANDS)
             ):
                 pairs = self._unescape_pairs(pairs, self._unescapes)
             headers = tuple(pairs)

@@ -46,9 +46,9 @@ COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
 BODY_COMMANDS = frozenset({"SEND", "MESSAGE", "ERROR"})
 
 #: 1.2 §Value Encoding: CONNECT and CONNECTED headers are never escaped, so that
-#: a 1.0 peer can read them.  STOMP is CONNECT under another name and is sent
-#: before any version is agreed, so the same reason applies to it.
-UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED", "STOMP"})
+#: a 1.0 peer can read them.  The STOMP frame is not exempt: only servers of
+#: 1.1 and later understand it, and they unescape its headers.
+UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED"})
 
 _D = TypeVar("_D")
 

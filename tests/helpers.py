@@ -6,6 +6,7 @@ import this file as ``helpers``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -121,7 +122,7 @@ def sized(data: bytes, size: int) -> list[bytes]:
 def cut(data: bytes, cuts: Iterable[int]) -> list[bytes]:
     """Split ``data`` at the given offsets (clamped, deduplicated, any order)."""
     points = sorted({min(max(c, 0), len(data)) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def same_outcome(a: Outcome, b: Outcome) -> bool:

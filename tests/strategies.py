@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ SPECIAL = (":", "\\", "\n", "\r", " ", "\t", "\u00e9", "\u65e5", "\U0001f600", "
 COMMON_NAMES = ("destination", "id", "foo", "receipt", "message-id", "x")
 
 
+@functools.cache
 def text(exclude: str = "", *, min_size: int = 0, max_size: int = 12) -> st.SearchStrategy[str]:
     """Text without NUL, lone surrogates, or any character of ``exclude``."""
     specials = [c for c in SPECIAL if c not in exclude]
@@ -51,6 +53,7 @@ def alphabet_for(version: Version, command: str) -> tuple[str, str]:
     return "", ""
 
 
+@functools.cache
 def header_names(exclude: str) -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(COMMON_NAMES), text(exclude, min_size=1)
@@ -58,7 +61,11 @@ def header_names(exclude: str) -> st.SearchStrategy[str]:
 
 
 def headers_for(version: Version, command: str) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
-    name_ex, value_ex = alphabet_for(version, command)
+    return _headers(*alphabet_for(version, command))
+
+
+@functools.cache
+def _headers(name_ex: str, value_ex: str) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
     pair = st.tuples(header_names(name_ex), text(value_ex))
     return st.lists(pair, max_size=6).map(tuple)
 
@@ -88,6 +95,7 @@ def frames(draw: st.DrawFn, version: Version) -> Item:
     return Item(Frame(command, headers, body), content_length)
 
 
+@functools.cache
 def streams(version: Version) -> st.SearchStrategy[list[Item]]:
     return st.lists(st.one_of(frames(version), st.just(Item(HeartBeat()))), max_size=8)
 
@@ -98,9 +106,11 @@ def unrepresentable(draw: st.DrawFn) -> tuple[Version, Frame, bool]:
     version: Version = draw(st.sampled_from(VERSIONS))
     case = draw(
         st.sampled_from(
-            ["nul-name", "nul-value", "eol-unescaped", "colon-name-unescaped", "empty-name",
-             "body-on-non-body", "nul-body-no-cl", "surrogate", "unknown-command"]
-        )  # fmt: skip
+            [
+                "nul-name", "nul-value", "eol-unescaped", "colon-name-unescaped", "empty-name",
+                "body-on-non-body", "nul-body-no-cl", "surrogate", "unknown-command",
+            ]
+        )
     )
     content_length = True
     if case == "eol-unescaped" or case == "colon-name-unescaped":

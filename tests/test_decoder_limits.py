@@ -77,6 +77,18 @@ def test_header_line_over_max_line_length_is_too_large() -> None:
     assert_too_large(data, LINE, first=5 + 16)
 
 
+def test_over_long_line_in_an_unfinished_head_is_too_large() -> None:
+    """The over-long line is complete but the head is not (no blank line yet): the limit is
+    already exceeded, so it must fail now, fed whole as 1 byte at a time."""
+    data = b"SEND\n" + b"k:" + b"v" * 20 + b"\na:1\n"
+    assert_too_large(data, LINE, first=5 + 16)
+
+
+def test_over_long_command_line_in_an_unfinished_head_is_too_large() -> None:
+    data = b"A" * 20 + b"\nk:v\n"
+    assert_too_large(data, LINE, first=16, strict=False)
+
+
 def test_command_line_over_max_line_length_is_too_large() -> None:
     """Lenient mode, so the unknown command itself is no error."""
     assert_ok(b"A" * 16 + b"\n\n\x00", LINE, [F("A" * 16)], strict=False)
@@ -147,19 +159,22 @@ def test_head_at_max_head_size_is_accepted() -> None:
 
 
 def test_head_over_max_head_size_is_too_large() -> None:
-    """42 bytes counting every EOL (41 without the blank line): over 40 either way."""
+    """42 bytes counting every EOL (41 without the blank line): over 40 either way.
+
+    The earliest sound point is index 39: 40 bytes are in and the head is not complete, so
+    with at least its final EOL still to come it cannot fit; the latest is index 41."""
     data = b"SEND\na:" + b"x" * 33 + b"\n\n\x00"
-    assert_too_large(data, HEAD, first=40, last=41)
+    assert_too_large(data, HEAD, first=39, last=41)
 
 
 def test_head_growing_by_one_long_line_fails_at_limit() -> None:
     data = b"SEND\na:" + b"x" * 5000
-    assert_too_large(data, HEAD, first=40, last=41, max_buffered=40 + SLACK)
+    assert_too_large(data, HEAD, first=39, last=41, max_buffered=40 + SLACK)
 
 
 def test_head_growing_by_many_short_lines_fails_at_limit() -> None:
     data = b"SEND\n" + b"h:1\n" * 50
-    assert_too_large(data, HEAD, first=40, last=44, max_buffered=40 + SLACK)
+    assert_too_large(data, HEAD, first=39, last=44, max_buffered=40 + SLACK)
 
 
 # ---------------------------------------------------------------------------- max_body_size
@@ -227,6 +242,13 @@ def test_nul_less_frame_fails_past_max_frame_size() -> None:
     line's EOL is not counted in the head)."""
     data = b"SEND\n\n" + b"b" * 5000
     assert_too_large(data, FRAME, first=40, last=41, max_buffered=40 + SLACK)
+
+
+def test_head_growing_past_max_frame_size_fails() -> None:
+    """max_frame_size bounds the head too (head + body): with a 40-byte frame limit, a header
+    line that never ends cannot be buffered up to the (default 1 MiB) head limit."""
+    data = b"SEND\na:" + b"x" * 5000
+    assert_too_large(data, FRAME, first=39, last=41, max_buffered=40 + SLACK)
 
 
 def test_frame_limit_counts_head_and_body() -> None:
