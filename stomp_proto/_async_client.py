@@ -327,8 +327,10 @@ class AsyncClient:
         if self._reconnecting:
             return  # the reconnect loop sees this failure through _open()
         backoff = self._options.reconnect
-        # A lost transport is worth another try; an ERROR from the broker is an answer.
-        if backoff is not None and isinstance(error, ConnectionLost):
+        # With reconnect on, any end of a working session is worth another try
+        # - a lost transport, a silent broker, or an ERROR (a broker shutting
+        # down sends one); the waits it interrupted have failed with it above.
+        if backoff is not None:
             self._reconnecting = True
             self._reconnector = self._backend.spawn(lambda: self._reconnect(backoff, error))
         else:

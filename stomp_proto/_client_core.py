@@ -121,7 +121,9 @@ class ConnectOptions:
     ssl: _ssl.SSLContext | None = None
     #: Seconds allowed for connecting and for each wait on the broker (receipts, ...).
     timeout: float | None = 30.0
-    #: Reconnect after a lost connection, restoring subscriptions; None: never.
+    #: Reconnect after the session ends (a lost connection, a heart-beat timeout
+    #: or an ERROR), restoring subscriptions; None: never.  The first connect
+    #: is not retried.
     reconnect: Backoff | None = None
     #: Messages buffered per subscription before reading from the socket pauses.
     max_pending_messages: int = 1000

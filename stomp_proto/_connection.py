@@ -297,6 +297,10 @@ class _Connection:
                 self._close()
                 return ConnectionClosed()
             return None
+        if self._state is CLOSED:
+            # The session is over (our DISCONNECT, their ERROR): frames still
+            # on the way - RabbitMQ sends a RECEIPT after an ERROR - are dropped.
+            return self.next_event()
         if isinstance(item, HeartBeat):
             return item
         try:
@@ -406,9 +410,7 @@ class _Connection:
         subscription, ident = self._ack_target(event, error)
         cumulative = self._subscriptions[subscription].ack == "client"
         return dataclasses.replace(
-            event,
-            subscription=subscription,
-            covered=self._pending.covered(subscription, ident, cumulative),
+            event, covered=self._pending.covered(subscription, ident, cumulative)
         )
 
     def _settle(self, event: Ack) -> None:
@@ -612,12 +614,11 @@ class ServerConnection(_Connection):
             if event.version is None:
                 event = dataclasses.replace(event, version=self._offered)
             assert self._connect is not None
-            if (
-                event.version not in self._connect.accept_versions
-                or event.version not in self._versions
-            ):
+            # 1.2 §Protocol Negotiation: the highest version both sides have.
+            if event.version != self._offered:
                 raise LocalProtocolError(
-                    ErrorKind.BAD_VERSION, f"STOMP {event.version} was not agreed with the client"
+                    ErrorKind.BAD_VERSION,
+                    f"STOMP {event.version} is not the negotiated version {self._offered}",
                 )
         elif isinstance(event, Message):
             version = self._version
@@ -693,6 +694,9 @@ class ServerConnection(_Connection):
             raise RemoteProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
         if isinstance(event, Ack):
             event = self._with_covered(event, RemoteProtocolError)
+            # Name the subscription the ACK settled (the client may omit it, 1.0).
+            subscription, _ = self._ack_target(event, RemoteProtocolError)
+            event = dataclasses.replace(event, subscription=self._subscriptions[subscription].id)
         return event
 
     def _after_receive(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:

@@ -181,6 +181,10 @@ class Connect(FrameEvent):
 
     def _to_frame(self, version: Version) -> Frame:
         versions = self.accept_versions
+        if self.frame_command == "STOMP" and versions == ("1.0",):
+            raise LocalProtocolError(
+                ErrorKind.BAD_VERSION, "the STOMP frame needs STOMP 1.1 or later; use CONNECT"
+            )
         # A 1.0-only client sends no accept-version: that is what 1.0 servers expect.
         accept = None if versions == ("1.0",) else ",".join(versions)
         if accept is not None and self.host is None:

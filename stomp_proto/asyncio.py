@@ -62,7 +62,9 @@ class _StreamPair:
 
     async def aclose(self) -> None:
         self._writer.close()
-        await self._writer.wait_closed()
+        # Shielded: cancelling one closer (the reader, say) must not cancel the
+        # close waiter that every other closer of this stream shares.
+        await asyncio.shield(self._writer.wait_closed())
 
 
 class _Waiter:

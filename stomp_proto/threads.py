@@ -66,12 +66,17 @@ class _LoopThread:
         self._thread.start()
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self.loop.is_closed():
+            coroutine.close()
+            raise ConnectionLost("the client is closed")
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("blocking client called from its own reader thread")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()

@@ -223,7 +223,16 @@ async def connect(
 
     The same options and behaviour as :func:`stomp_proto.asyncio.connect`.
     """
-    async with trio.open_nursery() as nursery:
-        client = await open_client(ConnectOptions.build(host, port, options), TrioBackend(nursery))
-        async with client:
-            yield client
+    try:
+        async with trio.open_nursery() as nursery:
+            client = await open_client(
+                ConnectOptions.build(host, port, options), TrioBackend(nursery)
+            )
+            async with client:
+                yield client
+    except BaseExceptionGroup as group:
+        # The nursery is ours, not the caller's: its only task is the reader,
+        # which does not raise, so a group holds the one real exception.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
