@@ -27,7 +27,8 @@ from typing import TextIO
 from . import __version__
 from ._client_core import ClientError, ClientOptions
 from ._errors import ProtocolError
-from ._events import ACK_MODES, Message
+from ._events import ACK_MODES, AckMode, Message
+from ._frame import Version
 from .asyncio import AsyncClient, connect
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -167,13 +168,15 @@ async def _send(args: argparse.Namespace, stdin: TextIO, err: TextIO) -> None:
 # -- listen ----------------------------------------------------------------------
 
 
-def _render(message: Message, args: argparse.Namespace) -> str:
+def _render(message: Message, args: argparse.Namespace, version: Version) -> str:
+    # Every header as it came on the wire, typed ones (content-type, ...) included.
+    headers = message.to_frame(version).headers
     if args.json:
         record: dict[str, object] = {
             "destination": message.destination,
             "message_id": message.message_id,
             "subscription": message.subscription,
-            "headers": dict(message.headers),
+            "headers": dict(headers),
         }
         try:
             record["body"] = message.body.decode("utf-8")
@@ -183,20 +186,24 @@ def _render(message: Message, args: argparse.Namespace) -> str:
     body = message.body.decode("utf-8", "replace")
     if not args.headers:
         return body
-    lines = [f"message-id:{message.message_id}", f"destination:{message.destination}"]
-    lines += [f"{name}:{value}" for name, value in message.headers]
+    lines = [f"{name}:{value}" for name, value in headers]
     return "\n".join([*lines, "", body, ""])
 
 
 async def _listen(args: argparse.Namespace, out: TextIO) -> None:
+    # With --count, "auto" would let the broker settle messages beyond the
+    # count that this command never prints: acknowledge one by one instead.
+    ack: AckMode = args.ack
+    if args.count is not None and ack == "auto":
+        ack = "client-individual"
     async with (
         connect(args.host, args.port, **_client_options(args)) as client,
-        client.subscribe(args.destination, ack=args.ack) as messages,
+        client.subscribe(args.destination, ack=ack) as messages,
     ):
         seen = 0
         async for message in messages:
-            print(_render(message, args), file=out, flush=True)
-            if args.ack != "auto":
+            print(_render(message, args, client.version or "1.2"), file=out, flush=True)
+            if ack != "auto":
                 await client.ack(message)
             seen += 1
             if args.count is not None and seen >= args.count:

@@ -88,10 +88,13 @@ class _LoopThread:
         try:
             yield value
         except BaseException as exc:
+            if self.loop.is_closed():
+                raise  # the client was closed inside the block: nothing to leave
             if not self.call(manager.__aexit__(type(exc), exc, exc.__traceback__)):
                 raise
         else:
-            self.call(manager.__aexit__(None, None, None))
+            if not self.loop.is_closed():
+                self.call(manager.__aexit__(None, None, None))
 
 
 class Subscription:
@@ -194,6 +197,8 @@ class Client:
 
     def disconnect(self) -> None:
         """Leave gracefully (DISCONNECT and its receipt) and stop the reader thread."""
+        if self._runner.loop.is_closed():
+            return  # already closed: like the async clients, a no-op
         try:
             self._runner.call(self._client.disconnect())
         finally:
@@ -201,6 +206,8 @@ class Client:
 
     def close(self) -> None:
         """Drop the connection at once and stop the reader thread."""
+        if self._runner.loop.is_closed():
+            return
         try:
             self._runner.call(self._client.close())
         finally:

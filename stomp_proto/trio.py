@@ -234,5 +234,6 @@ async def connect(
         # The nursery is ours, not the caller's: its only task is the reader,
         # which does not raise, so a group holds the one real exception.
         if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
+            error = group.exceptions[0]
+            raise error from error.__cause__  # keeps its cause, hides the group
         raise

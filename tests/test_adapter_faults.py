@@ -1,0 +1,370 @@
+"""The client adapters when things go wrong: refused logins and connections, TLS,
+silent brokers, broker errors, lost connections and reconnects.
+
+Same harness as test_adapters.py: each scenario runs on the asyncio, trio and
+threads clients.  The fake servers here are plain asyncio servers speaking
+through :class:`~stomp_proto.ServerConnection`, hosted on the harness's
+service loop next to the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from adapter_harness import (
+    ADAPTERS,
+    WAIT,
+    Backoff,
+    BrokerError,
+    ConnectionLost,
+    Harness,
+    HeartBeatLost,
+    free_port,
+    on_every_adapter,
+    run,
+)
+
+from stomp_proto import (
+    Connect,
+    Connected,
+    ConnectionClosed,
+    LocalProtocolError,
+    Receipt,
+    RemoteProtocolError,
+    ServerConnection,
+)
+
+pytestmark = [pytest.mark.filterwarnings("error"), pytest.mark.timeout(60)]
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def causes(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and what caused it, and what caused that, ..."""
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+# -- logging in and connecting -----------------------------------------------------------
+
+
+@on_every_adapter(versions=(None,))
+async def test_wrong_password_and_unknown_user_get_the_same_broker_error(h: Harness) -> None:
+    broker = await h.start_broker(users={"alice": "s3cret"})
+    refused = []
+    for login, passcode in (("alice", "wrong"), ("mallory", "s3cret"), (None, None)):
+        with pytest.raises(BrokerError) as caught:
+            async with h.connect(broker.port, login=login, passcode=passcode):
+                pytest.fail("logged in with a bad login")
+        refused.append(caught.value)
+    wrong, unknown, anonymous = refused
+    assert wrong.message == "Bad CONNECT: login failed"  # the broker's own words
+    assert "login failed" in str(wrong)
+    # Nothing tells an unknown user from a wrong password.
+    assert str(wrong) == str(unknown) == str(anonymous)
+    assert wrong.error.body == unknown.error.body
+    assert await h.sessions(broker) == 0
+    async with h.connect(broker.port, login="alice", passcode="s3cret") as client:
+        await client.send("/queue/in", b"", receipt=True)
+
+
+@on_every_adapter(versions=(None,))
+async def test_connection_refused_is_connection_lost(h: Harness) -> None:
+    port = free_port()
+    with pytest.raises(ConnectionLost) as caught:
+        async with h.connect(port):
+            pytest.fail("connected to a closed port")
+    assert str(port) in str(caught.value)
+    assert not isinstance(caught.value, HeartBeatLost)
+
+
+async def _never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Accept the connection, read the CONNECT, say nothing."""
+    while await reader.read(65536):
+        pass
+
+
+@on_every_adapter(versions=(None,))
+async def test_broker_that_never_answers_connect_times_out(h: Harness) -> None:
+    port = await h.start_server(_never_answers)
+    with pytest.raises(ConnectionLost):
+        async with h.connect(port, timeout=0.3):
+            pytest.fail("connected without CONNECTED")
+
+
+# -- TLS -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A throw-away self-signed certificate for 127.0.0.1, and its key."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is not available")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    return cert, key
+
+
+def _server_context(certificate: tuple[Path, Path]) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*certificate)
+    return context
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_tls(adapter: str, certificate: tuple[Path, Path]) -> None:
+    server_context = _server_context(certificate)
+    trusting = ssl.create_default_context(cafile=str(certificate[0]))
+
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker(ssl=server_context)
+        async with (
+            h.connect(broker.port, ssl=trusting) as client,
+            client.subscribe("/queue/tls") as messages,
+        ):
+            await client.send("/queue/tls", b"secret", receipt=True)
+            assert (await messages.get(WAIT)).body == b"secret"
+
+    run(adapter, scenario)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_tls_disconnect(adapter: str, certificate: tuple[Path, Path]) -> None:
+    """Leaving the block over TLS: DISCONNECT, its receipt, then a TLS close.
+
+    (It used to raise CancelledError: close() cancelled the reader while it
+    awaited the stream's close waiter, which close() then awaited too.)
+    """
+    server_context = _server_context(certificate)
+    trusting = ssl.create_default_context(cafile=str(certificate[0]))
+
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker(ssl=server_context)
+        for _ in range(3):
+            async with h.connect(broker.port, ssl=trusting) as client:
+                await client.send("/queue/tls", b"x", receipt=True)
+        assert await h.sessions(broker) == 0
+
+    run(adapter, scenario)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_tls_refusals_fail_cleanly(adapter: str, certificate: tuple[Path, Path]) -> None:
+    server_context = _server_context(certificate)
+
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker(ssl=server_context)
+        # A plain client speaks STOMP to a TLS server.
+        with pytest.raises(ConnectionLost):
+            async with h.connect(broker.port):
+                pytest.fail("a plain client got through to the TLS port")
+        # A TLS client that does not trust the certificate.
+        with pytest.raises(ConnectionLost) as caught:
+            async with h.connect(broker.port, ssl=ssl.create_default_context()):
+                pytest.fail("an untrusted certificate was accepted")
+        if h.adapter != "trio":  # see test_connect_errors_keep_their_cause
+            assert any(isinstance(e, ssl.SSLCertVerificationError) for e in causes(caught.value))
+        assert await h.sessions(broker) == 0
+        # The broker is unharmed.
+        trusting = ssl.create_default_context(cafile=str(certificate[0]))
+        async with h.connect(broker.port, ssl=trusting) as client:
+            await client.send("/queue/tls", b"fine", receipt=True)
+
+    run(adapter, scenario)
+
+
+# -- a broker that goes silent -----------------------------------------------------------
+
+
+def fake_broker(*, heartbeat: tuple[int, int] = (0, 0), receipts: bool = True) -> Handler:
+    """A server that answers CONNECT (offering ``heartbeat``) and then, at most, receipts.
+
+    It never sends a heart-beat, whatever it offered.
+    """
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection()
+        while True:
+            data = await reader.read(65536)
+            conn.receive_data(data or None)
+            try:
+                events = list(iter(conn.next_event, None))
+            except RemoteProtocolError:
+                return
+            for event in events:
+                if isinstance(event, ConnectionClosed):
+                    return
+                if isinstance(event, Connect):
+                    writer.write(conn.send(Connected(heartbeat=heartbeat, session="fake")))
+                elif receipts and getattr(event, "receipt", None) is not None:
+                    writer.write(conn.send(Receipt(event.receipt)))  # type: ignore[attr-defined]
+            if not data:
+                return
+
+    return handler
+
+
+@on_every_adapter()
+async def test_silent_broker_raises_heartbeat_lost(h: Harness) -> None:
+    port = await h.start_server(fake_broker(heartbeat=(100, 100)))
+    async with h.connect(port, heartbeat=(100, 100)) as client:
+        assert client.connection.heartbeat == (100, 100)
+        async with client.subscribe("/queue/hb") as messages:
+            # The broker promised a beat every 100 ms and has gone quiet.
+            with pytest.raises(HeartBeatLost):
+                await messages.get(WAIT)
+            with pytest.raises(HeartBeatLost):
+                await client.send("/queue/hb", b"anyone?")
+
+
+@on_every_adapter(versions=(None,))
+async def test_missing_receipt_times_out(h: Harness) -> None:
+    port = await h.start_server(fake_broker(receipts=False))
+    async with h.connect(port, timeout=0.3) as client:
+        with pytest.raises(TimeoutError):
+            await client.send("/queue/void", b"lost?", receipt=True)
+        await client.send("/queue/void", b"no receipt asked")  # the session goes on
+
+
+# -- broker errors ---------------------------------------------------------------------------
+
+
+@on_every_adapter(versions=(None,))
+async def test_broker_error_ends_the_session(h: Harness) -> None:
+    broker = await h.start_broker(max_queue_length=1)
+    async with h.connect(broker.port) as client, client.subscribe("/queue/other") as messages:
+        await client.send("/queue/full", b"1", receipt=True)
+        with pytest.raises(BrokerError) as caught:
+            await client.send("/queue/full", b"2", receipt=True)
+        assert caught.value.message == "queue full"
+        assert "holds 1 messages already" in str(caught.value)  # the ERROR's body
+        # Everything after it fails the same way.
+        with pytest.raises(BrokerError):
+            await messages.get(WAIT)
+        with pytest.raises(BrokerError):
+            await client.send("/queue/other", b"3")
+    assert await h.sessions(broker) == 0
+
+
+@on_every_adapter(versions=(None,))
+async def test_reconnect_after_broker_error(h: Harness) -> None:
+    broker = await h.start_broker(max_queue_length=1)
+    backoff = Backoff(initial=0.01, maximum=0.05)
+    async with (
+        h.connect(broker.port, reconnect=backoff) as client,
+        client.subscribe("/queue/other") as messages,
+    ):
+        await client.send("/queue/full", b"1", receipt=True)
+        with pytest.raises(BrokerError):  # the wait the ERROR interrupted fails
+            await client.send("/queue/full", b"2", receipt=True)
+        # Then the client logs in again and restores its subscription.
+        await client.send("/queue/other", b"after the error", receipt=True)
+        assert (await messages.get(WAIT)).body == b"after the error"
+        assert await h.sessions(broker) == 1
+
+
+# -- reconnecting ----------------------------------------------------------------------------
+
+
+@on_every_adapter()
+async def test_reconnect_restores_subscriptions(h: Harness) -> None:
+    queue = "/queue/survivor"
+    ack = "client" if h.version == "1.0" else "client-individual"
+    broker = await h.start_broker(vanishing=True)
+    port = broker.port
+    backoff = Backoff(initial=0.05, maximum=0.2)
+    async with h.connect(port, reconnect=backoff) as client:
+        async with client.subscribe(queue, ack=ack) as messages:
+            await client.send(queue, b"before", receipt=True)
+            old = await messages.get(WAIT)
+            # The broker vanishes (no ERROR, the connection drops); a new one takes its port.
+            await h.stop_broker(broker)
+            await h.start_broker(port)
+            async with h.connect(port) as other:
+                await other.send(queue, b"after", receipt=True)
+            new = await messages.get(WAIT)
+            assert new.body == b"after"
+            assert new.subscription == messages.id
+            # The old delivery belonged to the connection that is gone.
+            with pytest.raises(LocalProtocolError):
+                await client.ack(old)
+            await client.ack(new, receipt=True)
+            await client.send(queue, b"again", receipt=True)
+            last = await messages.get(WAIT)
+            assert last.body == b"again"
+            await client.ack(last)
+        assert client.version == h.version
+
+
+@on_every_adapter(versions=(None,))
+async def test_reconnect_gives_up_after_its_attempts(h: Harness) -> None:
+    broker = await h.start_broker(vanishing=True)
+    backoff = Backoff(initial=0.01, maximum=0.02, attempts=3)
+    async with (
+        h.connect(broker.port, reconnect=backoff) as client,
+        client.subscribe("/queue/gone") as messages,
+    ):
+        await h.stop_broker(broker)  # and nothing comes back
+        with pytest.raises(ConnectionLost) as caught:
+            await messages.get(WAIT)
+        assert "reconnect failed" in str(caught.value)
+        with pytest.raises(ConnectionLost):
+            await client.send("/queue/gone", b"x")
+
+
+@on_every_adapter(versions=(None,))
+async def test_reconnect_survives_a_graceful_broker_restart(h: Harness) -> None:
+    queue = "/queue/restart"
+    broker = await h.start_broker()
+    port = broker.port
+    async with (
+        h.connect(port, reconnect=Backoff(initial=0.05, maximum=0.2)) as client,
+        client.subscribe(queue) as messages,
+    ):
+        # Broker.close(): ERROR "broker shutting down" to everyone, then close.
+        await h.stop_broker(broker)
+        await h.start_broker(port)
+        async with h.connect(port) as other:
+            await other.send(queue, b"after restart", receipt=True)
+        assert (await messages.get(WAIT)).body == b"after restart"
+
+
+# -- errors leaving connect() ---------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+@on_every_adapter(versions=(None,))
+async def test_connect_errors_are_not_wrapped(h: Harness) -> None:
+    """What leaves ``connect()`` is the exception itself (trio: not an ExceptionGroup)."""
+    with pytest.raises(ConnectionLost):
+        async with h.connect(free_port()):
+            pass
+    broker = await h.start_broker()
+    with pytest.raises(Boom):
+        async with h.connect(broker.port):
+            raise Boom
+
+
+@on_every_adapter(versions=(None,))
+async def test_connect_errors_keep_their_cause(h: Harness) -> None:
+    with pytest.raises(ConnectionLost) as caught:
+        async with h.connect(free_port()):
+            pass
+    assert isinstance(caught.value.__cause__, OSError), repr(caught.value.__cause__)

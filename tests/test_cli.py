@@ -1,0 +1,281 @@
+"""The command line, run as ``python -m stomp_proto`` in subprocesses.
+
+One broker process (``broker --port P``) serves the module; each test uses
+its own queue.  Every subprocess has a timeout, and the broker is stopped
+(SIGINT, then SIGKILL if need be) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from adapter_harness import HOST, ServiceLoop, free_port
+
+from stomp_proto.broker import Broker
+
+pytestmark = pytest.mark.timeout(120)
+
+#: Seconds any one command may take.
+COMMAND_TIMEOUT = 30.0
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m stomp_proto ARGS`` to completion (bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "stomp_proto", *args],
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def wait_listening(port: int, process: subprocess.Popen[str], timeout: float = 15.0) -> None:
+    """Wait until something accepts connections on ``port`` (or the process died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the broker exited early: {process.communicate()}")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port} after {timeout} s")
+
+
+def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int, str, str]:
+    """Stop ``process`` with ``sig`` (killing it after a while); its exit code and output."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        out, err = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate(timeout=10)
+    return process.returncode, out, err
+
+
+@dataclass
+class BrokerProcess:
+    port: int
+    process: subprocess.Popen[str]
+
+    def args(self) -> list[str]:
+        """Connection options for a client command."""
+        return ["--port", str(self.port), "--timeout", "10"]
+
+
+def start_broker(*extra: str) -> BrokerProcess:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stomp_proto", "broker", "--port", str(port), *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_listening(port, process)
+    except BaseException:
+        stop(process, signal.SIGKILL)
+        raise
+    return BrokerProcess(port, process)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    running = start_broker()
+    yield running
+    code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert f"listening on {HOST}:{running.port}" in err
+
+
+def bodies(listen: subprocess.CompletedProcess[str]) -> list[str]:
+    """The bodies printed by ``listen --json``, checking every line is one JSON object."""
+    records = [json.loads(line) for line in listen.stdout.splitlines()]
+    return [record["body"] for record in records]
+
+
+# -- send and listen ---------------------------------------------------------------------
+
+
+def test_send_then_listen_json(broker: BrokerProcess) -> None:
+    sent = cli("send", "/queue/cli-args", "a", "b", "c", *broker.args(), "--receipt")
+    assert sent.returncode == EXIT_OK, sent.stderr
+    listened = cli("listen", "/queue/cli-args", "--count", "3", "--json", *broker.args())
+    assert listened.returncode == EXIT_OK, listened.stderr
+    lines = listened.stdout.splitlines()
+    assert len(lines) == 3
+    records = [json.loads(line) for line in lines]
+    assert [r["body"] for r in records] == ["a", "b", "c"]
+    assert all(r["destination"] == "/queue/cli-args" for r in records)
+    assert len({r["message_id"] for r in records}) == 3
+
+
+def test_send_lines_from_stdin(broker: BrokerProcess) -> None:
+    lines = "first line\nsecond: with colon\n\u00fcnicode \u2713\n"
+    sent = cli("send", "/queue/cli-stdin", *broker.args(), input=lines)
+    assert sent.returncode == EXIT_OK, sent.stderr
+    listened = cli("listen", "/queue/cli-stdin", "--count", "3", "--json", *broker.args())
+    assert listened.returncode == EXIT_OK, listened.stderr
+    assert bodies(listened) == ["first line", "second: with colon", "\u00fcnicode \u2713"]
+
+
+def test_send_headers_and_listen_with_client_acks(broker: BrokerProcess) -> None:
+    sent = cli(
+        "send", "/queue/cli-headers", "payload", *broker.args(),
+        "--header", "x-one=1", "--header", "x-two=a=b", "--content-type", "text/x-test",
+    )  # fmt: skip
+    assert sent.returncode == EXIT_OK, sent.stderr
+    listened = cli(
+        "listen", "/queue/cli-headers", "--count", "1", "--json", "--ack", "client-individual",
+        *broker.args(),
+    )  # fmt: skip
+    assert listened.returncode == EXIT_OK, listened.stderr
+    (record,) = [json.loads(line) for line in listened.stdout.splitlines()]
+    assert record["body"] == "payload"
+    assert record["headers"]["x-one"] == "1"
+    assert record["headers"]["x-two"] == "a=b"
+    # Acknowledged: nothing is left for the next listener but what comes next.
+    assert cli("send", "/queue/cli-headers", "next", *broker.args()).returncode == EXIT_OK
+    again = cli("listen", "/queue/cli-headers", "--count", "1", "--json", *broker.args())
+    assert bodies(again) == ["next"]
+
+
+def test_listen_shows_content_type(broker: BrokerProcess) -> None:
+    outputs = []
+    for option in ("--headers", "--json"):
+        send = ["send", "/queue/cli-ctype", "x", "--content-type", "text/x-test"]
+        assert cli(*send, *broker.args()).returncode == EXIT_OK
+        listened = cli("listen", "/queue/cli-ctype", "--count", "1", option, *broker.args())
+        assert listened.returncode == EXIT_OK, listened.stderr
+        outputs.append(listened.stdout)
+    plain, as_json = outputs
+    assert "content-type:text/x-test" in plain.splitlines()
+    assert json.loads(as_json)["headers"]["content-type"] == "text/x-test"
+
+
+@pytest.fixture
+def local_broker() -> Iterator[tuple[ServiceLoop, Broker]]:
+    """An in-process broker (on a loop in a thread), for looking at its queues."""
+    service = ServiceLoop()
+    try:
+        yield service, service.call(service.start_broker(0, False, {}))
+    finally:
+        assert service.close() == []
+
+
+def queued(service: ServiceLoop, broker: Broker, destination: str) -> int:
+    async def count() -> int:
+        return broker.core.queued(destination)
+
+    return service.call(count())
+
+
+def test_listen_count_with_client_acks_leaves_the_rest(
+    local_broker: tuple[ServiceLoop, Broker],
+) -> None:
+    service, broker = local_broker
+    args = ["--port", str(broker.port), "--timeout", "10"]
+    assert cli("send", "/queue/rest", "1", "2", "3", *args).returncode == EXIT_OK
+    listen = ["listen", "/queue/rest", "--count", "1", "--ack", "client-individual"]
+    listened = cli(*listen, *args)
+    assert listened.stdout.splitlines() == ["1"]
+    assert queued(service, broker, "/queue/rest") == 2
+
+
+def test_listen_count_leaves_the_rest(local_broker: tuple[ServiceLoop, Broker]) -> None:
+    service, broker = local_broker
+    args = ["--port", str(broker.port), "--timeout", "10"]
+    assert cli("send", "/queue/rest", "1", "2", "3", *args).returncode == EXIT_OK
+    listened = cli("listen", "/queue/rest", "--count", "1", *args)
+    assert listened.stdout.splitlines() == ["1"]
+    assert queued(service, broker, "/queue/rest") == 2  # messages 2 and 3 are lost
+
+
+def test_listen_plain_output(broker: BrokerProcess) -> None:
+    assert cli("send", "/queue/cli-plain", "one", "two", *broker.args()).returncode == EXIT_OK
+    listened = cli("listen", "/queue/cli-plain", "--count", "2", *broker.args())
+    assert listened.returncode == EXIT_OK, listened.stderr
+    assert listened.stdout.splitlines() == ["one", "two"]
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def test_demo() -> None:
+    demo = cli("demo", "--messages", "500")
+    assert demo.returncode == EXIT_OK, demo.stderr
+    assert "messages/s" in demo.stdout
+    assert "500 messages" in demo.stdout
+    assert "latency" in demo.stdout
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([], id="no-command"),
+        pytest.param(["send"], id="send-without-destination"),
+        pytest.param(["listen", "/queue/x", "--ack", "sometimes"], id="bad-ack-mode"),
+        pytest.param(["send", "/queue/x", "a", "--port", "many"], id="bad-port"),
+        pytest.param(["send", "/queue/x", "a", "--header", "novalue"], id="bad-header"),
+        pytest.param(["broker", "--user", "nopassword"], id="bad-user"),
+        pytest.param(["frobnicate"], id="unknown-command"),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str]) -> None:
+    result = cli(*args)
+    assert result.returncode == EXIT_USAGE
+    assert "usage:" in result.stderr
+    assert result.stdout == ""
+
+
+def test_unreachable_broker_exits_1() -> None:
+    port = free_port()
+    result = cli("send", "/queue/x", "hello", "--port", str(port), "--timeout", "5")
+    assert result.returncode == EXIT_FAILED
+    message = result.stderr.strip()
+    assert message.startswith("stomp-proto send: ConnectionLost: cannot connect to")
+    assert f"{HOST}:{port}" in message
+    assert "Traceback" not in result.stderr
+    listened = cli("listen", "/queue/x", "--port", str(port), "--timeout", "5")
+    assert listened.returncode == EXIT_FAILED
+    assert "stomp-proto listen: ConnectionLost" in listened.stderr
+
+
+def test_login_required_and_refused() -> None:
+    secured = start_broker("--user", "alice:s3cret")
+    try:
+        args = ["--port", str(secured.port), "--timeout", "10"]
+        refused = cli("send", "/queue/x", "a", *args, "--login", "alice", "--passcode", "nope")
+        assert refused.returncode == EXIT_FAILED
+        assert "BrokerError: Bad CONNECT: login failed" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        ok = cli("send", "/queue/x", "a", *args, "--login", "alice", "--passcode", "s3cret")
+        assert ok.returncode == EXIT_OK, ok.stderr
+    finally:
+        code, _, err = stop(secured.process)
+    assert code == EXIT_INTERRUPTED, err
+
+
+def test_version() -> None:
+    result = cli("--version")
+    assert result.returncode == EXIT_OK
+    assert result.stdout.startswith("stomp-proto ")
