@@ -61,6 +61,8 @@ from ._state import (
 
 __all__ = ["ClientConnection", "ServerConnection"]
 
+_ErrorClass = type[LocalProtocolError] | type[RemoteProtocolError]
+
 #: Default allowance on the peer's heart-beat interval before it counts as gone.
 DEFAULT_TOLERANCE = 1.5
 
@@ -152,6 +154,7 @@ class _Connection:
         self._subscriptions: dict[str, Subscribe] = {}
         self._pending = _PendingAcks()
         self._transactions: set[str] = set()
+        self._disconnect_receipt: str | None = None
 
     # -- inspection ------------------------------------------------------------
 
@@ -227,28 +230,10 @@ class _Connection:
 
     def _check_send(self, event: FrameEvent) -> FrameEvent:
         """Validate an outgoing event against the session; may complete it. No side effects."""
-        receipt = getattr(event, "receipt", None)
-        if receipt is not None:
-            self._check_new_receipt(receipt)
-        transaction = getattr(event, "transaction", None)
-        if isinstance(event, Begin):
-            if transaction in self._transactions:
-                raise LocalProtocolError(
-                    ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun"
-                )
-        elif transaction is not None and transaction not in self._transactions:
-            raise LocalProtocolError(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
         return event
-
-    def _check_new_receipt(self, receipt: str) -> None:
-        pass
 
     def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
         """Record what sending ``event`` changed; returns the new state."""
-        if isinstance(event, Begin):
-            self._transactions.add(event.transaction)
-        elif isinstance(event, (Commit, Abort)):
-            self._transactions.discard(event.transaction)
         return next_state
 
     def _note_sent(self) -> None:
@@ -382,11 +367,57 @@ class _Connection:
         self._decoder.version = version
         self._encoder.version = version
 
+    # -- the books of client frames, kept alike by both roles --------------------------
+    # A client applies its frames as it sends them, a server as it receives them;
+    # only the error a violation raises differs (ours: Local; the peer's: Remote).
+
+    def _check_client_frame(self, event: FrameEvent, error: _ErrorClass) -> FrameEvent:
+        """Check a client frame against the session; may complete it. No side effects."""
+        transaction = getattr(event, "transaction", None)
+        if isinstance(event, Begin):
+            if transaction in self._transactions:
+                raise error(ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun")
+        elif transaction is not None and transaction not in self._transactions:
+            raise error(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
+        if isinstance(event, Subscribe):
+            if event.key in self._subscriptions:
+                raise error(ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use")
+        elif isinstance(event, Unsubscribe):
+            if event.key not in self._subscriptions:
+                raise error(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+        elif isinstance(event, Ack):
+            event = self._with_covered(event, error)
+        return event
+
+    def _apply_client_frame(
+        self, event: FrameEvent, next_state: ConnectionState
+    ) -> ConnectionState:
+        """Record what a client frame changed; returns the new state."""
+        if isinstance(event, Subscribe):
+            self._subscriptions[event.key] = event
+        elif isinstance(event, Unsubscribe):
+            key = event.key
+            assert key is not None
+            del self._subscriptions[key]
+            self._pending.forget(key)
+        elif isinstance(event, Ack):
+            self._settle(event)
+        elif isinstance(event, Begin):
+            self._transactions.add(event.transaction)
+        elif isinstance(event, (Commit, Abort)):
+            self._transactions.discard(event.transaction)
+        elif isinstance(event, Disconnect):
+            # 1.2 §BEGIN: open transactions end with the session.
+            self._transactions.clear()
+            if event.receipt is None:
+                self._close()
+                return CLOSED
+            self._disconnect_receipt = event.receipt
+        return next_state
+
     # -- acknowledgements, shared by both roles ----------------------------------
 
-    def _ack_target(
-        self, event: Ack, error: type[LocalProtocolError] | type[RemoteProtocolError]
-    ) -> tuple[str, str]:
+    def _ack_target(self, event: Ack, error: _ErrorClass) -> tuple[str, str]:
         """(subscription, ident) of the pending message ``event`` acknowledges."""
         if isinstance(event, Nack) and self._version == "1.0":
             raise error(ErrorKind.BAD_COMMAND, "NACK does not exist in STOMP 1.0")
@@ -403,9 +434,7 @@ class _Connection:
             )
         return subscription, ident
 
-    def _with_covered(
-        self, event: Ack, error: type[LocalProtocolError] | type[RemoteProtocolError]
-    ) -> Ack:
+    def _with_covered(self, event: Ack, error: _ErrorClass) -> Ack:
         """``event`` with ``covered`` filled in; raises ``error`` if it acknowledges nothing."""
         subscription, ident = self._ack_target(event, error)
         cumulative = self._subscriptions[subscription].ack == "client"
@@ -445,7 +474,6 @@ class ClientConnection(_Connection):
         super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
         self._connect: Connect | None = None
         self._receipts: dict[str, FrameEvent] = {}
-        self._disconnect_receipt: str | None = None
 
     @property
     def pending_receipts(self) -> dict[str, FrameEvent]:
@@ -464,53 +492,26 @@ class ClientConnection(_Connection):
         """Reject ``message`` (1.1 and later) with the headers the version requires."""
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
 
-    def _check_new_receipt(self, receipt: str) -> None:
-        if receipt in self._receipts:
-            raise LocalProtocolError(ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending")
-
     def _check_send(self, event: FrameEvent) -> FrameEvent:
-        event = super()._check_send(event)
+        receipt = getattr(event, "receipt", None)
+        if receipt is not None and receipt in self._receipts:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending")
         if isinstance(event, Connect):
             if not event.accept_versions or any(v not in VERSIONS for v in event.accept_versions):
                 raise LocalProtocolError(
                     ErrorKind.BAD_VERSION, f"accept_versions {event.accept_versions!r} is not valid"
                 )
-        elif isinstance(event, Subscribe):
-            if event.key in self._subscriptions:
-                raise LocalProtocolError(
-                    ErrorKind.BAD_STATE, f"subscription {event.key!r} already exists"
-                )
-        elif isinstance(event, Unsubscribe):
-            if event.key not in self._subscriptions:
-                raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
-        elif isinstance(event, Ack):
-            event = self._with_covered(event, LocalProtocolError)
-        return event
+            return event
+        return self._check_client_frame(event, LocalProtocolError)
 
     def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
-        next_state = super()._after_send(event, next_state)
         receipt = getattr(event, "receipt", None)
         if receipt is not None:
             self._receipts[receipt] = event
         if isinstance(event, Connect):
             self._connect = event
-        elif isinstance(event, Subscribe):
-            self._subscriptions[event.key] = event
-        elif isinstance(event, Unsubscribe):
-            key = event.key
-            assert key is not None
-            del self._subscriptions[key]
-            self._pending.forget(key)
-        elif isinstance(event, Ack):
-            self._settle(event)
-        elif isinstance(event, Disconnect):
-            # 1.2 §BEGIN: open transactions end with the session.
-            self._transactions.clear()
-            if event.receipt is None:
-                self._close()
-                return CLOSED
-            self._disconnect_receipt = event.receipt
-        return next_state
+            return next_state
+        return self._apply_client_frame(event, next_state)
 
     def _check_receive(self, event: FrameEvent) -> FrameEvent:
         if isinstance(event, Connected):
@@ -592,7 +593,6 @@ class ServerConnection(_Connection):
         self._connect: Connect | None = None
         self._offered: Version | None = None
         self._receipts_owed: set[str] = set()
-        self._disconnect_receipt: str | None = None
         self._hint: Error | None = None
 
     @property
@@ -664,7 +664,6 @@ class ServerConnection(_Connection):
             raise RemoteProtocolError(
                 ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending"
             )
-        transaction = getattr(event, "transaction", None)
         if isinstance(event, Connect):
             common = [v for v in self._versions if v in event.accept_versions]
             if not common:
@@ -676,25 +675,10 @@ class ServerConnection(_Connection):
                 raise RemoteProtocolError(
                     ErrorKind.MISSING_HEADER, "CONNECT for STOMP 1.1 or later needs a 'host' header"
                 )
-        elif isinstance(event, Begin):
-            if event.transaction in self._transactions:
-                raise RemoteProtocolError(
-                    ErrorKind.BAD_STATE, f"transaction {event.transaction!r} has already begun"
-                )
-        elif transaction is not None and transaction not in self._transactions:
-            raise RemoteProtocolError(
-                ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open"
-            )
-        elif isinstance(event, Subscribe):
-            if event.key in self._subscriptions:
-                raise RemoteProtocolError(
-                    ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use"
-                )
-        elif isinstance(event, Unsubscribe) and event.key not in self._subscriptions:
-            raise RemoteProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+            return event
+        event = self._check_client_frame(event, RemoteProtocolError)
         if isinstance(event, Ack):
-            event = self._with_covered(event, RemoteProtocolError)
-            # Name the subscription the ACK settled (the client may omit it, 1.0).
+            # Name the subscription the ACK settled (a 1.0 client may omit it).
             subscription, _ = self._ack_target(event, RemoteProtocolError)
             event = dataclasses.replace(event, subscription=self._subscriptions[subscription].id)
         return event
@@ -706,26 +690,8 @@ class ServerConnection(_Connection):
         if isinstance(event, Connect):
             self._connect = event
             self._offered = next(v for v in reversed(self._versions) if v in event.accept_versions)
-        elif isinstance(event, Subscribe):
-            self._subscriptions[event.key] = event
-        elif isinstance(event, Unsubscribe):
-            key = event.key
-            assert key is not None
-            del self._subscriptions[key]
-            self._pending.forget(key)
-        elif isinstance(event, Ack):
-            self._settle(event)
-        elif isinstance(event, Begin):
-            self._transactions.add(event.transaction)
-        elif isinstance(event, (Commit, Abort)):
-            self._transactions.discard(event.transaction)
-        elif isinstance(event, Disconnect):
-            self._transactions.clear()
-            if event.receipt is None:
-                self._close()
-                return CLOSED
-            self._disconnect_receipt = event.receipt
-        return next_state
+            return next_state
+        return self._apply_client_frame(event, next_state)
 
     def _fail(self, exc: RemoteProtocolError, frame: Frame | None) -> RemoteProtocolError:
         super()._fail(exc, frame)
