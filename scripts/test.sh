@@ -12,6 +12,13 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv '.[dev]'
 
+# Real brokers (RabbitMQ, ActiveMQ) for tests/test_interop_brokers.py: installed when
+# run as root on Debian, booting in the background while the checks below run, and
+# stopped on exit - only those this run started.  STOMP_BROKERS=none skips them.
+# shellcheck source=scripts/brokers/test-session.sh
+source scripts/brokers/test-session.sh
+brokers_begin
+
 section() {
     printf '\n==> %s\n' "$*"
 }
@@ -27,6 +34,9 @@ section "sphinx html"
 
 section "sphinx doctest"
 "$VENV_BIN/sphinx-build" -W -b doctest docs docs/_build/doctest -q
+
+section "brokers"
+brokers_ready
 
 section "pytest"
 status=0

@@ -45,6 +45,7 @@ from ._events import (
     Unsubscribe,
 )
 from ._frame import Event, Version
+from ._state import ConnectionState
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
 
@@ -285,9 +286,10 @@ class AsyncClient:
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
             error.__cause__ = exc
+        # Lost first, so that no writer sees a ready client on a dead stream.
+        self._lost(error)
         with suppress(Exception):
             await stream.aclose()
-        self._lost(error)
 
     def _until_timer(self, conn: ClientConnection) -> float | None:
         deadline = conn.get_timer()
@@ -379,7 +381,12 @@ class AsyncClient:
         waiter = self._expect(receipt) if receipt is not None else None
         try:
             async with self._write_lock:
+                if self._core.conn.state is ConnectionState.CLOSED:
+                    raise self._error or ConnectionLost("the connection is closed")
                 await stream.send(self._core.conn.send(event))
+        except OSError as exc:
+            self._waiters.pop(receipt or "", None)
+            raise ConnectionLost(f"connection failed: {exc}") from exc
         except BaseException:
             if receipt is not None:
                 self._waiters.pop(receipt, None)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypedDict
 
-from ._connection import ClientConnection
+from ._connection import DEFAULT_TOLERANCE, ClientConnection
 from ._errors import ErrorKind, LocalProtocolError
 from ._events import (
     Ack,
@@ -127,6 +127,8 @@ class ConnectOptions:
     reconnect: Backoff | None = None
     #: Messages buffered per subscription before reading from the socket pauses.
     max_pending_messages: int = 1000
+    #: Silence allowed from the broker, in negotiated heart-beat intervals.
+    heartbeat_tolerance: float = DEFAULT_TOLERANCE
     headers: Mapping[str, str] = field(default_factory=dict)
     limits: Limits | None = None
 
@@ -158,7 +160,9 @@ class ClientOptions(TypedDict, total=False):
     ways), ``versions``, ``ssl`` (an :class:`ssl.SSLContext`), ``timeout``
     (seconds for connecting and for each wait on the broker), ``reconnect`` (a
     :class:`Backoff`), ``max_pending_messages`` (per subscription, before
-    reading pauses), ``headers`` (extra CONNECT headers) and ``limits``.
+    reading pauses), ``heartbeat_tolerance`` (silence allowed from the broker,
+    in heart-beat intervals; 2.5), ``headers`` (extra CONNECT headers) and
+    ``limits``.
     """
 
     login: str | None
@@ -170,6 +174,7 @@ class ClientOptions(TypedDict, total=False):
     timeout: float | None
     reconnect: Backoff | None
     max_pending_messages: int
+    heartbeat_tolerance: float
     headers: Mapping[str, str]
     limits: Limits | None
 
@@ -226,7 +231,9 @@ class ClientCore:
         self._unacked: dict[int, Message] = {}
 
     def _make_connection(self) -> ClientConnection:
-        return ClientConnection(limits=self.options.limits)
+        return ClientConnection(
+            limits=self.options.limits, heartbeat_tolerance=self.options.heartbeat_tolerance
+        )
 
     def new_connection(self) -> ClientConnection:
         """Start over on a new transport: a fresh ClientConnection, same subscriptions."""

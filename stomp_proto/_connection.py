@@ -64,7 +64,9 @@ __all__ = ["ClientConnection", "ServerConnection"]
 _ErrorClass = type[LocalProtocolError] | type[RemoteProtocolError]
 
 #: Default allowance on the peer's heart-beat interval before it counts as gone.
-DEFAULT_TOLERANCE = 1.5
+#: 2.5: ActiveMQ sends its beats up to twice the interval apart (measured), and
+#: RabbitMQ itself allows three intervals of silence.
+DEFAULT_TOLERANCE = 2.5
 
 
 class _PendingAcks:
