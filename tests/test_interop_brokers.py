@@ -476,18 +476,9 @@ async def test_unsubscribe_stops_delivery(h: Harness, b: Endpoint) -> None:
 #: CONNECTED at 1000 ms, ~20 s at the clients' default 10 s).  The client declares
 #: a broker dead after 1.5 intervals of silence, so an idle session to ActiveMQ
 #: fails with HeartBeatLost - with the default options, after 15 s.
-ACTIVEMQ_HEARTBEAT_BUG = (
-    "bug: the client declares a broker dead after 1.5 heart-beat intervals of silence, "
-    "but ActiveMQ's gaps reach 2 intervals (its first beat comes ~2 intervals after "
-    "CONNECTED): an idle ActiveMQ session ends in HeartBeatLost"
-)
 
 
-@on_brokers(
-    matrix=latin_square,
-    xfail={"activemq": ACTIVEMQ_HEARTBEAT_BUG},
-    xfail_raises=HeartBeatLost,
-)
+@on_brokers(matrix=latin_square)
 async def test_heartbeats_keep_an_idle_session_alive(h: Harness, b: Endpoint) -> None:
     """Heart-beats both ways keep a session that is idle from the start alive.
 
