@@ -19,6 +19,10 @@ ensure_venv '.[dev]'
 source scripts/brokers/test-session.sh
 brokers_begin
 
+# The Spark tests need Java 17+ (installed from Debian when missing and root).
+# Without it they skip, or fail under CI=true: let them say so.
+bash scripts/ensure-java.sh || true
+
 section() {
     printf '\n==> %s\n' "$*"
 }

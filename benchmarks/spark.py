@@ -1,0 +1,493 @@
+"""Spark data source benchmarks: the ``stomp`` source and sink against the embedded broker.
+
+    python benchmarks/spark.py              # 100,000 rows, 3 repetitions (about 2 minutes)
+    python benchmarks/spark.py --quick      # 20,000 rows, 1 repetition
+    python benchmarks/spark.py --json out.json
+
+Needs the ``spark`` extra and Java 17+.  Runs a ``local[2]`` session with the
+embedded broker in a background thread of the same process, and measures
+rows per second for:
+
+* streaming read: ``readStream.format("stomp")`` -> ``noop`` sink, ``availableNow``,
+  over messages queued beforehand (16-byte bodies, one header).  Two figures:
+  end to end (query start to finish, including the query's start-up and its
+  final idle wait of ``idleTimeout``), and the micro-batches alone (rows over
+  the sum of their ``triggerExecution`` times, from the query's progress);
+* baseline read, the way users do it today: the blocking client
+  (``stomp_proto.threads``) on the driver, ``spark.createDataFrame`` per chunk
+  of 20,000 messages, ACK after each chunk is written;
+* batch write: ``df.write.format("stomp")`` from ``spark.range`` (2 partitions);
+* baseline write, the way users do it today: ``df.foreachPartition`` with the
+  blocking client, one ``send`` per row, a receipt on the last one;
+* ``df.write.format("noop")``: Spark's own floor for the same DataFrame.
+
+Targets (issue 6): read >= 50,000 rows/s, write >= 150,000 rows/s.  They are
+reported, never enforced; the exit status is 0 unless a run loses messages (2).
+The machine's load average is printed with every run: timings on a shared
+machine vary by a factor of two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+READ_TARGET = 50_000
+WRITE_TARGET = 150_000
+
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = off
+"""
+
+
+class BrokerThread:
+    """The embedded broker on its own event loop in a daemon thread."""
+
+    def __init__(self, **options: Any) -> None:
+        from stomp_proto.broker import Broker
+
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+        async def start() -> Any:
+            broker = Broker("127.0.0.1", 0, **options)
+            await broker.start()
+            return broker
+
+        self.broker = self.call(start())
+        self.host, self.port = self.broker.host, self.broker.port
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(600)
+
+    def queued(self, destination: str) -> int:
+        async def count() -> int:
+            return int(self.broker.core.queued(destination))
+
+        return self.call(count())
+
+    def close(self) -> None:
+        self.call(self.broker.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+def serve_fake_broker(port_file: str, messages: int) -> None:
+    """A STOMP server that costs (almost) nothing: it measures the data source alone.
+
+    A subscriber gets ``messages`` pre-encoded MESSAGE frames at once; SENDs are
+    read and dropped; every ``receipt`` header is answered.  Runs in its own
+    process (``--fake-broker``), so that its work is not on the measured side.
+    """
+    import re
+    import socket
+
+    from stomp_proto import Frame, FrameDecoder, FrameEncoder
+
+    encoder = FrameEncoder("1.2")
+    blast = b"".join(
+        encoder.encode(
+            Frame(
+                "MESSAGE",
+                (
+                    ("destination", "/queue/fake"),
+                    ("message-id", f"m-{n}"),
+                    ("subscription", "@SUB@"),
+                    ("ack", f"a-{n}"),
+                    ("seq", str(n)),
+                ),
+                b"%016d" % n,
+            )
+        )
+        for n in range(messages)
+    )
+    receipt = re.compile(rb"\nreceipt:([^\n]*)\n")
+    server = socket.create_server(("127.0.0.1", 0))
+    Path(port_file).write_text(str(server.getsockname()[1]))
+
+    def serve(sock: socket.socket) -> None:
+        decoder = FrameDecoder("1.2")
+        with sock:
+            while True:  # the handshake: CONNECT, then SUBSCRIBE or BEGIN
+                data = sock.recv(65536)
+                if not data:
+                    return
+                decoder.receive_data(data)
+                frame = decoder.next_frame()
+                while frame is not None:
+                    if isinstance(frame, Frame) and frame.command == "CONNECT":
+                        sock.sendall(b"CONNECTED\nversion:1.2\nheart-beat:0,0\n\n\0")
+                    elif isinstance(frame, Frame) and frame.command in ("SUBSCRIBE", "BEGIN"):
+                        break
+                    frame = decoder.next_frame()
+                if frame is not None:
+                    break
+            if frame.command == "SUBSCRIBE":
+                sock.sendall(b"RECEIPT\nreceipt-id:%s\n\n\0" % frame.get("receipt").encode())
+                sock.sendall(blast.replace(b"@SUB@", frame.get("id").encode()))
+            tail = b""
+            while data := sock.recv(1 << 20):
+                chunk = tail + data
+                for match in receipt.finditer(chunk):
+                    sock.sendall(b"RECEIPT\nreceipt-id:%s\n\n\0" % match.group(1))
+                tail = chunk[-200:] if not receipt.search(chunk[-200:]) else b""
+
+    while True:
+        connection, _ = server.accept()
+        threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+
+class FakeBroker:
+    """serve_fake_broker() in a child process."""
+
+    def __init__(self, messages: int) -> None:
+        import subprocess
+
+        folder = Path(tempfile.mkdtemp(prefix="stomp-bench-fake-"))
+        port_file = folder / "port"
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--fake-broker", str(port_file), str(messages)]
+        )
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("the fake broker did not start")
+            time.sleep(0.05)
+        self.host, self.port = "127.0.0.1", int(port_file.read_text())
+
+    def queued(self, destination: str) -> int:
+        return -1  # it keeps nothing
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def preload(broker: BrokerThread, destination: str, rows: int) -> None:
+    """Queue ``rows`` messages (16-byte bodies, one header) with the sink's own sender."""
+    import pyarrow as pa
+
+    from stomp_proto.spark._options import ConnectionSettings, WriterSettings
+    from stomp_proto.spark._writer import PartitionWriter, plan_columns
+
+    settings = WriterSettings(destination=destination)
+    writer = PartitionWriter(
+        ConnectionSettings(host=broker.host, port=broker.port),
+        settings,
+        plan_columns([("body", "binary"), ("headers", "map<string,string>")], settings),
+    )
+    batches = (
+        pa.record_batch(
+            [
+                pa.array([b"%016d" % n for n in range(start, min(start + 10_000, rows))]),
+                pa.array(
+                    [[("seq", str(n))] for n in range(start, min(start + 10_000, rows))],
+                    pa.map_(pa.string(), pa.string()),
+                ),
+            ],
+            names=["body", "headers"],
+        )
+        for start in range(0, rows, 10_000)
+    )
+    assert writer.write_batches(batches)[0] == rows
+    deadline = time.monotonic() + 60
+    while broker.queued(destination) < rows and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def timed(function: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def stream_read(spark: Any, broker: Any, destination: str, rows: int) -> dict[str, Any]:
+    checkpoint = tempfile.mkdtemp(prefix="stomp-bench-")
+    query = (
+        spark.readStream.format("stomp")
+        .option("host", broker.host)
+        .option("port", broker.port)
+        .option("destination", destination)
+        .option("maxBatchSize", 50_000)
+        .option("idleTimeout", 0.2)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+    )
+    started = time.perf_counter()
+    running = query.start()
+    running.awaitTermination(600)
+    elapsed = time.perf_counter() - started
+    progress = [p for p in running.recentProgress if p["numInputRows"]]
+    got = sum(p["numInputRows"] for p in progress)
+    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return {
+        "rows": got,
+        "lost": rows - got,
+        "seconds": elapsed,
+        "rows_per_s": got / elapsed,
+        "batches": len(progress),
+        "batch_rows_per_s": got / batch_seconds if batch_seconds else 0.0,
+    }
+
+
+def baseline_read(spark: Any, broker: BrokerThread, destination: str, rows: int) -> float:
+    """Today's way: a client on the driver, createDataFrame per chunk, ACK after writing."""
+    from stomp_proto import threads
+
+    schema = "destination STRING, message_id STRING, headers MAP<STRING,STRING>, body BINARY"
+    got = 0
+    started = time.perf_counter()
+    # max_pending_messages above the prefetch: a SUBSCRIBE to a full queue otherwise
+    # waits for its receipt behind more messages than the client buffers.
+    with (
+        threads.connect(broker.host, broker.port, max_pending_messages=50_000) as client,
+        client.subscribe(
+            destination, ack="client-individual", headers={"prefetch-count": "40000"}
+        ) as subscription,
+    ):
+        while got < rows:
+            chunk = []
+            try:
+                while len(chunk) < 20_000:
+                    message = subscription.get(1.0)
+                    if message is None:
+                        break
+                    chunk.append(message)
+            except TimeoutError:
+                pass
+            if not chunk:
+                break
+            frame = spark.createDataFrame(
+                [(m.destination, m.message_id, dict(m.headers), m.body) for m in chunk], schema
+            )
+            frame.write.format("noop").mode("append").save()
+            for message in chunk:
+                client.ack(message)
+            got += len(chunk)
+    elapsed = time.perf_counter() - started
+    assert got == rows, (got, rows)
+    return rows / elapsed
+
+
+def frame_of(spark: Any, rows: int) -> Any:
+    return spark.range(0, rows, 1, 2).selectExpr(
+        "CAST(lpad(CAST(id AS STRING), 16, '0') AS BINARY) AS body",
+        "map('seq', CAST(id AS STRING)) AS headers",
+    )
+
+
+def batch_write(spark: Any, broker: Any, destination: str, rows: int, check: bool = True) -> float:
+    frame = frame_of(spark, rows)
+    seconds = timed(
+        lambda: (
+            frame.write.format("stomp")
+            .option("host", broker.host)
+            .option("port", broker.port)
+            .option("destination", destination)
+            .mode("append")
+            .save()
+        )
+    )
+    if check:
+        assert broker.queued(destination) == rows, (broker.queued(destination), rows)
+    return rows / seconds
+
+
+def baseline_write(spark: Any, broker: BrokerThread, destination: str, rows: int) -> float:
+    """Today's way: foreachPartition, one blocking client per partition, a send per row."""
+    host, port = broker.host, broker.port
+
+    def send_partition(partition: Any) -> None:
+        from stomp_proto import threads
+
+        with threads.connect(host, port) as client:
+            last = None
+            for row in partition:
+                if last is not None:
+                    client.send(destination, last[0], headers=last[1])
+                last = (bytes(row.body), dict(row.headers))
+            if last is not None:
+                client.send(destination, last[0], headers=last[1], receipt=True)
+
+    frame = frame_of(spark, rows)
+    seconds = timed(lambda: frame.foreachPartition(send_partition))
+    assert broker.queued(destination) == rows, (broker.queued(destination), rows)
+    return rows / seconds
+
+
+def noop_write(spark: Any, rows: int) -> float:
+    frame = frame_of(spark, rows)
+    return rows / timed(lambda: frame.write.format("noop").mode("append").save())
+
+
+def start_spark() -> Any:
+    conf = Path(tempfile.mkdtemp(prefix="stomp-bench-conf-"))
+    (conf / "log4j2.properties").write_text(LOG4J2)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["SPARK_CONF_DIR"] = str(conf)
+    from pyspark.sql import SparkSession
+
+    from stomp_proto.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("stomp_proto-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(spark)
+    return spark
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="20,000 rows, one repetition")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--fake-broker", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.fake_broker:
+        serve_fake_broker(args.fake_broker[0], int(args.fake_broker[1]))
+        return 0
+    if args.quick:
+        args.rows, args.repeats = 20_000, 1
+    rows = args.rows
+
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load {load_average()}")
+    spark = start_spark()
+    import pyspark
+
+    print(f"pyspark {pyspark.__version__}, local[2], {rows:,} rows per run\n")
+    broker = BrokerThread(max_queue_length=10 * rows)
+    fake = FakeBroker(rows)
+    results: dict[str, list[Any]] = {
+        "stream_read": [],
+        "baseline_read": [],
+        "write": [],
+        "baseline_write": [],
+        "noop_write": [],
+        "fake_stream_read": [],
+        "fake_write": [],
+    }
+    lost = False
+    try:
+        # Warm up the Python workers and the source once, untimed.
+        preload(broker, "/queue/warm", 1000)
+        stream_read(spark, broker, "/queue/warm", 1000)
+        batch_write(spark, broker, "/queue/warm-w", 1000)
+        for run in range(args.repeats):
+            destination = f"/queue/read-{run}"
+            preload(broker, destination, rows)
+            read = stream_read(spark, broker, destination, rows)
+            lost = lost or read["lost"] != 0
+            results["stream_read"].append(read)
+            preload(broker, f"/queue/base-{run}", rows)
+            results["baseline_read"].append(
+                baseline_read(spark, broker, f"/queue/base-{run}", rows)
+            )
+            results["write"].append(batch_write(spark, broker, f"/queue/write-{run}", rows))
+            results["baseline_write"].append(
+                baseline_write(spark, broker, f"/queue/fp-{run}", rows)
+            )
+            results["noop_write"].append(noop_write(spark, rows))
+            fake_read = stream_read(spark, fake, "/queue/fake", rows)
+            lost = lost or fake_read["lost"] != 0
+            results["fake_stream_read"].append(fake_read)
+            results["fake_write"].append(batch_write(spark, fake, "/queue/fake", rows, False))
+            print(
+                f"run {run + 1}: load {load_average()} | "
+                f"read {read['rows_per_s']:,.0f}/s end-to-end, "
+                f"{read['batch_rows_per_s']:,.0f}/s in {read['batches']} batches | "
+                f"baseline read {results['baseline_read'][-1]:,.0f}/s | "
+                f"write {results['write'][-1]:,.0f}/s | "
+                f"foreachPartition {results['baseline_write'][-1]:,.0f}/s | "
+                f"noop {results['noop_write'][-1]:,.0f}/s | "
+                f"fake broker: read {fake_read['rows_per_s']:,.0f}/s "
+                f"({fake_read['batch_rows_per_s']:,.0f}/s in batches), "
+                f"write {results['fake_write'][-1]:,.0f}/s"
+            )
+    finally:
+        fake.close()
+        broker.close()
+        spark.stop()
+
+    read_e2e = median([r["rows_per_s"] for r in results["stream_read"]])
+    read_batches = median([r["batch_rows_per_s"] for r in results["stream_read"]])
+    write = median(results["write"])
+
+    def verdict(value: float, target: int) -> str:
+        return "meets" if value >= target else "MISSES"
+
+    print("\nmedians (rows/s)")
+    print(
+        f"  streaming read, end to end   {read_e2e:>10,.0f}  {verdict(read_e2e, READ_TARGET)} "
+        f"the {READ_TARGET:,} target"
+    )
+    print(f"  streaming read, batches only {read_batches:>10,.0f}")
+    print(f"  baseline read (driver loop)  {median(results['baseline_read']):>10,.0f}")
+    print(
+        f"  batch write                  {write:>10,.0f}  {verdict(write, WRITE_TARGET)} "
+        f"the {WRITE_TARGET:,} target"
+    )
+    print(f"  foreachPartition write       {median(results['baseline_write']):>10,.0f}")
+    print(f"  noop write (Spark's floor)   {median(results['noop_write']):>10,.0f}")
+    fake_read = median([r["rows_per_s"] for r in results["fake_stream_read"]])
+    fake_batches = median([r["batch_rows_per_s"] for r in results["fake_stream_read"]])
+    print("against a fake broker that costs nothing (the data source alone):")
+    print(f"  streaming read, end to end   {fake_read:>10,.0f}")
+    print(f"  streaming read, batches only {fake_batches:>10,.0f}")
+    print(f"  batch write                  {median(results['fake_write']):>10,.0f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if lost:
+        print("error: the streaming read lost messages", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""STOMP for Spark: the ``stomp`` and ``stomp-capture`` data sources (PySpark 4).
+
+.. code-block:: python
+
+    from stomp_proto.spark import StompDataSource, StompCaptureDataSource
+
+    spark.dataSource.register(StompDataSource)
+    spark.dataSource.register(StompCaptureDataSource)
+    messages = (
+        spark.readStream.format("stomp")
+        .option("host", "broker").option("port", 61613)
+        .option("destination", "/queue/orders")
+        .load()
+    )
+
+Needs the ``spark`` extra (``pip install 'stomp-proto[spark]'``: pyspark 4 and
+pyarrow); the rest of ``stomp_proto`` never imports pyspark.  The data source
+classes are loaded on first use, so the Spark-free logic in this package's
+private modules can be imported (and tested) without pyspark.  The guide:
+``docs/spark.rst``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._datasource import (
+        StompCaptureDataSource,
+        StompCommitMessage,
+        StompDataSource,
+        register,
+    )
+
+__all__ = [
+    "CAPTURE_SCHEMA",
+    "MESSAGE_SCHEMA",
+    "StompCaptureDataSource",
+    "StompCommitMessage",
+    "StompDataSource",
+    "register",
+]
+
+#: The ``stomp`` source's schema (DDL); stable: columns are only ever added at the end.
+MESSAGE_SCHEMA = (
+    "destination STRING, message_id STRING, subscription STRING, "
+    "headers MAP<STRING, STRING>, body BINARY, received_at TIMESTAMP"
+)
+#: The ``stomp-capture`` source's schema (DDL).
+CAPTURE_SCHEMA = (
+    "path STRING, frame_index BIGINT, offset BIGINT, command STRING, "
+    "headers MAP<STRING, STRING>, body BINARY, error STRING"
+)
+
+_SPARK_NAMES = frozenset(
+    {"StompCaptureDataSource", "StompCommitMessage", "StompDataSource", "register"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPARK_NAMES:
+        from . import _datasource  # imports pyspark
+
+        return getattr(_datasource, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
