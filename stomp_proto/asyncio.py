@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TypeVar, Unpack
+from typing import Unpack
 
 from ._async_client import AsyncClient, AsyncSubscription, Stream, open_client
 from ._client_core import (
@@ -44,7 +44,6 @@ __all__ = [
     "connect",
 ]
 
-T = TypeVar("T")
 _READ_SIZE = 256 * 1024
 
 
