@@ -125,6 +125,8 @@ class AsyncSubscription:
         self._queue = client._backend.queue(client._core.options.max_pending_messages)
         self._error: ClientError | None = None
         self._active = False
+        #: The receipt id of its SUBSCRIBE while that is awaited.
+        self._receipt: str | None = None
 
     @property
     def id(self) -> str:
@@ -308,6 +310,14 @@ class AsyncClient:
                 self.unsolicited.get_nowait()
                 self.unsolicited.put_nowait(route.message)
             return
+        if subscription._receipt is not None:
+            # A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may
+            # sit behind more messages than the queue holds, and a full queue
+            # stops reading: waiting for it could never end.
+            waiter = self._waiters.pop(subscription._receipt, None)
+            subscription._receipt = None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(route.message)
         # A full queue pauses reading (back-pressure) but not heart-beats.
         while True:
             try:
@@ -444,12 +454,15 @@ class AsyncClient:
         # messages before it sends the RECEIPT (RabbitMQ does).
         self._subscriptions[event.key] = subscription
         self._core.subscribed(event)
+        subscription._receipt = receipt
         try:
             await self._send(dataclasses.replace(event, receipt=receipt), receipt)
         except BaseException:
             self._subscriptions.pop(event.key, None)
             self._core.unsubscribed(event.key)
             raise
+        finally:
+            subscription._receipt = None
         subscription._active = True
 
     async def _unsubscribe(self, subscription: AsyncSubscription) -> None:

@@ -226,9 +226,10 @@ class ClientCore:
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
         self._subscriptions: dict[str, Subscribe] = {}
-        # Client-acknowledged messages delivered on this connection: acking
-        # one from an earlier connection must fail, even if ids repeat.
-        self._unacked: dict[int, Message] = {}
+        # Client-acknowledged messages delivered on this connection, per
+        # subscription in delivery order: acking one from an earlier connection
+        # must fail, even if ids repeat.
+        self._unacked: dict[str, dict[int, Message]] = {}
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -293,6 +294,8 @@ class ClientCore:
 
     def unsubscribed(self, key: str) -> None:
         self._subscriptions.pop(key, None)
+        # The connection forgets what the subscription still awaited as well.
+        self._unacked.pop(key, None)
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription."""
@@ -300,7 +303,8 @@ class ClientCore:
 
     def check_ack(self, message: Message) -> None:
         """Refuse to acknowledge a message that came on an earlier connection."""
-        if self._unacked.get(id(message)) is not message:
+        unacked = self._unacked.get(_subscription_of(message), {})
+        if unacked.get(id(message)) is not message:
             raise LocalProtocolError(
                 ErrorKind.BAD_STATE,
                 "this message was not delivered on the current connection "
@@ -314,17 +318,35 @@ class ClientCore:
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt)
 
+    def unacked_count(self) -> int:
+        """How many delivered messages still await an (N)ACK on this connection."""
+        return sum(len(messages) for messages in self._unacked.values())
+
     def acked(self, message: Message) -> None:
-        self._unacked.pop(id(message), None)
+        """Forget ``message`` (and, in ``client`` mode, every earlier delivery)."""
+        subscription = _subscription_of(message)
+        unacked = self._unacked.get(subscription)
+        if not unacked or id(message) not in unacked:
+            return
+        if self._subscriptions.get(subscription, _AUTO).ack != "client":
+            del unacked[id(message)]
+            return
+        # client mode is cumulative (1.2 SUBSCRIBE "ack Header"): the (N)ACK
+        # also settled every earlier delivery, the oldest entries here.
+        while unacked:
+            key = next(iter(unacked))
+            del unacked[key]
+            if key == id(message):
+                break
 
     # -- routing ---------------------------------------------------------------
 
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if isinstance(event, Message):
-            subscription = event.subscription or event.destination
+            subscription = _subscription_of(event)
             if self._subscriptions.get(subscription, _AUTO).ack != "auto":
-                self._unacked[id(event)] = event
+                self._unacked.setdefault(subscription, {})[id(event)] = event
             return Deliver(subscription, event)
         if isinstance(event, Receipt):
             return Resolve(event.receipt_id, event)
@@ -342,3 +364,8 @@ class ClientCore:
 
 
 _AUTO = Subscribe("", id="", ack="auto")
+
+
+def _subscription_of(message: Message) -> str:
+    """The subscription key a MESSAGE belongs to (1.0 has no ``subscription``)."""
+    return message.subscription or message.destination

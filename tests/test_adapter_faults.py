@@ -35,9 +35,11 @@ from stomp_proto import (
     Connected,
     ConnectionClosed,
     LocalProtocolError,
+    Message,
     Receipt,
     RemoteProtocolError,
     ServerConnection,
+    Subscribe,
 )
 
 pytestmark = [pytest.mark.filterwarnings("error"), pytest.mark.timeout(60)]
@@ -238,6 +240,55 @@ async def test_missing_receipt_times_out(h: Harness) -> None:
         with pytest.raises(TimeoutError):
             await client.send("/queue/void", b"lost?", receipt=True)
         await client.send("/queue/void", b"no receipt asked")  # the session goes on
+
+
+def eager_broker(backlog: int) -> Handler:
+    """A server that answers a SUBSCRIBE with ``backlog`` MESSAGEs *before* its RECEIPT.
+
+    RabbitMQ does this when a queue already holds messages and prefetch is unlimited.
+    """
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection()
+        while data := await reader.read(65536):
+            conn.receive_data(data)
+            for event in iter(conn.next_event, None):
+                if isinstance(event, Connect):
+                    writer.write(conn.send(Connected(session="eager")))
+                elif isinstance(event, Subscribe):
+                    for n in range(backlog):
+                        message = Message(
+                            event.destination,
+                            message_id=f"m{n}",
+                            subscription=event.id,
+                            ack=f"a{n}" if conn.version == "1.2" else None,
+                            body=str(n).encode(),
+                        )
+                        writer.write(conn.send(message))
+                    assert event.receipt is not None
+                    writer.write(conn.send(Receipt(event.receipt)))
+                elif getattr(event, "receipt", None) is not None:
+                    writer.write(conn.send(Receipt(event.receipt)))  # type: ignore[attr-defined]
+            await writer.drain()
+
+    return handler
+
+
+@on_every_adapter()
+async def test_subscribe_returns_when_messages_outnumber_the_queue_before_its_receipt(
+    h: Harness,
+) -> None:
+    # The queue holds 4; 20 MESSAGEs precede the RECEIPT.  The first MESSAGE
+    # confirms the subscription, so subscribe() must not wait for the RECEIPT
+    # that the paused reader cannot reach.
+    port = await h.start_server(eager_broker(backlog=20))
+    async with (
+        h.connect(port, max_pending_messages=4, timeout=2.0) as client,
+        client.subscribe("/queue/backlog", ack="client") as messages,
+    ):
+        received = [await messages.get(WAIT) for _ in range(20)]
+        assert [m.body for m in received] == [str(n).encode() for n in range(20)]
+        await client.ack(received[-1], receipt=True)
 
 
 # -- broker errors ---------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""ClientCore, the protocol-side state every client adapter shares.
+
+Driven here without any I/O: the core's ClientConnection talks to a
+ServerConnection through bytes, and the events it reads are routed by hand,
+as an adapter's reader does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stomp_proto import (
+    AckMode,
+    Connect,
+    Connected,
+    LocalProtocolError,
+    Message,
+    ServerConnection,
+    Subscribe,
+    Version,
+)
+from stomp_proto._client_core import ClientCore, ConnectOptions, Deliver
+
+VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
+
+
+class Session:
+    """A ClientCore connected to a ServerConnection, with one subscription."""
+
+    def __init__(self, version: Version, ack: AckMode) -> None:
+        self.core = ClientCore(ConnectOptions(host="127.0.0.1", port=0, versions=(version,)))
+        self.server = ServerConnection()
+        self.server.receive_data(self.core.conn.send(self.core.options.connect_event()))
+        assert isinstance(self.server.next_event(), Connect)
+        self.core.conn.receive_data(self.server.send(Connected(session="s")))
+        assert isinstance(self.core.conn.next_event(), Connected)
+        self.subscription = self.core.subscribe_event("/queue/q", ack, None, None)
+        self.server.receive_data(self.core.conn.send(self.subscription))
+        assert isinstance(self.server.next_event(), Subscribe)
+        self.core.subscribed(self.subscription)
+        self.count = 0
+
+    def deliver(self, n: int) -> list[Message]:
+        """``n`` MESSAGEs from the server, routed by the core."""
+        delivered = []
+        for _ in range(n):
+            self.count += 1
+            message = Message(
+                "/queue/q",
+                message_id=f"m{self.count}",
+                subscription=self.subscription.id,
+                ack=f"a{self.count}" if self.server.version == "1.2" else None,
+            )
+            self.core.conn.receive_data(self.server.send(message))
+            event = self.core.conn.next_event()
+            route = self.core.route(event)  # type: ignore[arg-type]
+            assert isinstance(route, Deliver)
+            delivered.append(route.message)
+        return delivered
+
+    def ack(self, message: Message) -> None:
+        """What an adapter's ``ack()`` does, and the server receiving it."""
+        self.core.check_ack(message)
+        event = self.core.ack_event(message, None, None, nack=False)
+        self.server.receive_data(self.core.conn.send(event))
+        assert self.server.next_event() is not None
+        self.core.acked(message)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cumulative_ack_forgets_every_earlier_message(version: Version) -> None:
+    # 1.2 SUBSCRIBE "ack Header": in client mode an ACK covers all messages
+    # delivered before it; the core must forget them as the connection does.
+    session = Session(version, "client")
+    messages = session.deliver(5)
+    session.ack(messages[3])
+    assert session.core.conn.pending_acks(session.subscription.id) == (
+        (messages[4].ack if version == "1.2" else messages[4].message_id),
+    )
+    assert session.core.unacked_count() == 1
+    for settled in messages[:4]:
+        with pytest.raises(LocalProtocolError):
+            session.core.check_ack(settled)
+    session.ack(messages[4])
+    assert session.core.unacked_count() == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_many_cumulative_acks_leave_nothing_behind(version: Version) -> None:
+    session = Session(version, "client")
+    for _ in range(50):
+        batch = session.deliver(20)
+        session.ack(batch[-1])
+    assert session.core.unacked_count() == 0
+    assert session.core.conn.pending_acks(session.subscription.id) == ()
+
+
+@pytest.mark.parametrize("version", ("1.1", "1.2"))
+def test_client_individual_ack_forgets_only_that_message(version: Version) -> None:
+    session = Session(version, "client-individual")
+    messages = session.deliver(3)
+    session.ack(messages[2])
+    assert session.core.unacked_count() == 2
+    session.core.check_ack(messages[0])  # still awaiting its own ACK
+    session.ack(messages[0])
+    session.ack(messages[1])
+    assert session.core.unacked_count() == 0
+
+
+def test_auto_mode_tracks_nothing() -> None:
+    session = Session("1.2", "auto")
+    session.deliver(10)
+    assert session.core.unacked_count() == 0
+
+
+def test_unsubscribe_forgets_what_the_subscription_awaited() -> None:
+    session = Session("1.2", "client")
+    messages = session.deliver(4)
+    session.core.unsubscribed(session.subscription.id)
+    assert session.core.unacked_count() == 0
+    with pytest.raises(LocalProtocolError):
+        session.core.check_ack(messages[0])
+
+
+def test_messages_of_an_earlier_connection_cannot_be_acked() -> None:
+    session = Session("1.2", "client")
+    messages = session.deliver(2)
+    session.core.new_connection()
+    assert session.core.unacked_count() == 0
+    with pytest.raises(LocalProtocolError):
+        session.core.check_ack(messages[1])
