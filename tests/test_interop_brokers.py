@@ -258,6 +258,30 @@ async def test_ack_auto(h: Harness, b: Endpoint) -> None:
     await expect_only(h, b, queue)
 
 
+@on_brokers(matrix=latin_square)
+async def test_subscribe_behind_a_backlog(h: Harness, b: Endpoint) -> None:
+    """A backlog larger than the client's buffer, no prefetch limit: subscribe() returns.
+
+    RabbitMQ sends such a backlog before the SUBSCRIBE's RECEIPT; the client's
+    reader pauses once the buffer is full, so the RECEIPT cannot be what
+    subscribe() waits for.  Cumulative ACKs then leave nothing tracked.
+    """
+    queue = unique("queue", "backlog")
+    backlog = 60
+    async with h.connect(b.port, **b.options()) as producer:
+        for n in range(backlog):
+            await producer.send(queue, f"m{n}", receipt=n == backlog - 1)
+    async with (
+        h.connect(b.port, **b.options(max_pending_messages=5)) as consumer,
+        consumer.subscribe(queue, ack="client") as messages,
+    ):
+        got = [await messages.get(WAIT) for _ in range(backlog)]
+        assert [m.body for m in got] == [f"m{n}".encode() for n in range(backlog)]
+        await consumer.ack(got[-1], receipt=True)
+        assert consumer.connection.pending_acks(messages.id) == ()
+    await expect_only(h, b, queue)
+
+
 @on_brokers()
 async def test_ack_client_cumulative(h: Harness, b: Endpoint) -> None:
     """``ack:client``: one ACK settles the message and every earlier one."""
