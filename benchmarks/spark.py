@@ -48,20 +48,6 @@ T = TypeVar("T")
 READ_TARGET = 50_000
 WRITE_TARGET = 150_000
 
-LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.spark.name = org.apache.spark
-logger.spark.level = error
-logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
-logger.nativecode.level = off
-"""
-
 
 class BrokerThread:
     """The embedded broker on its own event loop in a daemon thread."""
@@ -354,28 +340,9 @@ def noop_write(spark: Any, rows: int) -> float:
 
 
 def start_spark() -> Any:
-    conf = Path(tempfile.mkdtemp(prefix="stomp-bench-conf-"))
-    (conf / "log4j2.properties").write_text(LOG4J2)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["SPARK_CONF_DIR"] = str(conf)
-    from pyspark.sql import SparkSession
+    from stomp_proto.spark import local_session
 
-    from stomp_proto.spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("stomp_proto-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    register(spark)
-    return spark
+    return local_session("stomp_proto-bench")
 
 
 def median(values: list[float]) -> float:

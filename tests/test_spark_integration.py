@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,20 +24,6 @@ from brokers import real_broker
 from test_spark_logic import BrokerThread, record_session
 
 pytestmark = pytest.mark.timeout(180)
-
-LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.spark.name = org.apache.spark
-logger.spark.level = error
-logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
-logger.nativecode.level = off
-"""
 
 
 def _java_problem() -> str | None:
@@ -72,29 +57,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and Spark cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
-    conf = tmp_path_factory.mktemp("spark-conf")
-    (conf / "log4j2.properties").write_text(LOG4J2)
-    # Before the JVM starts: workers must run this interpreter (it has pyarrow and
-    # stomp_proto), Spark must not guess a network address, and start-up stays quiet.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["SPARK_CONF_DIR"] = str(conf)
-    from pyspark.sql import SparkSession
+    from stomp_proto.spark import local_session
 
-    from stomp_proto.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("stomp_proto-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    register(session)
+    session = local_session("stomp_proto-tests", conf_dir=tmp_path_factory.mktemp("spark-conf"))
     try:
         yield session
     finally:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         StompDataSource,
         register,
     )
+    from ._local import local_session
 
 __all__ = [
     "CAPTURE_SCHEMA",
@@ -38,6 +39,7 @@ __all__ = [
     "StompCaptureDataSource",
     "StompCommitMessage",
     "StompDataSource",
+    "local_session",
     "register",
 ]
 
@@ -58,6 +60,10 @@ _SPARK_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> Any:
+    if name == "local_session":
+        from ._local import local_session
+
+        return local_session
     if name in _SPARK_NAMES:
         from . import _datasource  # imports pyspark
 
