@@ -301,3 +301,28 @@ def test_one_zero_subscriber_gets_messages_whose_headers_1_0_cannot_carry() -> N
             await new.close()
 
     run(body)
+
+
+def test_deadlines_are_values_without_a_clock_in_the_core() -> None:
+    """BrokerCore alone: get_timer says when, handle_timer(now) decides, process acts."""
+    from stomp_proto.broker import BrokerCore
+
+    core = BrokerCore(connect_timeout=30.0, frame_timeout=5.0, heartbeat=(0, 0))
+    session = core.open_session()
+    assert session.get_timer() == 0.0  # a deadline whose start is not known yet
+    session.handle_timer(100.0)
+    assert session.get_timer() == 130.0
+    session.receive_data(ClientConnection().send(Connect(host="/")))
+    session.handle_timer(101.0)
+    assert b"CONNECTED" in core.process(session).bytes_for(session)
+    assert session.get_timer() is None  # connected, nothing partial: nothing due
+    session.receive_data(b"SEND\ndestination:/q")
+    session.handle_timer(102.0)
+    core.process(session)
+    assert session.get_timer() == 107.0
+    session.handle_timer(106.9)
+    assert not core.process(session)
+    session.handle_timer(107.0)
+    outbox = core.process(session)
+    assert session in outbox.to_close
+    assert _error_in(outbox.bytes_for(session)).message == "frame timeout"
