@@ -52,4 +52,9 @@ if [ "$status" -ne 0 ]; then
     exit "$status"
 fi
 
+# Fuzzing: each atheris harness for a bounded time (hypothesis when atheris is
+# missing); a crash fails the run.  See scripts/fuzz.sh.
+section "fuzz"
+PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci
+
 section "all checks passed"

@@ -187,6 +187,15 @@ class _Connection:
         """Transactions begun and not yet committed or aborted."""
         return frozenset(self._transactions)
 
+    @property
+    def buffered(self) -> int:
+        """How many received bytes are held, not yet returned as events.
+
+        Once ``next_event`` has returned ``None`` that is at most one partial
+        frame, which the :class:`Limits` bound.
+        """
+        return self._decoder.buffered
+
     def pending_acks(self, subscription: str) -> tuple[str, ...]:
         """Messages of ``subscription`` delivered and not yet (N)ACKed, oldest first.
 
@@ -299,7 +308,8 @@ class _Connection:
         cls = EVENT_FOR_COMMAND.get(frame.command)
         if cls is None or (cls in _SERVER_FRAMES) != (self._peer_role == "server"):
             raise RemoteProtocolError(
-                ErrorKind.BAD_COMMAND, f"a {self._peer_role} does not send {frame.command} frames"
+                ErrorKind.BAD_COMMAND,
+                f"a {self._peer_role} does not send {frame.command[:40]!r} frames",
             )
         next_state = self._receives.get(self._state, {}).get(cls)
         if next_state is None:
@@ -702,8 +712,10 @@ class ServerConnection(_Connection):
         if exc.kind is ErrorKind.BAD_VERSION:
             # 1.2 §Protocol Negotiation: the ERROR lists the versions we support.
             headers = (("version", ",".join(self._versions)),)
+        # The message header is one line without NUL, whatever text the peer sent.
+        summary = exc.message.splitlines()[0][:200].replace("\0", "\\x00") if exc.message else ""
         hint = Error(
-            message=exc.message.splitlines()[0][:200] if exc.message else exc.kind.value,
+            message=summary or exc.kind.value,
             body=exc.message.encode("utf-8"),
             receipt_id=receipt,
             content_type="text/plain",

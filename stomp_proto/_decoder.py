@@ -283,6 +283,8 @@ class FrameDecoder:
                 raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
             command, block = self._lenient_command(command, block)
+        if "\0" in block:
+            raise self._nul_in_head()
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
@@ -389,9 +391,15 @@ class FrameDecoder:
         while not command and block:
             command, _, block = block.partition("\n")
             command = command.rstrip(" \t\r")
-        if not command:
-            raise _error(ErrorKind.BAD_COMMAND, "empty command line")
+        if not command or "\0" in command:
+            raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
         return command.upper(), block
+
+    @staticmethod
+    def _nul_in_head() -> RemoteProtocolError:
+        # The grammar allows it, but peers that end a frame at the first NUL would
+        # then see other frames than we do; no encoder writes one (ours refuses).
+        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     @staticmethod
     def _bad_header_line(lines: list[str]) -> RemoteProtocolError:

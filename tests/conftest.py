@@ -5,7 +5,9 @@ Hypothesis profiles (pick one with ``HYPOTHESIS_PROFILE=<name>``):
 * ``ci`` (default): 200 examples per property, no deadline (shared CI machines
   are noisy, and a deadline would turn load spikes into flaky failures);
 * ``dev``: 25 examples, for a quick local loop;
-* ``thorough``: 5000 examples, for an occasional long fuzzing run.
+* ``thorough``: 5000 examples, for an occasional long fuzzing run;
+* ``fuzz``: ``FUZZ_EXAMPLES`` examples (default 2000): what ``scripts/fuzz.sh``
+  runs when atheris is not installed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ settings.register_profile(
     "thorough",
     deadline=None,
     max_examples=5000,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    deadline=None,
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "2000")),
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

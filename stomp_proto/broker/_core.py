@@ -36,10 +36,20 @@ the queue.  A session can also be paused (:meth:`BrokerCore.pause`), and is
 paused by the core once one outbox holds ``output_limit`` bytes for it: a paused
 session gets no deliveries - they stay queued or go to other consumers - until
 :meth:`BrokerCore.resume`.
+
+Deadlines (hostile or broken peers): a client must complete its CONNECT within
+``connect_timeout`` seconds of the connection, and every frame within
+``frame_timeout`` seconds of its first byte (a peer trickling a header one
+byte at a time keeps heart-beats alive, but not this); a session paused for
+``slow_consumer_timeout`` seconds without being resumed - its client reads
+nothing - is ended.  Each ends the session with an ERROR; ``None`` disables
+it.  Like heart-beats these need no clock in the core: ``Session.get_timer``
+says when the transport must next call ``Session.handle_timer(now)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import itertools
 from collections import deque
@@ -61,6 +71,7 @@ from .. import (
     Event,
     HeartBeatTimeout,
     Limits,
+    LocalProtocolError,
     Message,
     Nack,
     Receipt,
@@ -84,6 +95,12 @@ LOGIN_FAILED = "Bad CONNECT: login failed"
 #: Bytes of output one outbox may hold for a session before deliveries to it pause.
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
+#: Seconds a client has to complete its CONNECT, by default.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+#: Seconds a frame may take from its first byte to its last, by default.
+DEFAULT_FRAME_TIMEOUT = 60.0
+#: Seconds a session may stay paused (its client not reading) before it is ended, by default.
+DEFAULT_SLOW_CONSUMER_TIMEOUT = 60.0
 
 
 class BrokerOptions(TypedDict, total=False):
@@ -97,6 +114,17 @@ class BrokerOptions(TypedDict, total=False):
     max_queue_length: int
     server_name: str
     output_limit: int
+    connect_timeout: float | None
+    frame_timeout: float | None
+    slow_consumer_timeout: float | None
+
+
+def _fits_unescaped(*headers: tuple[str, str]) -> bool:
+    """Whether the headers can be written without escapes (STOMP 1.0)."""
+    return not any(
+        "\n" in name or "\r" in name or ":" in name or "\n" in value or "\r" in value
+        for name, value in headers
+    )
 
 
 class Outbox:
@@ -235,6 +263,14 @@ class Session:
         self._ack_ids = itertools.count(1)
         self._paused = False
         self._closed = False
+        # Deadline bookkeeping, in the caller's clock (learned through handle_timer).
+        self._opened_at: float | None = None
+        self._frame_started: float | None = None
+        self._paused_since: float | None = None
+        #: Events were consumed since the last handle_timer: a frame completed.
+        self._progress = False
+        #: Why a deadline ended the session, until process() sends the ERROR.
+        self._expired: tuple[str, str] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -270,12 +306,74 @@ class Session:
         return self._core.process(self)
 
     def get_timer(self) -> float | None:
-        """When ``handle_timer`` is next due (see ``ServerConnection.get_timer``)."""
-        return None if self._closed else self.connection.get_timer()
+        """When ``handle_timer`` is next due: heart-beats and the broker's deadlines.
+
+        ``0.0`` means "now": a deadline is in force whose start the session has
+        not learned yet (``handle_timer`` tells it the time).
+        """
+        if self._closed:
+            return None
+        if self._expired is not None:
+            return 0.0
+        due = [] if (beat := self.connection.get_timer()) is None else [beat]
+        core = self._core
+        if core._connect_timeout is not None and self._handshaking:
+            due.append(self._deadline(self._opened_at, core._connect_timeout))
+        if core._frame_timeout is not None and self.connection.buffered:
+            due.append(self._deadline(self._frame_started, core._frame_timeout))
+        if core._slow_consumer_timeout is not None and self._paused:
+            due.append(self._deadline(self._paused_since, core._slow_consumer_timeout))
+        return min(due) if due else None
+
+    @staticmethod
+    def _deadline(start: float | None, timeout: float) -> float:
+        return 0.0 if start is None else start + timeout
+
+    @property
+    def _handshaking(self) -> bool:
+        state = self.connection.state
+        return state is ConnectionState.IDLE or state is ConnectionState.CONNECTING
 
     def handle_timer(self, now: float) -> bytes:
-        """Bytes to write (a heart-beat, or nothing); then ``process`` to see a timeout."""
-        return b"" if self._closed else self.connection.handle_timer(now)
+        """Bytes to write (a heart-beat, or nothing); then ``process`` to see a timeout.
+
+        Also checks the broker's deadlines at ``now``; one that has passed ends
+        the session (with an ERROR) at the next ``process``.
+        """
+        if self._closed:
+            return b""
+        core = self._core
+        if self._opened_at is None:
+            self._opened_at = now
+        # A frame's clock starts at the first check that finds it incomplete, and
+        # restarts whenever frames were completed since the previous check.
+        if not self.connection.buffered:
+            self._frame_started = None
+        elif self._frame_started is None or self._progress:
+            self._frame_started = now
+        self._progress = False
+        if not self._paused:
+            self._paused_since = None
+        elif self._paused_since is None:
+            self._paused_since = now
+        if self._expired is None:
+            self._expired = self._expiry(now, core)
+        return self.connection.handle_timer(now)
+
+    def _expiry(self, now: float, core: BrokerCore) -> tuple[str, str] | None:
+        """(message, detail) of the first deadline passed at ``now``; None if none."""
+        checks = [
+            (self._handshaking, self._opened_at, core._connect_timeout, "CONNECT timeout",
+             "no CONNECT completed within {} s"),
+            (bool(self.connection.buffered), self._frame_started, core._frame_timeout,
+             "frame timeout", "frame not completed within {} s of its start"),
+            (self._paused, self._paused_since, core._slow_consumer_timeout,
+             "slow consumer", "output not read for {} s"),
+        ]  # fmt: skip
+        for applies, start, timeout, message, detail in checks:
+            if applies and start is not None and timeout is not None and now >= start + timeout:
+                return message, detail.format(timeout)
+        return None
 
     def _next_ack_id(self) -> str:
         """A fresh 1.2 ``ack`` header value, unique across the broker."""
@@ -290,7 +388,9 @@ class BrokerCore:
     ``limits`` bounds incoming frames.  ``max_in_flight`` is the default
     in-flight limit of a client-acknowledged subscription, ``max_queue_length``
     the most messages a queue holds, ``output_limit`` the bytes one outbox may
-    hold for one session before deliveries to it pause.
+    hold for one session before deliveries to it pause.  ``connect_timeout``,
+    ``frame_timeout`` and ``slow_consumer_timeout`` are the deadlines in
+    seconds (see the module docstring; ``None`` disables one).
     """
 
     def __init__(
@@ -304,6 +404,9 @@ class BrokerCore:
         max_queue_length: int = 100_000,
         server_name: str = DEFAULT_SERVER_NAME,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
+        slow_consumer_timeout: float | None = DEFAULT_SLOW_CONSUMER_TIMEOUT,
     ) -> None:
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
@@ -316,6 +419,16 @@ class BrokerCore:
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1")
+        for name, timeout in (
+            ("connect_timeout", connect_timeout),
+            ("frame_timeout", frame_timeout),
+            ("slow_consumer_timeout", slow_consumer_timeout),
+        ):
+            if timeout is not None and not timeout > 0:
+                raise ValueError(f"{name} must be positive, or None")
+        self._connect_timeout = connect_timeout
+        self._frame_timeout = frame_timeout
+        self._slow_consumer_timeout = slow_consumer_timeout
         self._users = dict(users) if users is not None else None
         self._versions = versions
         self._heartbeat = heartbeat
@@ -356,6 +469,12 @@ class BrokerCore:
         """Act on every event the session's received data holds."""
         outbox = Outbox()
         connection = session.connection
+        if session._expired is not None and not session.closed:
+            message, detail = session._expired
+            if connection.state is ConnectionState.CLOSED:
+                self._end_session(session, outbox)
+            else:
+                self._refuse(session, None, message, detail, outbox)
         while not session.closed:
             try:
                 event = connection.next_event()
@@ -367,6 +486,7 @@ class BrokerCore:
                 break
             if event is None:
                 break
+            session._progress = True
             self._handle(session, event, outbox)
         return outbox
 
@@ -394,6 +514,7 @@ class BrokerCore:
         """Deliver to ``session`` again; returns what that delivers at once."""
         outbox = Outbox()
         session._paused = False
+        session._paused_since = None
         for subscription in list(session._subscriptions.values()):
             self._dispatch(subscription.queue, outbox)
         return outbox
@@ -481,6 +602,13 @@ class BrokerCore:
             self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
             return
         destination = event.destination
+        if session.connection.version == "1.0" and not _fits_unescaped(
+            ("destination", destination), ("id", event.id or "")
+        ):
+            # A 1.0 MESSAGE could not carry them back: a CR is data in 1.0 only.
+            detail = "destination and id must not hold a carriage return"
+            self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
+            return
         if destination.startswith(TOPIC_PREFIX):
             queue = _Queue(destination, private=True)
         else:
@@ -615,7 +743,22 @@ class BrokerCore:
             headers=headers,
             content_length=send.content_length,
         )
-        outbox.write(session, connection.send(delivery))
+        try:
+            data = connection.send(delivery)
+        except LocalProtocolError:
+            # Headers a 1.1 or 1.2 sender escaped (a line break, a ':' in a name)
+            # cannot be written in a 1.0 frame: that subscriber gets the message
+            # without them.  (Its SUBSCRIBE was checked: destination and id fit.)
+            content_type = send.content_type
+            delivery = dataclasses.replace(
+                delivery,
+                headers=tuple(pair for pair in headers if _fits_unescaped(pair)),
+                content_type=content_type
+                if content_type is None or _fits_unescaped(("content-type", content_type))
+                else None,
+            )
+            data = connection.send(delivery)
+        outbox.write(session, data)
         if subscription.ack == "auto":
             subscription.queue.settle(1)
         else:
