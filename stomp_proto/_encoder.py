@@ -131,15 +131,21 @@ class FrameEncoder:
         if escape is not None:
             parts = iter(escape(flat).split("\0"))
             return [name + ":" + value for name, value in zip(parts, parts, strict=True)]
-        # Unescaped headers (1.0, CONNECT, CONNECTED, STOMP): LF and CR end a
-        # line, and a ':' in a name would move the split point.
-        if "\n" in flat or "\r" in flat or any(":" in name for name, _ in pairs):
+        # Unescaped headers (1.0, CONNECT, CONNECTED, STOMP): LF ends a line,
+        # and a ':' in a name would move the split point.  A CR is an ordinary
+        # octet before 1.2 (the 1.0 and 1.1 grammars end lines with LF only, and
+        # a 1.0 MESSAGE may carry one in the message-id we must echo in ACK).
+        # In 1.2 it may begin a CRLF, and so it may for whoever reads a
+        # CONNECT or CONNECTED frame, before a version is agreed.
+        raw_cr = self._version != "1.2" and command not in UNESCAPED_COMMANDS
+        breaks = ("\n",) if raw_cr else ("\n", "\r")
+        if any(b in flat for b in breaks) or any(":" in name for name, _ in pairs):
             for name, value in pairs:
-                if ":" in name or "\n" in name or "\r" in name:
+                if ":" in name or any(b in name for b in breaks):
                     raise _refuse(
                         ErrorKind.BAD_HEADER, f"header name {name!r} cannot be sent unescaped"
                     )
-                if "\n" in value or "\r" in value:
+                if any(b in value for b in breaks):
                     raise _refuse(
                         ErrorKind.BAD_HEADER,
                         f"value of {name!r} has a line break and cannot be sent unescaped",

@@ -138,7 +138,8 @@ def unrepresentable(draw: st.DrawFn) -> tuple[Version, Frame, bool]:
     elif case == "nul-value":
         bad = ("k", prefix + "\x00" + suffix)
     elif case == "eol-unescaped":
-        eol = draw(st.sampled_from(["\n", "\r"]))
+        # A CR is an ordinary octet in other 1.0 frames (1.0 §Augmented BNF).
+        eol = draw(st.sampled_from(["\n", "\r"] if command in ("CONNECT", "CONNECTED") else ["\n"]))
         bad = draw(st.sampled_from([("k", prefix + eol + suffix), (prefix + "k" + eol, "v")]))
     elif case == "colon-name-unescaped":
         bad = (prefix + ":" + suffix, "v")

@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 from helpers import ALL_COMMANDS, BODY_COMMANDS, NON_BODY_COMMANDS, VERSIONS, parse_encoded
 
-from stomp_proto import Frame, FrameEncoder, HeartBeat, LocalProtocolError, ProtocolError
+from stomp_proto import (
+    Frame,
+    FrameDecoder,
+    FrameEncoder,
+    HeartBeat,
+    LocalProtocolError,
+    ProtocolError,
+    Version,
+)
 
 
 def encode(frame: Frame, version: str = "1.2", **kw: bool) -> bytes:
@@ -216,15 +224,35 @@ def test_nul_in_header_is_refused(version: str, command: str, header: tuple[str,
     refused(F(command, [header]), version)
 
 
-@pytest.mark.parametrize("char", ["\n", "\r"])
-def test_eol_in_10_value_is_refused(char: str) -> None:
-    """1.0 §Augmented BNF: no escapes, so an LF (or CR) cannot be in a 1.0 header."""
-    refused(F("SEND", [("k", f"a{char}b")]), "1.0")
+def test_lf_in_10_value_is_refused() -> None:
+    """1.0 §Augmented BNF: no escapes, so an LF cannot be in a 1.0 header."""
+    refused(F("SEND", [("k", "a\nb")]), "1.0")
+
+
+def test_lf_in_10_name_is_refused() -> None:
+    refused(F("SEND", [("a\nb", "v")]), "1.0")
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+@pytest.mark.parametrize("value", ["a\rb", "a\r", "\r"])
+def test_cr_in_value_before_12_is_sent_raw(version: Version, value: str) -> None:
+    """1.0 §Augmented BNF: header-value = 1*<any CHAR except LF>; 1.1 escapes no CR.
+
+    A broker's 1.0 message-id may carry one, and the ACK must echo it as sent
+    (found by the client fuzz target).
+    """
+    frame = F("ACK", [("message-id", value)])
+    out = encode(frame, version)
+    assert b"message-id:" + value.encode() + b"\n" in out
+    decoder = FrameDecoder(version)
+    decoder.receive_data(out)
+    assert decoder.next_frame() == frame
 
 
 @pytest.mark.parametrize("char", ["\n", "\r"])
-def test_eol_in_10_name_is_refused(char: str) -> None:
-    refused(F("SEND", [(f"a{char}b", "v")]), "1.0")
+def test_line_break_in_12_unescaped_header_is_refused(char: str) -> None:
+    """1.2 §Augmented BNF: a CR may begin the CRLF that ends a line; CONNECT is never escaped."""
+    refused(F("CONNECT", [("login", f"a{char}b")]), "1.2")
 
 
 def test_colon_in_10_name_is_refused() -> None:
@@ -236,7 +264,11 @@ def test_colon_in_10_name_is_refused() -> None:
 @pytest.mark.parametrize("command", ["CONNECT", "CONNECTED"])
 @pytest.mark.parametrize("char", ["\n", "\r"])
 def test_eol_in_connect_value_is_refused(version: str, command: str, char: str) -> None:
-    """1.2 §Value Encoding: CONNECT/CONNECTED are not escaped, so LF/CR cannot be sent."""
+    """1.2 §Value Encoding: CONNECT/CONNECTED are not escaped, so LF/CR cannot be sent.
+
+    A CR would begin a CRLF for a 1.2 peer, which may read the frame before any
+    version is agreed.
+    """
     refused(F(command, [("login", f"a{char}b")]), version)
 
 
