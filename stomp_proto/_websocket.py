@@ -290,11 +290,13 @@ class ServerHandshake:
         if request.target != self._path:
             return self._refuse(404, f"no WebSocket endpoint at {request.target!r}")
         chosen: str | None = None
-        if request.subprotocols:
+        # An empty Sec-WebSocket-Protocol header offers nothing.
+        offers = [p for p in request.subprotocols if p]
+        if offers:
             ours = set(offered_subprotocols(self._versions))
-            usable = [p for p in request.subprotocols if p in ours]
+            usable = [p for p in offers if p in ours]
             if not usable:
-                offered = ", ".join(request.subprotocols)
+                offered = ", ".join(offers)
                 return self._refuse(400, f"no supported STOMP subprotocol among {offered}")
             chosen = max(usable, key=lambda p: _VERSION_OF[p])
         to_send = self._ws.send(events.AcceptConnection(subprotocol=chosen))

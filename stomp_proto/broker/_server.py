@@ -230,7 +230,6 @@ class Broker:
     ) -> None:
         """Tell a WebSocket upgrade from plain STOMP; start the session either way."""
         peername = writer.get_extra_info("peername")
-        error: RemoteProtocolError | None = None
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
                 data = b""
@@ -248,27 +247,29 @@ class Broker:
                     upgrade = handshake.receive_data(data)
                     while upgrade is None:
                         upgrade = handshake.receive_data(await reader.read(READ_SIZE) or None)
+                    if upgrade.error is not None:
+                        _log_refusal(peername, upgrade.error)  # before the client hears of it
                     writer.write(upgrade.to_send)
-                    error = upgrade.error
                     if upgrade.channel is not None and not self._closing:
                         session = self.core.open_session(upgrade.versions)
                         self._start(_Peer(session, reader, writer, upgrade.channel, b""))
                         return
         except TimeoutError:
-            error = RemoteProtocolError(
-                ErrorKind.BAD_WEBSOCKET,
-                f"no STOMP frame or complete WebSocket upgrade within {HANDSHAKE_TIMEOUT} s",
+            _log_refusal(
+                peername,
+                RemoteProtocolError(
+                    ErrorKind.BAD_WEBSOCKET,
+                    f"no STOMP frame or complete WebSocket upgrade within {HANDSHAKE_TIMEOUT} s",
+                ),
             )
         except OSError:
             pass  # reset before it said anything: nothing to serve
-        if error is not None:
-            # A client's mistake, not the broker's: INFO, with the kind to grep for.
-            log.info(
-                "STOMP broker: refused connection from %s: %s: %s",
-                peername,
-                error.kind.name,
-                error.message,
-            )
+        except asyncio.CancelledError:
+            writer.transport.abort()  # the broker is closing: no time for a polite close
+            raise
+        except Exception:
+            # As for sessions: one connection's failure must not take the broker down.
+            log.exception("STOMP broker: handshake with %s failed", peername)
         writer.close()
         with suppress(OSError, TimeoutError):
             async with asyncio.timeout(CLOSE_TIMEOUT):
@@ -389,6 +390,13 @@ class Broker:
                 await writer.wait_closed()
         except (TimeoutError, OSError):
             writer.transport.abort()
+
+
+def _log_refusal(peer: object, error: RemoteProtocolError) -> None:
+    # A client's mistake, not the broker's: INFO, with the kind to grep for.
+    log.info(
+        "STOMP broker: refused connection from %s: %s: %s", peer, error.kind.name, error.message
+    )
 
 
 async def run_broker(
