@@ -593,3 +593,39 @@ def test_bad_paths_are_refused_up_front() -> None:
         Broker(websocket="ws")
     with pytest.raises(ValueError):
         ClientHandshake("h", 1, "/a b", ("1.2",))
+
+
+# -- the command line ----------------------------------------------------------------
+
+
+def test_cli_broker_and_clients_over_websocket() -> None:
+    from test_cli import EXIT_INTERRUPTED, EXIT_OK, cli, start_broker, stop
+
+    running = start_broker("--websocket", PATH)
+    try:
+        args = ["--port", str(running.port), "--timeout", "10", "--websocket", PATH]
+        sent = cli("send", "/queue/cli-ws", "one", "two", *args, "--receipt")
+        assert sent.returncode == EXIT_OK, sent.stderr
+        # Plain STOMP on the same port sees what came over WebSocket, and the reverse.
+        plain = cli("send", "/queue/cli-ws", "three", "--port", str(running.port), "--receipt")
+        assert plain.returncode == EXIT_OK, plain.stderr
+        listened = cli("listen", "/queue/cli-ws", "--count", "3", *args)
+        assert listened.returncode == EXIT_OK, listened.stderr
+        assert listened.stdout.splitlines() == ["one", "two", "three"]
+        refused = cli("send", "/queue/cli-ws", "x", *args[:-1], "/elsewhere")
+        assert refused.returncode == 1
+        assert "HTTP 404" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert f"(WebSocket: ws://{HOST}:{running.port}{PATH})" in err
+
+
+@pytest.mark.parametrize("command", ["broker", "send", "listen"])
+def test_cli_refuses_a_bad_websocket_path(command: str) -> None:
+    from test_cli import EXIT_USAGE, cli
+
+    args = [] if command == "broker" else ["/queue/x"]
+    result = cli(command, *args, "--websocket", "no-slash")
+    assert result.returncode == EXIT_USAGE
+    assert "starts with '/'" in result.stderr
