@@ -17,14 +17,18 @@ then checks that the connection still works.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from adapter_harness import (
     ADAPTERS,
     HOST,
@@ -33,9 +37,13 @@ from adapter_harness import (
     ConnectionLost,
     Harness,
     ServiceLoop,
+    in_thread,
     on_every_adapter,
     run,
 )
+
+# The self-signed certificate fixture of the TLS tests, for wss://.
+from test_adapter_faults import _server_context, certificate  # noqa: F401
 
 import stomp_proto.broker._server
 from stomp_proto import (
@@ -629,3 +637,47 @@ def test_cli_refuses_a_bad_websocket_path(command: str) -> None:
     result = cli(command, *args, "--websocket", "no-slash")
     assert result.returncode == EXIT_USAGE
     assert "starts with '/'" in result.stderr
+
+
+# -- wss:// (TLS) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_wss(adapter: str, certificate: tuple[Path, Path]) -> None:  # noqa: F811 (fixture)
+    server_context = _server_context(certificate)
+    trusting = ssl.create_default_context(cafile=str(certificate[0]))
+
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker(ssl=server_context, websocket=PATH)
+        queue = f"/queue/wss-{uuid.uuid4()}"
+        async with (
+            h.connect(broker.port, ssl=trusting, websocket=PATH) as client,
+            client.subscribe(queue) as messages,
+        ):
+            await client.send(queue, b"secret", receipt=True)
+            assert (await messages.get(WAIT)).body == b"secret"
+            # A third-party wss:// client on the same TLS port.
+            await blocking(h, third_party_wss, broker.port, trusting, queue)
+            assert (await messages.get(WAIT)).body == b"via websockets"
+
+    run(adapter, scenario)
+
+
+async def blocking(h: Harness, function: Callable[..., object], *args: object) -> None:
+    """Run a blocking call off the scenario's event loop, whichever it is."""
+    if h.adapter == "trio":
+        await trio.to_thread.run_sync(functools.partial(function, *args))
+    else:
+        await in_thread(function, *args)
+
+
+def third_party_wss(port: int, context: ssl.SSLContext, queue: str) -> None:
+    with ws_connect(
+        f"wss://{HOST}:{port}{PATH}", ssl=context, subprotocols=["v12.stomp"], open_timeout=WAIT
+    ) as ws:
+        ws.send(stomp_bytes("CONNECT", ("accept-version", "1.2"), ("host", "/")))
+        ws.recv(timeout=WAIT)
+        ws.send(
+            stomp_bytes("SEND", ("destination", queue), ("receipt", "r"), body=b"via websockets")
+        )
+        ws.recv(timeout=WAIT)
