@@ -33,6 +33,7 @@ from adapter_harness import (
     ADAPTERS,
     HOST,
     WAIT,
+    Backoff,
     BrokerError,
     ConnectionLost,
     Harness,
@@ -681,3 +682,28 @@ def third_party_wss(port: int, context: ssl.SSLContext, queue: str) -> None:
             stomp_bytes("SEND", ("destination", queue), ("receipt", "r"), body=b"via websockets")
         )
         ws.recv(timeout=WAIT)
+
+
+# -- reconnecting ------------------------------------------------------------------------
+
+
+@on_every_adapter(versions=(None,))
+async def test_reconnect_over_websocket(h: Harness) -> None:
+    queue = f"/queue/ws-survivor-{uuid.uuid4()}"
+    broker = await h.start_broker(vanishing=True, websocket=PATH)
+    port = broker.port
+    async with (
+        h.connect(port, websocket=PATH, reconnect=Backoff(initial=0.05, maximum=0.2)) as client,
+        client.subscribe(queue) as messages,
+    ):
+        await client.send(queue, b"before", receipt=True)
+        assert (await messages.get(WAIT)).body == b"before"
+        # The broker vanishes (the connection just drops); a new one takes its port,
+        # and the client upgrades again and restores its subscription.
+        await h.stop_broker(broker)
+        await h.start_broker(port, websocket=PATH)
+        async with h.connect(port, websocket=PATH) as other:
+            await other.send(queue, b"after", receipt=True)
+        assert (await messages.get(WAIT)).body == b"after"
+        await client.send(queue, b"again", receipt=True)
+        assert (await messages.get(WAIT)).body == b"again"
