@@ -218,10 +218,11 @@ class ClientHandshake:
         """The channel once accepted; None while the answer is incomplete."""
         try:
             self._ws.receive_data(data)
-            events = list(self._ws.events())
         except Exception as exc:  # wsproto's RemoteProtocolError: not an HTTP answer
             raise _bad(f"bad WebSocket handshake answer: {exc}") from exc
-        for event in events:
+        # Lazily: what follows the 101 in the same read (a ping, say) stays in
+        # wsproto for the channel, instead of being consumed here.
+        for event in self._ws.events():
             if isinstance(event, self._events.AcceptConnection):
                 return WebSocketChannel(self._ws, event.subprotocol)
             if isinstance(event, self._events.RejectConnection):

@@ -707,3 +707,20 @@ async def test_reconnect_over_websocket(h: Harness) -> None:
         assert (await messages.get(WAIT)).body == b"after"
         await client.send(queue, b"again", receipt=True)
         assert (await messages.get(WAIT)).body == b"again"
+
+
+def test_frames_in_the_same_read_as_the_101_are_kept() -> None:
+    client = ClientHandshake("127.0.0.1", 1, PATH, ("1.2",))
+    server = ServerHandshake(PATH)
+    upgrade = server.receive_data(client.request)
+    assert upgrade is not None and upgrade.channel is not None
+    # The 101, a ping and a STOMP frame arrive in one read.
+    wsproto_events = pytest.importorskip("wsproto.events")
+    ping = upgrade.channel._ws.send(wsproto_events.Ping(b"p"))
+    everything = upgrade.to_send + ping + upgrade.channel.send(b"CONNECTED\n\n\x00")
+    channel = client.receive_data(everything)
+    assert channel is not None
+    got = channel.receive_data(b"")
+    assert got.data == b"CONNECTED\n\n\x00"
+    assert got.to_send, "the ping is answered"
+    assert not got.closed
