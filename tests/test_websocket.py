@@ -61,7 +61,7 @@ from stomp_proto._websocket import (
     accepted_versions,
     offered_subprotocols,
 )
-from stomp_proto.broker import Broker
+from stomp_proto.broker import Broker, BrokerCore
 
 websockets = pytest.importorskip("websockets")
 from websockets.asyncio.server import ServerConnection as WsServerConnection  # noqa: E402
@@ -724,3 +724,21 @@ def test_frames_in_the_same_read_as_the_101_are_kept() -> None:
     assert got.data == b"CONNECTED\n\n\x00"
     assert got.to_send, "the ping is answered"
     assert not got.closed
+
+
+def test_open_session_versions_narrow_the_broker() -> None:
+    from stomp_proto import ClientConnection, Connect, Connected, Error
+
+    core = BrokerCore(versions=("1.0", "1.1", "1.2"))
+    with pytest.raises(ValueError):
+        BrokerCore(versions=("1.2",)).open_session(("1.0", "1.1"))
+    for offered, expected in (("1.2", Error), ("1.1", Connected)):
+        session = core.open_session(("1.0", "1.1"))  # as after v11.stomp
+        client = ClientConnection()
+        session.receive_data(client.send(Connect(host="/", accept_versions=(offered,))))
+        outbox = core.process(session)
+        client.receive_data(outbox.bytes_for(session))
+        event = client.next_event()
+        assert isinstance(event, expected), event
+        if isinstance(event, Connected):
+            assert event.version == "1.1"
