@@ -42,6 +42,8 @@ from adapter_harness import (
     on_every_adapter,
     run,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # The self-signed certificate fixture of the TLS tests, for wss://.
 from test_adapter_faults import _server_context, certificate  # noqa: F401
@@ -742,3 +744,47 @@ def test_open_session_versions_narrow_the_broker() -> None:
         assert isinstance(event, expected), event
         if isinstance(event, Connected):
             assert event.version == "1.1"
+
+
+@given(
+    pieces=st.lists(
+        st.tuples(st.binary(min_size=1, max_size=300), st.booleans(), st.integers(1, 4)),
+        min_size=1,
+        max_size=8,
+    ),
+    cuts=st.lists(st.integers(1, 64), max_size=40),
+)
+@settings(max_examples=100)
+def test_any_chunking_of_any_messages_gives_the_same_stream(
+    pieces: list[tuple[bytes, bool, int]], cuts: list[int]
+) -> None:
+    """Binary or text messages, each in 1-4 fragments, read in arbitrary chunks."""
+    events = pytest.importorskip("wsproto.events")
+    client = ClientHandshake("127.0.0.1", 1, PATH, ("1.2",))
+    upgrade = ServerHandshake(PATH).receive_data(client.request)
+    assert upgrade is not None and upgrade.channel is not None
+    sender = client.receive_data(upgrade.to_send)
+    assert sender is not None
+    wire = b""
+    expected = b""
+    for data, as_text, fragments in pieces:
+        text = data.decode("latin-1") if as_text else None  # any code points, as UTF-8
+        payload: bytes | str = text if text is not None else data
+        expected += text.encode() if text is not None else data
+        step = max(1, len(payload) // fragments)
+        parts = [payload[i : i + step] for i in range(0, len(payload), step)]
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
+            kind = events.TextMessage if isinstance(part, str) else events.BytesMessage
+            wire += sender._ws.send(kind(data=part, message_finished=last))
+    received = b""
+    position = 0
+    for cut in [*cuts, len(wire)]:
+        got = upgrade.channel.receive_data(wire[position : position + cut])
+        assert got.error is None and not got.closed
+        received += got.data
+        position += cut
+        if position >= len(wire):
+            break
+    received += upgrade.channel.receive_data(wire[position:]).data
+    assert received == expected
