@@ -128,16 +128,21 @@ async def test_nack_redelivers_over_websocket(h: Harness) -> None:
 
 @on_every_adapter(versions=V11)
 async def test_heartbeats_over_websocket(h: Harness) -> None:
-    broker = await h.start_broker(websocket=PATH, heartbeat=(200, 200))
+    # Beats both ways, with generous deadlines (a loaded CI machine stalls for
+    # hundreds of ms): the broker sends every 200 ms, the client tolerates 2 s
+    # of silence; the client sends every 1 s, the broker tolerates 2.5 s.
+    broker = await h.start_broker(websocket=PATH, heartbeat=(200, 1000))
     queue = f"/queue/ws-idle-{uuid.uuid4()}"
     async with (
-        h.connect(broker.port, websocket=PATH, heartbeat=(200, 200)) as client,
+        h.connect(
+            broker.port, websocket=PATH, heartbeat=(1000, 200), heartbeat_tolerance=10
+        ) as client,
         client.subscribe(queue) as messages,
     ):
-        assert client.connection.heartbeat == (200, 200)
-        # Six intervals idle: a side that got no heart-beats (inside WebSocket
-        # messages) would have dropped the other after 2.5 intervals.
-        await h.sleep(1.2)
+        assert client.connection.heartbeat == (1000, 200)
+        # Idle past both deadlines: a side that got no heart-beats (inside
+        # WebSocket messages) would have dropped the other by now.
+        await h.sleep(3.0)
         assert await h.sessions(broker) == 1
         await client.send(queue, b"still here", receipt=True)
         assert (await messages.get(WAIT)).body == b"still here"
