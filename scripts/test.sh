@@ -23,6 +23,10 @@ brokers_begin
 # Without it they skip, or fail under CI=true: let them say so.
 bash scripts/ensure-java.sh || true
 
+# The stompjs interop tests need Node.js and npm (installed from Debian when missing
+# and root); they run `npm ci` in tests/js themselves.  Same rule: skip, or fail under CI.
+bash scripts/ensure-node.sh || true
+
 section() {
     printf '\n==> %s\n' "$*"
 }

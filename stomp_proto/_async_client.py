@@ -46,6 +46,7 @@ from ._events import (
 )
 from ._frame import Event, Version
 from ._state import ConnectionState
+from ._websocket import WebSocketStream, accepted_versions
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
 
@@ -209,11 +210,19 @@ class AsyncClient:
 
     async def _open(self) -> None:
         conn = self._core.conn
-        async with self._backend.timeout(self._options.timeout):
-            stream = await self._backend.open_stream(self._options)
+        options = self._options
+        async with self._backend.timeout(options.timeout):
+            stream = await self._backend.open_stream(options)
             self._stream = stream
+            versions = options.versions
+            if options.websocket is not None:
+                websocket = await WebSocketStream.open(
+                    stream, self._backend, options.host, options.port, options.websocket, versions
+                )
+                self._stream = stream = websocket
+                versions = accepted_versions(websocket.subprotocol, versions)
             connected = self._expect(CONNECT_WAITER)
-            await stream.send(conn.send(self._options.connect_event()))
+            await stream.send(conn.send(options.connect_event(versions)))
             self._reader = self._backend.spawn(lambda: self._read_loop(stream, conn))
             await connected.wait()
             async with self._write_lock:

@@ -1,10 +1,12 @@
 """The command line: ``python -m stomp_proto`` (also installed as ``stomp-proto``).
 
     stomp-proto broker [--port 61613]              run the embedded broker
+    stomp-proto broker --websocket /ws             ... with STOMP over WebSocket too
     stomp-proto send /queue/a hello world          one message per argument
     stomp-proto send /queue/a --file data.bin      the file as one message
     stomp-proto send /queue/a < lines.txt          one message per line of stdin
     stomp-proto listen /queue/a [--json]           print messages as they arrive
+    stomp-proto listen /queue/a --websocket /ws    ... over WebSocket (send too)
     stomp-proto demo                               broker, producer and consumer in one go
 
 Exit codes: 0 success, 1 connection or broker failure, 2 bad arguments,
@@ -48,6 +50,15 @@ def _user(text: str) -> tuple[str, str]:
     return name, password
 
 
+def _websocket_path(text: str) -> str:
+    from ._websocket import check_path
+
+    try:
+        return check_path(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection")
     group.add_argument("--host", default="127.0.0.1", help="broker host (default %(default)s)")
@@ -58,6 +69,12 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tls", action="store_true", help="connect with TLS (system CA store)")
     group.add_argument("--cafile", help="CA certificate to trust for --tls")
     group.add_argument("--timeout", type=float, default=30.0, help="seconds (default %(default)s)")
+    group.add_argument(
+        "--websocket",
+        type=_websocket_path,
+        metavar="PATH",
+        help="STOMP over WebSocket at this path, e.g. /ws (wss:// with --tls)",
+    )
 
 
 def _client_options(args: argparse.Namespace) -> ClientOptions:
@@ -70,6 +87,7 @@ def _client_options(args: argparse.Namespace) -> ClientOptions:
         vhost=args.vhost,
         ssl=context,
         timeout=args.timeout,
+        websocket=args.websocket,
     )
 
 
@@ -93,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument("--certfile", help="serve TLS with this certificate (PEM)")
     broker.add_argument("--keyfile", help="private key for --certfile")
+    broker.add_argument(
+        "--websocket",
+        type=_websocket_path,
+        metavar="PATH",
+        help="also serve STOMP over WebSocket at this path (e.g. /ws), on the same port",
+    )
 
     send = commands.add_parser("send", help="send messages")
     send.add_argument("destination")
@@ -221,8 +245,13 @@ async def _broker(args: argparse.Namespace, err: TextIO) -> None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(args.certfile, args.keyfile)
     users = dict(args.user) or None
-    async with Broker(args.host, args.port, ssl=context, users=users) as broker:
-        print(f"stomp_proto broker listening on {broker.host}:{broker.port}", file=err, flush=True)
+    async with Broker(
+        args.host, args.port, ssl=context, users=users, websocket=args.websocket
+    ) as broker:
+        where = f"{broker.host}:{broker.port}"
+        if args.websocket:
+            where += f" (WebSocket: {'wss' if context else 'ws'}://{where}{args.websocket})"
+        print(f"stomp_proto broker listening on {where}", file=err, flush=True)
         await broker.serve_forever()
 
 
@@ -290,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(runners[args.command]())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except (ClientError, ProtocolError, OSError, TimeoutError) as exc:
+    except (ClientError, ProtocolError, OSError, TimeoutError, ImportError) as exc:
         print(f"stomp-proto {args.command}: {type(exc).__name__}: {exc}", file=err)
         return EXIT_FAILED
     return EXIT_OK

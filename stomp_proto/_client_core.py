@@ -131,6 +131,16 @@ class ConnectOptions:
     heartbeat_tolerance: float = DEFAULT_TOLERANCE
     headers: Mapping[str, str] = field(default_factory=dict)
     limits: Limits | None = None
+    #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
+    #: or ``wss://`` with ``ssl``.  None: plain STOMP over TCP.
+    websocket: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.websocket is not None:
+            from ._websocket import check_path, require_wsproto
+
+            check_path(self.websocket)
+            require_wsproto()  # fail at connect(), with how to install it
 
     @classmethod
     def build(cls, host: str, port: int, options: ClientOptions) -> ConnectOptions:
@@ -140,10 +150,11 @@ class ConnectOptions:
             values["headers"] = dict(options["headers"])
         return cls(host=host, port=port, **values)  # type: ignore[arg-type]
 
-    def connect_event(self) -> Connect:
+    def connect_event(self, versions: tuple[Version, ...] | None = None) -> Connect:
+        """The CONNECT; ``versions`` narrows the accepted ones (a WebSocket subprotocol's cap)."""
         return Connect(
             host=self.vhost,
-            accept_versions=self.versions,
+            accept_versions=self.versions if versions is None else versions,
             login=self.login,
             passcode=self.passcode,
             heartbeat=self.heartbeat,
@@ -161,8 +172,9 @@ class ClientOptions(TypedDict, total=False):
     (seconds for connecting and for each wait on the broker), ``reconnect`` (a
     :class:`Backoff`), ``max_pending_messages`` (per subscription, before
     reading pauses), ``heartbeat_tolerance`` (silence allowed from the broker,
-    in heart-beat intervals; 2.5), ``headers`` (extra CONNECT headers) and
-    ``limits``.
+    in heart-beat intervals; 2.5), ``headers`` (extra CONNECT headers),
+    ``limits`` and ``websocket`` (a path such as ``"/ws"``: STOMP over
+    WebSocket, see :doc:`websocket`).
     """
 
     login: str | None
@@ -177,6 +189,7 @@ class ClientOptions(TypedDict, total=False):
     heartbeat_tolerance: float
     headers: Mapping[str, str]
     limits: Limits | None
+    websocket: str | None
 
 
 # -- routes: what an adapter does with one event ---------------------------------

@@ -34,6 +34,7 @@ class ErrorKind(enum.Enum):
     MISSING_HEADER = "required header missing or invalid"
     BAD_VERSION = "no common protocol version"
     CLOSED = "connection closed"
+    BAD_WEBSOCKET = "bad WebSocket handshake or data"
 
 
 class ProtocolError(Exception):

@@ -168,7 +168,8 @@ class ServiceLoop:
         broker = Broker(HOST, port, **options)
         if vanishing:
             broker.core = _VanishingCore(
-                **{k: v for k, v in options.items() if k != "ssl"}  # the core's options
+                # the core's options (ssl and websocket are the server's)
+                **{k: v for k, v in options.items() if k not in ("ssl", "websocket")}
             )
         await broker.start()
         self.brokers.append(broker)

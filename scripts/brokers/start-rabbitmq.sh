@@ -13,6 +13,7 @@
 # Knobs (environment):
 #   RMQ_STOMP_PORT   61613   STOMP over TCP
 #   RMQ_WS_PORT      15674   STOMP over WebSocket (ws://127.0.0.1:PORT/ws); 0 disables
+#   RMQ_WS_FRAME     binary  web_stomp.ws_frame: binary or text (RabbitMQ's default; see docs/interop.rst)
 #   RMQ_AMQP_PORT    5672    AMQP 0-9-1 (RabbitMQ cannot run without one listener)
 #   RMQ_DIST_PORT    AMQP+20000  Erlang distribution (rabbitmqctl talks to it)
 #   RMQ_EPMD_PORT    4370    private epmd (not the shared 4369) so stop can end it safely
@@ -205,6 +206,9 @@ start() {
         if [ "$RMQ_WS_PORT" != 0 ]; then
             echo "web_stomp.tcp.ip = 127.0.0.1"
             echo "web_stomp.tcp.port = $RMQ_WS_PORT"
+            # Frames in binary WebSocket messages: the default (text) puts bodies that
+            # are not UTF-8 in text messages, which RFC 6455 clients must reject (1007).
+            echo "web_stomp.ws_frame = ${RMQ_WS_FRAME:-binary}"
         fi
         case ",$RMQ_EXTRA_PLUGINS," in
             *,rabbitmq_management,*) echo "management.tcp.ip = 127.0.0.1"; echo "management.tcp.port = 15672" ;;

@@ -458,10 +458,19 @@ class BrokerCore:
 
     # -- driving ---------------------------------------------------------------
 
-    def open_session(self) -> Session:
-        """A session for a new client connection."""
+    def open_session(self, versions: tuple[Version, ...] | None = None) -> Session:
+        """A session for a new client connection.
+
+        ``versions`` narrows the broker's versions for this session (a
+        WebSocket subprotocol caps them); it must keep at least one of them.
+        """
+        allowed = self._versions
+        if versions is not None:
+            allowed = tuple(v for v in self._versions if v in versions)
+            if not allowed:
+                raise ValueError(f"none of {versions} is among the broker's {self._versions}")
         session_id = f"s{next(self._session_ids)}"
-        connection = ServerConnection(versions=self._versions, limits=self._limits)
+        connection = ServerConnection(versions=allowed, limits=self._limits)
         session = Session(self, session_id, connection)
         self._sessions[session_id] = session
         return session

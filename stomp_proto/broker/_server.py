@@ -20,6 +20,14 @@ slowed down by TCP instead of growing the broker's memory.  What the broker
 buffers for one client is so bounded by about twice ``output_limit`` (or
 ``output_limit`` and one message, for messages larger than that).
 
+STOMP over WebSocket (``websocket="/ws"``): on the same port.  The first
+bytes of each connection tell them apart - an HTTP ``GET `` starts an upgrade,
+anything else is plain STOMP (a STOMP client sends a command or a heart-beat
+EOL first).  The handshake (``stomp_proto._websocket``, on wsproto) must end
+within :data:`HANDSHAKE_TIMEOUT` seconds; a refused or malformed upgrade is
+logged (INFO, with its ``BAD_WEBSOCKET`` kind) and the connection closed, and
+the negotiated subprotocol caps the session's STOMP versions.
+
 Shutdown (:meth:`Broker.close`): stop listening, send every client an ERROR
 ``broker shutting down``, then close every connection, letting each flush what
 it has buffered (at most :data:`CLOSE_TIMEOUT` seconds, then it is aborted), and
@@ -32,9 +40,13 @@ import asyncio
 import logging
 import ssl as _ssl
 from collections.abc import Callable
+from contextlib import suppress
 from types import TracebackType
 from typing import Unpack
 
+from .._errors import ErrorKind, RemoteProtocolError
+from .._frame import VERSIONS
+from .._websocket import ServerHandshake, WebSocketChannel, check_path, require_wsproto
 from ._core import DEFAULT_OUTPUT_LIMIT, BrokerCore, BrokerOptions, Outbox, Session
 
 __all__ = ["Broker", "run_broker"]
@@ -45,23 +57,40 @@ log = logging.getLogger("stomp_proto.broker")
 CLOSE_TIMEOUT = 5.0
 #: Most bytes taken from a socket at a time.
 READ_SIZE = 64 * 1024
+#: Seconds a connection has, with ``websocket`` on, to send its first bytes and
+#: (for a WebSocket) to complete the upgrade.
+HANDSHAKE_TIMEOUT = 10.0
+_HTTP_GET = b"GET "
 
 
 class _Peer:
     """The transport side of one session."""
 
-    __slots__ = ("reader", "resumer", "session", "stopping", "task", "writer")
+    __slots__ = ("pending", "reader", "resumer", "session", "stopping", "task", "writer", "ws")
 
     def __init__(
-        self, session: Session, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        session: Session,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        ws: WebSocketChannel | None = None,
+        pending: bytes | None = None,
     ) -> None:
         self.session = session
         self.reader = reader
         self.writer = writer
+        #: The WebSocket the session's STOMP bytes travel in; None for plain STOMP.
+        self.ws = ws
+        #: Bytes already read (while telling WebSocket from plain STOMP), to handle first.
+        self.pending = pending
         self.task: asyncio.Task[None] | None = None
         #: Waits for the send buffer to drain, then resumes deliveries.
         self.resumer: asyncio.Task[None] | None = None
         self.stopping = False
+
+    def write(self, data: bytes | bytearray) -> None:
+        """Write STOMP bytes (in a WebSocket message, for a WebSocket)."""
+        self.writer.write(data if self.ws is None else self.ws.send(data))
 
     def over_limit(self, limit: int) -> bool:
         return self.writer.transport.get_write_buffer_size() > limit
@@ -79,8 +108,10 @@ class _Peer:
 class Broker:
     """The embedded STOMP broker, listening on ``host:port`` (127.0.0.1 and a free port).
 
-    ``ssl`` makes it a TLS server; the other keywords are the
-    :class:`BrokerCore` options.  Use it as an async context manager::
+    ``ssl`` makes it a TLS server; ``websocket`` (a path such as ``"/ws"``)
+    serves STOMP over WebSocket on the same port as well (needs wsproto, the
+    ``ws`` extra); the other keywords are the :class:`BrokerCore` options.
+    Use it as an async context manager::
 
         async with Broker() as broker:
             ...  # connect to broker.host, broker.port
@@ -94,9 +125,15 @@ class Broker:
         port: int = 0,
         *,
         ssl: _ssl.SSLContext | None = None,
+        websocket: str | None = None,
         **options: Unpack[BrokerOptions],
     ) -> None:
+        if websocket is not None:
+            check_path(websocket)
+            require_wsproto()
         self.core = BrokerCore(**options)
+        self.websocket = websocket
+        self._versions = options.get("versions", VERSIONS)
         self.host = host
         self._requested_port = port
         self._port: int | None = None
@@ -104,6 +141,8 @@ class Broker:
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
         self._server: asyncio.Server | None = None
         self._peers: dict[Session, _Peer] = {}
+        #: Connections not yet known to be WebSocket or plain STOMP.
+        self._undecided: set[asyncio.Task[None]] = set()
         self._closing = False
         self._closed = asyncio.Event()
 
@@ -151,6 +190,9 @@ class Broker:
         if self._server is not None:
             self._server.close()
         self._flush(self.core.shut_down())
+        for task in self._undecided:
+            task.cancel()
+        await asyncio.gather(*self._undecided, return_exceptions=True)
         peers = list(self._peers.values())
         for peer in peers:
             peer.stop()
@@ -166,14 +208,72 @@ class Broker:
         if self._closing:
             writer.close()
             return
-        session = self.core.open_session()
         # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
         writer.transport.set_write_buffer_limits(high=self._output_limit)
-        peer = _Peer(session, reader, writer)
-        self._peers[session] = peer
-        peer.task = asyncio.get_running_loop().create_task(
-            self._serve(peer), name=f"stomp-broker-{session.id}"
+        if self.websocket is None:
+            self._start(_Peer(self.core.open_session(), reader, writer))
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._upgrade(reader, writer, self.websocket), name="stomp-broker-handshake"
         )
+        self._undecided.add(task)
+        task.add_done_callback(self._undecided.discard)
+
+    def _start(self, peer: _Peer) -> None:
+        self._peers[peer.session] = peer
+        peer.task = asyncio.get_running_loop().create_task(
+            self._serve(peer), name=f"stomp-broker-{peer.session.id}"
+        )
+
+    async def _upgrade(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
+    ) -> None:
+        """Tell a WebSocket upgrade from plain STOMP; start the session either way."""
+        peername = writer.get_extra_info("peername")
+        try:
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+                data = b""
+                while len(data) < len(_HTTP_GET) and _HTTP_GET.startswith(data):
+                    chunk = await reader.read(READ_SIZE)
+                    if not chunk:
+                        break
+                    data += chunk
+                if not data.startswith(_HTTP_GET):
+                    if data and not self._closing:
+                        self._start(_Peer(self.core.open_session(), reader, writer, pending=data))
+                        return
+                else:
+                    handshake = ServerHandshake(path, self._versions)
+                    upgrade = handshake.receive_data(data)
+                    while upgrade is None:
+                        upgrade = handshake.receive_data(await reader.read(READ_SIZE) or None)
+                    if upgrade.error is not None:
+                        _log_refusal(peername, upgrade.error)  # before the client hears of it
+                    writer.write(upgrade.to_send)
+                    if upgrade.channel is not None and not self._closing:
+                        session = self.core.open_session(upgrade.versions)
+                        self._start(_Peer(session, reader, writer, upgrade.channel, b""))
+                        return
+        except TimeoutError:
+            _log_refusal(
+                peername,
+                RemoteProtocolError(
+                    ErrorKind.BAD_WEBSOCKET,
+                    f"no STOMP frame or complete WebSocket upgrade within {HANDSHAKE_TIMEOUT} s",
+                ),
+            )
+        except OSError:
+            pass  # reset before it said anything: nothing to serve
+        except asyncio.CancelledError:
+            writer.transport.abort()  # the broker is closing: no time for a polite close
+            raise
+        except Exception:
+            # As for sessions: one connection's failure must not take the broker down.
+            log.exception("STOMP broker: handshake with %s failed", peername)
+        writer.close()
+        with suppress(OSError, TimeoutError):
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await writer.wait_closed()
 
     async def _serve(self, peer: _Peer) -> None:
         session = peer.session
@@ -183,7 +283,7 @@ class Broker:
                 session.receive_data(await self._next_input(peer))
                 beat = session.handle_timer(loop.time())
                 if beat:
-                    peer.writer.write(beat)
+                    peer.write(beat)
                 self._flush(self.core.process(session))
         except Exception:
             # One connection's failure must not take the broker down.
@@ -197,18 +297,43 @@ class Broker:
 
     async def _next_input(self, peer: _Peer) -> bytes | None:
         """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due."""
-        deadline = peer.session.get_timer()
-        try:
-            async with asyncio.timeout_at(deadline):
-                # While the client's send buffer is over its high-water mark, do not
-                # read from it: TCP then slows down a client that does not read.
-                await peer.writer.drain()
-                return await peer.reader.read(READ_SIZE) or None
-        except TimeoutError:
-            return b""
-        except OSError:
-            # Reset, TLS failure: as good as the end of the stream.
+        data: bytes | None
+        if peer.pending is not None:
+            data, peer.pending = peer.pending, None
+        else:
+            deadline = peer.session.get_timer()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    # While the client's send buffer is over its high-water mark, do not
+                    # read from it: TCP then slows down a client that does not read.
+                    await peer.writer.drain()
+                    data = await peer.reader.read(READ_SIZE) or None
+            except TimeoutError:
+                return b""
+            except OSError:
+                # Reset, TLS failure: as good as the end of the stream.
+                return None
+        if peer.ws is None:
+            return data
+        got = peer.ws.receive_data(data)
+        if got.to_send:
+            peer.writer.write(got.to_send)
+        if got.error is not None:
+            log.info(
+                "STOMP broker: connection %s: %s: %s",
+                peer.session.id,
+                got.error.kind.name,
+                got.error.message,
+            )
+        if got.closed:
+            # What came before the close still counts (a DISCONNECT, say); the
+            # end follows on the next read.
+            if got.data:
+                peer.pending = b""
+                return got.data
             return None
+        # b"" (only control frames came) just makes the loop check the timers.
+        return got.data
 
     def _flush(self, outbox: Outbox) -> None:
         """Write what the core asked for, pausing clients that do not keep up."""
@@ -216,7 +341,7 @@ class Broker:
             peer = self._peers.get(session)
             if peer is None:
                 continue
-            peer.writer.write(data)
+            peer.write(data)
             if session.closed:
                 continue
             if peer.over_limit(self._output_limit):
@@ -257,6 +382,8 @@ class Broker:
 
     async def _close_transport(self, peer: _Peer) -> None:
         writer = peer.writer
+        if peer.ws is not None:
+            writer.write(peer.ws.close())
         writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT):
@@ -265,20 +392,30 @@ class Broker:
             writer.transport.abort()
 
 
+def _log_refusal(peer: object, error: RemoteProtocolError) -> None:
+    # A client's mistake, not the broker's: INFO, with the kind to grep for.
+    log.info(
+        "STOMP broker: refused connection from %s: %s: %s", peer, error.kind.name, error.message
+    )
+
+
 async def run_broker(
     host: str = "127.0.0.1",
     port: int = 61613,
     *,
     ssl: _ssl.SSLContext | None = None,
+    websocket: str | None = None,
     on_listening: Callable[[Broker], object] | None = None,
     **options: Unpack[BrokerOptions],
 ) -> None:
     """Serve a :class:`Broker` on ``host:port`` until cancelled, then close it cleanly.
 
+    ``websocket``: also serve STOMP over WebSocket at this path (see :class:`Broker`).
+
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).
     """
-    async with Broker(host, port, ssl=ssl, **options) as broker:
+    async with Broker(host, port, ssl=ssl, websocket=websocket, **options) as broker:
         if on_listening is not None:
             on_listening(broker)
         await broker.serve_forever()

@@ -1,0 +1,406 @@
+"""STOMP over WebSocket, on wsproto (sans-IO, like the rest of stomp_proto).
+
+A WebSocket carries STOMP as a stream of bytes cut into messages: each
+message's payload (binary, or text as UTF-8) is the next piece of that stream,
+so a frame may span messages, a message may hold several frames, and the
+STOMP decoder reassembles them as it does TCP segments.  We send every piece
+as one binary message (always valid, whatever the body holds) and accept both
+kinds.
+
+The subprotocols ``v10.stomp``, ``v11.stomp`` and ``v12.stomp`` name the
+highest STOMP version a side will speak: the one negotiated in the upgrade
+caps the versions offered (client) or accepted (broker) in CONNECT.  Without a
+subprotocol every configured version stays allowed.
+
+Three sans-IO pieces - :class:`ClientHandshake`, :class:`ServerHandshake` and
+:class:`WebSocketChannel` (the open connection) - hold all the protocol
+handling; :class:`WebSocketStream` puts the client side on top of any
+adapter's byte stream (asyncio, trio, threads), and the broker drives the
+server side in ``stomp_proto.broker._server``.
+
+wsproto is an optional dependency (the ``ws`` extra): it is imported when a
+WebSocket is first used, never by ``import stomp_proto``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ._errors import ErrorKind, RemoteProtocolError
+from ._frame import VERSIONS, Version
+
+if TYPE_CHECKING:
+    from ._async_client import Backend, Stream
+
+__all__ = [
+    "SUBPROTOCOLS",
+    "ClientHandshake",
+    "Received",
+    "ServerHandshake",
+    "WebSocketChannel",
+    "WebSocketStream",
+    "accepted_versions",
+    "offered_subprotocols",
+    "require_wsproto",
+]
+
+#: The WebSocket subprotocol of each STOMP version.
+SUBPROTOCOLS: dict[Version, str] = {"1.0": "v10.stomp", "1.1": "v11.stomp", "1.2": "v12.stomp"}
+_VERSION_OF = {name: version for version, name in SUBPROTOCOLS.items()}
+
+#: Close codes that end a connection normally (1000) or because a side leaves (1001).
+_CLEAN_CLOSE = (1000, 1001)
+#: Close code sent when we end the connection.
+_NORMAL_CLOSURE = 1000
+
+_INSTALL_HINT = "STOMP over WebSocket needs the wsproto package: pip install 'stomp-proto[ws]'"
+
+
+def require_wsproto() -> ModuleType:
+    """The ``wsproto`` module; ImportError with install instructions when it is missing."""
+    try:
+        return importlib.import_module("wsproto")
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+
+
+def _bad(message: str) -> RemoteProtocolError:
+    return RemoteProtocolError(ErrorKind.BAD_WEBSOCKET, message)
+
+
+def check_path(path: str) -> str:
+    """``path`` if it can be a request target ("/ws", "/stomp?x=1"), else ValueError."""
+    if not path.startswith("/") or any(c.isspace() or ord(c) < 0x21 for c in path):
+        raise ValueError(f"a WebSocket path starts with '/' and has no spaces: {path!r}")
+    return path
+
+
+def offered_subprotocols(versions: Iterable[Version]) -> list[str]:
+    """The subprotocols a client offers for ``versions``, most preferred (highest) first."""
+    return [SUBPROTOCOLS[v] for v in sorted(set(versions), reverse=True)]
+
+
+def accepted_versions(
+    subprotocol: str | None, versions: tuple[Version, ...]
+) -> tuple[Version, ...]:
+    """``versions`` capped by a negotiated subprotocol (all of them when there is none)."""
+    if subprotocol is None:
+        return versions
+    top = _VERSION_OF[subprotocol]
+    return tuple(v for v in versions if v <= top)
+
+
+def _host_header(host: str, port: int) -> str:
+    # An IPv6 literal needs brackets in a Host header (RFC 7230 uri-host).
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What some bytes from the peer amounted to, for :meth:`WebSocketChannel.receive_data`.
+
+    ``data`` is STOMP stream data; ``to_send`` must be written back (a pong, or
+    the reply to a close); ``closed`` means the WebSocket has ended - cleanly
+    when ``error`` is None, else ``error`` says why.
+    """
+
+    data: bytes = b""
+    to_send: bytes = b""
+    closed: bool = False
+    error: RemoteProtocolError | None = None
+
+
+class WebSocketChannel:
+    """An open WebSocket carrying a STOMP byte stream, without I/O (either side).
+
+    ``subprotocol`` is the one negotiated (None: none was).
+    """
+
+    def __init__(self, ws: Any, subprotocol: str | None) -> None:
+        self._ws = ws  # a wsproto.WSConnection in the OPEN state
+        self._events = require_wsproto().events
+        self.subprotocol = subprotocol
+        #: The close code the peer sent (1006 when the transport ended without one).
+        self.close_code: int | None = None
+        self._ended = False
+
+    @property
+    def open(self) -> bool:
+        """Whether messages may still be sent (no close frame sent or received yet)."""
+        return bool(self._ws.state.name == "OPEN")
+
+    def send(self, data: bytes | bytearray) -> bytes:
+        """The wire bytes of one binary message holding ``data`` (b"" once closing)."""
+        if not data or not self.open:
+            return b""
+        return bytes(self._ws.send(self._events.BytesMessage(data=bytes(data))))
+
+    def close(self, code: int = _NORMAL_CLOSURE, reason: str | None = None) -> bytes:
+        """The close frame to send (b"" when the WebSocket is already closing)."""
+        if not self.open:
+            return b""
+        return bytes(self._ws.send(self._events.CloseConnection(code=code, reason=reason)))
+
+    def receive_data(self, data: bytes | None) -> Received:
+        """Feed bytes from the peer (``None``: the transport ended); see :class:`Received`."""
+        events = self._events
+        if self._ended:
+            return Received(closed=True)
+        try:
+            self._ws.receive_data(data)
+        except Exception as exc:  # wsproto refuses data once closed
+            self._ended = True
+            return Received(closed=True, error=_bad(f"WebSocket: {exc}"))
+        payload = bytearray()
+        to_send = bytearray()
+        for event in self._ws.events():
+            if isinstance(event, events.BytesMessage):
+                # Pieces of a fragmented message arrive in order: appending them
+                # to the stream is reassembling the message.
+                payload += event.data
+            elif isinstance(event, events.TextMessage):
+                payload += event.data.encode("utf-8")
+            elif isinstance(event, events.Ping):
+                to_send += self._ws.send(event.response())
+            elif isinstance(event, events.CloseConnection):
+                return self._closed(event, bytes(payload), to_send)
+        return Received(bytes(payload), bytes(to_send))
+
+    def _closed(self, event: Any, payload: bytes, to_send: bytearray) -> Received:
+        state = self._ws.state.name
+        self._ended = True
+        self.close_code = event.code
+        reason = f"{event.code}" + (f" {event.reason}" if event.reason else "")
+        if state == "REMOTE_CLOSING":
+            # The peer closed: answer its close frame, as RFC 6455 5.5.1 asks.
+            to_send += self._ws.send(event.response())
+            error = None if event.code in _CLEAN_CLOSE else _bad(f"WebSocket closed: {reason}")
+        elif state == "OPEN":
+            # wsproto found a fault in what the peer sent (bad UTF-8 in a text
+            # message is 1007): we close with that code.
+            to_send += self._ws.send(self._events.CloseConnection(event.code, event.reason))
+            error = _bad(f"bad WebSocket data from the peer: {reason}")
+        else:
+            # The reply to our own close, or the transport ended (1006).
+            error = None if event.code in _CLEAN_CLOSE else _bad(f"WebSocket ended: {reason}")
+        return Received(payload, bytes(to_send), closed=True, error=error)
+
+
+class ClientHandshake:
+    """The client's upgrade request and the reading of the server's answer (sans-IO).
+
+    ``request`` holds the bytes to send; :meth:`receive_data` returns the open
+    :class:`WebSocketChannel` once the server has accepted, or raises
+    RemoteProtocolError (``BAD_WEBSOCKET``) when it refuses.
+    """
+
+    def __init__(self, host: str, port: int, path: str, versions: tuple[Version, ...]) -> None:
+        wsproto = require_wsproto()
+        self._events = wsproto.events
+        self._ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        self.request: bytes = self._ws.send(
+            self._events.Request(
+                host=_host_header(host, port),
+                target=check_path(path),
+                subprotocols=offered_subprotocols(versions),
+            )
+        )
+        self._rejected: int | None = None
+        self._body = bytearray()
+
+    def receive_data(self, data: bytes | None) -> WebSocketChannel | None:
+        """The channel once accepted; None while the answer is incomplete."""
+        try:
+            self._ws.receive_data(data)
+        except Exception as exc:  # wsproto's RemoteProtocolError: not an HTTP answer
+            raise _bad(f"bad WebSocket handshake answer: {exc}") from exc
+        # Lazily: what follows the 101 in the same read (a ping, say) stays in
+        # wsproto for the channel, instead of being consumed here.
+        for event in self._ws.events():
+            if isinstance(event, self._events.AcceptConnection):
+                return WebSocketChannel(self._ws, event.subprotocol)
+            if isinstance(event, self._events.RejectConnection):
+                self._rejected = event.status_code
+                if not event.has_body:
+                    self._refused()
+            elif isinstance(event, self._events.RejectData):
+                self._body += event.data
+                if event.body_finished:
+                    self._refused()
+        if data is None:
+            if self._rejected is not None:
+                self._refused()
+            raise _bad("the connection closed during the WebSocket handshake")
+        return None
+
+    def _refused(self) -> None:
+        detail = self._body[:200].decode("utf-8", "replace").strip()
+        raise _bad(
+            f"WebSocket upgrade refused: HTTP {self._rejected}" + (f": {detail}" if detail else "")
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Upgrade:
+    """How a server handshake ended: ``channel`` when accepted, else ``error``.
+
+    ``to_send`` (the 101 answer, or the refusal) must be written either way;
+    ``versions`` are the STOMP versions the session may then negotiate.
+    """
+
+    to_send: bytes
+    channel: WebSocketChannel | None = None
+    versions: tuple[Version, ...] = ()
+    error: RemoteProtocolError | None = None
+
+
+class ServerHandshake:
+    """The broker's side of the upgrade (sans-IO).
+
+    Accepts a GET for ``path`` that offers one of our subprotocols (the
+    highest STOMP version both sides have), or no subprotocol at all; refuses
+    everything else with an HTTP error and a ``BAD_WEBSOCKET`` error.
+    """
+
+    def __init__(self, path: str, versions: tuple[Version, ...] = VERSIONS) -> None:
+        wsproto = require_wsproto()
+        self._events = wsproto.events
+        self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
+        self._path = check_path(path)
+        self._versions = versions
+
+    def receive_data(self, data: bytes | None) -> Upgrade | None:
+        """The outcome once the request is complete; None while it is not."""
+        events = self._events
+        try:
+            self._ws.receive_data(data)
+            request = next((e for e in self._ws.events() if isinstance(e, events.Request)), None)
+        except Exception as exc:  # wsproto's RemoteProtocolError, with the answer to send
+            hint = getattr(exc, "event_hint", None) or events.RejectConnection()
+            return self._refuse(hint.status_code, f"bad WebSocket upgrade request: {exc}")
+        if request is None:
+            if data is None:
+                return Upgrade(b"", error=_bad("the connection closed during the handshake"))
+            return None
+        if request.target != self._path:
+            return self._refuse(404, f"no WebSocket endpoint at {request.target!r}")
+        chosen: str | None = None
+        # An empty Sec-WebSocket-Protocol header offers nothing.
+        offers = [p for p in request.subprotocols if p]
+        if offers:
+            ours = set(offered_subprotocols(self._versions))
+            usable = [p for p in offers if p in ours]
+            if not usable:
+                offered = ", ".join(offers)
+                return self._refuse(400, f"no supported STOMP subprotocol among {offered}")
+            chosen = max(usable, key=lambda p: _VERSION_OF[p])
+        to_send = self._ws.send(events.AcceptConnection(subprotocol=chosen))
+        return Upgrade(
+            to_send,
+            WebSocketChannel(self._ws, chosen),
+            accepted_versions(chosen, self._versions),
+        )
+
+    def _refuse(self, status: int, message: str) -> Upgrade:
+        events = self._events
+        body = (message + "\n").encode("utf-8", "replace")
+        try:
+            to_send = self._ws.send(
+                events.RejectConnection(
+                    status_code=status,
+                    headers=[(b"content-type", b"text/plain; charset=utf-8")],
+                    has_body=True,
+                )
+            )
+            to_send += self._ws.send(events.RejectData(data=body))
+        except Exception:  # no HTTP answer is possible in this state: just close
+            to_send = b""
+        return Upgrade(to_send, error=_bad(message))
+
+
+class WebSocketStream:
+    """A client adapter's byte stream with STOMP over WebSocket on top.
+
+    Implements the ``Stream`` of ``stomp_proto._async_client`` over another
+    one, so the asyncio, trio and threads clients all get WebSocket from this
+    one class; ``backend`` provides the lock that keeps writes whole (the
+    reader writes pongs while callers write frames).
+    """
+
+    def __init__(self, inner: Stream, channel: WebSocketChannel, backend: Backend) -> None:
+        self._inner = inner
+        self._channel = channel
+        self._lock = backend.lock()
+        self._ended = False
+        self._error: RemoteProtocolError | None = None
+
+    @property
+    def subprotocol(self) -> str | None:
+        return self._channel.subprotocol
+
+    @classmethod
+    async def open(
+        cls,
+        inner: Stream,
+        backend: Backend,
+        host: str,
+        port: int,
+        path: str,
+        versions: tuple[Version, ...],
+    ) -> WebSocketStream:
+        """Upgrade ``inner`` to a WebSocket; RemoteProtocolError when the server refuses."""
+        handshake = ClientHandshake(host, port, path, versions)
+        await inner.send(handshake.request)
+        while True:
+            channel = handshake.receive_data(await inner.receive() or None)
+            if channel is not None:
+                return cls(inner, channel, backend)
+
+    async def receive(self) -> bytes:
+        """STOMP bytes; b"" once the WebSocket has closed cleanly (else RemoteProtocolError)."""
+        # b"" first: wsproto may hold messages that came with the handshake answer.
+        data: bytes | None = b""
+        while not self._ended:
+            got = self._channel.receive_data(data)
+            if got.to_send:
+                await self._write(got.to_send)
+            if got.closed:
+                # Data that came before the close is returned first, the end next time.
+                self._ended = True
+                self._error = got.error
+            if got.data:
+                return got.data
+            if not self._ended:
+                data = await self._inner.receive() or None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return b""
+
+    async def send(self, data: bytes) -> None:
+        async with self._lock:
+            wire = self._channel.send(data)
+            if not wire and data:
+                raise OSError("the WebSocket is closed")
+            await self._inner.send(wire)
+
+    async def _write(self, wire: bytes) -> None:
+        async with self._lock:
+            await self._inner.send(wire)
+
+    async def aclose(self) -> None:
+        """Send a close frame (when still open), then close the transport."""
+        try:
+            wire = self._channel.close()
+            if wire:
+                await self._write(wire)
+        except OSError:
+            pass  # the transport is gone already: closing it is all that is left
+        finally:
+            await self._inner.aclose()
