@@ -16,10 +16,17 @@ How the buffer is read, and why it stays linear:
 * Limits are checked while the head or body is still incomplete, on what has
   arrived so far, so a peer cannot make the decoder buffer more than the limits
   allow, however it splits its bytes.
+* A large body whose ``content-length`` is known (``_LARGE_BODY`` bytes or more)
+  that has not fully arrived is not appended to the buffer: ``receive_data``
+  writes each read straight into a ``bytes`` object of the final size (held by
+  an ``io.BytesIO``), which becomes the frame's body without another copy.  So
+  every body byte is copied once, and the decoder holds one copy of the body
+  instead of the buffer plus the body copied out of it.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
@@ -42,6 +49,11 @@ _new_frame = tuple.__new__
 
 _LF = 10
 _CR = 13
+
+# Bodies of at least this many bytes (with a content-length) that are still
+# arriving take the one-copy route (see the module docstring).  Below it, the
+# buffer and one slice copy are cheaper than a BytesIO per frame.
+_LARGE_BODY = 64 * 1024
 
 # 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
 _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
@@ -77,6 +89,7 @@ class FrameDecoder:
     """
 
     __slots__ = (
+        "_big",
         "_body_start",
         "_buf",
         "_command",
@@ -89,6 +102,7 @@ class FrameDecoder:
         "_headers",
         "_limits",
         "_line_start",
+        "_need",
         "_pos",
         "_scan",
         "_strict",
@@ -101,6 +115,9 @@ class FrameDecoder:
     ) -> None:
         self._buf = bytearray()
         self._pos = 0
+        # The large body being received, and how many of its bytes are missing.
+        self._big: io.BytesIO | None = None
+        self._need = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
@@ -127,7 +144,15 @@ class FrameDecoder:
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
-        # Whatever was searched or parsed under the old rules is done again.
+        # Whatever was searched or parsed under the old rules is done again,
+        # so a large body received so far goes back into the buffer after its head.
+        big = self._big
+        if big is not None:
+            received = self._content_length - self._need
+            with big.getbuffer() as view:
+                self._buf[self._body_start : self._body_start] = view[:received]
+            self._big = None
+            self._need = 0
         self._reset_head()
 
     def _use_handshake_rules(self) -> None:
@@ -151,7 +176,10 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """How many received bytes are held, not yet returned as frames."""
-        return len(self._buf) - self._pos
+        held = len(self._buf) - self._pos
+        if self._big is not None:
+            held += self._content_length - self._need
+        return held
 
     # -- input ---------------------------------------------------------------
 
@@ -167,6 +195,20 @@ class FrameDecoder:
         if data is None:
             self._eof = True
             return
+        need = self._need
+        if need:
+            # A large body is arriving: its bytes go straight into it.
+            big = self._big
+            assert big is not None
+            size = len(data) if type(data) is not memoryview else data.nbytes
+            if size <= need:
+                big.write(data)
+                self._need = need - size
+                return
+            view = memoryview(data).cast("B")
+            big.write(view[:need])
+            self._need = 0
+            data = view[need:]
         if self._pos:
             self._compact()
         self._buf += data
@@ -194,6 +236,9 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
+        if self._need and not self._eof:
+            # A large body is still arriving: the one question asked per read.
+            return None
         if self._error is not None:
             raise self._error
         try:
@@ -488,8 +533,13 @@ class FrameDecoder:
         command = self._command
         assert command is not None
         if length >= 0:
+            big = self._big
+            if big is not None:
+                return self._end_large_body(big)
             nul = start + length
             if nul >= end:
+                if nul > end and length >= _LARGE_BODY:
+                    self._start_large_body(start, end, length)
                 self._check_truncated()
                 return None
             if buf[nul]:
@@ -517,6 +567,42 @@ class FrameDecoder:
             # One copy only, for large bodies.
             with memoryview(buf) as view:
                 body = view[start:nul].tobytes()
+        frame = _new_frame(Frame, (command, self._headers, body))
+        self._pos = nul + 1
+        self._reset_head()
+        return frame
+
+    def _start_large_body(self, start: int, end: int, length: int) -> None:
+        # bytes(length) is passed to BytesIO as its only reference, so BytesIO
+        # writes into it in place, and getvalue() returns that very object once
+        # it is full.  The head stays in the buffer, for a version change.
+        big = io.BytesIO(bytes(length))
+        buf = self._buf
+        with memoryview(buf) as view:
+            big.write(view[start:end])
+        del buf[start:]
+        self._big = big
+        self._need = length - (end - start)
+
+    def _end_large_body(self, big: io.BytesIO) -> Frame | None:
+        # The bytes after the body start where the body would be in the buffer.
+        if self._need:
+            self._check_truncated()
+            return None
+        buf = self._buf
+        nul = self._body_start
+        if nul >= len(buf):
+            self._check_truncated()
+            return None
+        if buf[nul]:
+            raise _error(
+                ErrorKind.MISSING_NUL,
+                f"no NUL after the {self._content_length}-byte body of content-length",
+            )
+        body = big.getvalue()
+        self._big = None
+        command = self._command
+        assert command is not None
         frame = _new_frame(Frame, (command, self._headers, body))
         self._pos = nul + 1
         self._reset_head()

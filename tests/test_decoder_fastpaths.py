@@ -1,0 +1,182 @@
+"""The decoder's fast paths give the same results as the general ones, at their edges.
+
+Large bodies with a content-length that are still arriving are written straight into
+the final body object instead of the buffer (``_LARGE_BODY`` bytes and up); whole
+well-formed heads are split in one pass and unescaped in one pass over the head.
+These tests sit on the thresholds and cut the stream inside the fast paths.
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+
+import pytest
+from helpers import HB
+
+from stomp_proto import (
+    ErrorKind,
+    Frame,
+    FrameDecoder,
+    HeartBeat,
+    Limits,
+    RemoteProtocolError,
+)
+from stomp_proto._decoder import _LARGE_BODY
+
+K = ErrorKind
+L = _LARGE_BODY
+
+
+def message(length: int, fill: int = 7, extra: bytes = b"") -> tuple[bytes, Frame]:
+    body = bytes((fill + i) % 256 for i in range(length))
+    head = b"MESSAGE\ndestination:/queue/a\\cb\n" + extra + b"content-length:%d\n\n" % length
+    frame = Frame("MESSAGE", (("destination", "/queue/a:b"), ("content-length", str(length))), body)
+    return head + body + b"\x00", frame
+
+
+def feed(decoder: FrameDecoder, chunks: list[bytes]) -> list[Frame | HeartBeat]:
+    out: list[Frame | HeartBeat] = []
+    for chunk in chunks:
+        decoder.receive_data(chunk)
+        out.extend(decoder)
+    return out
+
+
+def cut_at(data: bytes, *offsets: int) -> list[bytes]:
+    bounds = [0, *sorted(o for o in offsets if 0 < o < len(data)), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@pytest.mark.parametrize("length", [L - 1, L, L + 1])
+def test_large_body_threshold_cut_everywhere_that_matters(length: int) -> None:
+    wire, frame = message(length)
+    small, small_frame = message(3, fill=1)
+    stream = b"\n" + wire + b"\n" + small
+    body_start = 1 + wire.index(b"\n\n") + 2
+    nul = body_start + length
+    cuts = [
+        (),
+        (body_start,),  # head alone, then body
+        (body_start + 1,),
+        (body_start + length // 2,),
+        (nul - 1,),  # last body byte with the NUL
+        (nul,),  # body complete, NUL next
+        (nul + 1,),  # NUL with the body, then the rest
+        (nul + 2, nul + 5),  # the next frame cut in its head
+        (body_start - 1, body_start + 1, nul, nul + 1),
+    ]
+    for offsets in cuts:
+        decoder = FrameDecoder()
+        got = feed(decoder, cut_at(stream, *offsets))
+        assert got == [HB, frame, HB, small_frame], offsets
+        assert decoder.buffered == 0
+        assert all(type(f.body) is bytes for f in got if isinstance(f, Frame))
+
+
+@pytest.mark.parametrize("size", [1, 1000, 4096, L - 1, L, L + 1, 3 * L + 5])
+def test_large_bodies_any_read_size(size: int) -> None:
+    parts = [message(n, fill=n) for n in (2 * L + 3, 0, L, 10, L + 1)]
+    stream = b"\r\n".join(w for w, _ in parts)
+    want: list[Frame | HeartBeat] = []
+    for _, frame in parts:
+        want += [frame, HB]
+    want.pop()
+    if size == 1:
+        stream = stream[: len(parts[0][0]) + 40]  # one large frame byte by byte is enough
+        want = [parts[0][1], HB]
+    decoder = FrameDecoder()
+    assert feed(decoder, [stream[i : i + size] for i in range(0, len(stream), size)]) == want
+
+
+def test_buffered_counts_a_large_body_as_it_arrives() -> None:
+    wire, frame = message(3 * L)
+    decoder = FrameDecoder()
+    fed = 0
+    for chunk in cut_at(wire, 100, 100 + L, 100 + 2 * L, len(wire) - 1):
+        decoder.receive_data(chunk)
+        fed += len(chunk)
+        if fed < len(wire):
+            assert decoder.next_frame() is None
+            assert decoder.buffered == fed
+    assert decoder.next_frame() == frame
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("tail", [b"X", b"X\n"])
+def test_large_body_without_nul_is_refused(tail: bytes) -> None:
+    wire, _ = message(L + 10)
+    bad = wire[:-1] + tail
+    for offsets in [(200,), (200, len(bad) - len(tail)), (200, len(bad) - 1)]:
+        decoder = FrameDecoder()
+        with pytest.raises(RemoteProtocolError) as info:
+            feed(decoder, cut_at(bad, *offsets))
+        assert info.value.kind is K.MISSING_NUL
+
+
+@pytest.mark.parametrize("missing", [1, 2, L])
+def test_stream_ending_inside_a_large_body_is_truncated(missing: int) -> None:
+    wire, _ = message(2 * L)
+    decoder = FrameDecoder()
+    assert feed(decoder, cut_at(wire[:-missing], 300)) == []
+    decoder.receive_data(None)
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is K.TRUNCATED
+
+
+def test_large_content_length_over_the_limit_is_refused_before_the_body() -> None:
+    wire, _ = message(L + 1)
+    decoder = FrameDecoder(limits=Limits(max_body_size=L))
+    decoder.receive_data(wire[:60])
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is K.TOO_LARGE
+
+
+def test_version_change_inside_a_large_body_reparses_the_head() -> None:
+    """The head was parsed under 1.2 and the body is half in: under 1.0 the header keeps
+    its backslash, and the body bytes already received are not lost."""
+    wire, frame = message(2 * L)
+    decoder = FrameDecoder("1.2")
+    first, second = cut_at(wire, 100 + L)
+    decoder.receive_data(first)
+    assert decoder.next_frame() is None
+    decoder.version = "1.0"
+    assert decoder.buffered == len(first)
+    decoder.receive_data(second)
+    got = decoder.next_frame()
+    assert isinstance(got, Frame)
+    assert got.headers == (("destination", "/queue/a\\cb"), frame.headers[1])
+    assert got.body == frame.body
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [bytearray, memoryview, lambda b: memoryview(array.array("H", b))],
+    ids=["bytearray", "memoryview", "memoryview-of-H"],
+)
+def test_large_body_from_bytes_like_reads(kind: object) -> None:
+    wire, frame = message(2 * L)
+    small, small_frame = message(4)
+    stream = wire + small
+    want: list[Frame | HeartBeat] = [frame, small_frame]
+    if len(stream) % 2:
+        stream += b"\n"
+        want.append(HB)
+    # Even cuts, so that array('H') can hold each piece; one ends inside the next frame.
+    cross = len(wire) + 8 - (len(wire) + 8) % 2
+    chunks = cut_at(stream, 100, 100 + L, cross)
+    decoder = FrameDecoder()
+    assert feed(decoder, [kind(c) for c in chunks]) == want  # type: ignore[operator]
+
+
+def test_large_body_does_not_alias_the_callers_buffer() -> None:
+    wire, frame = message(2 * L)
+    decoder = FrameDecoder()
+    decoder.receive_data(wire[:100])
+    assert decoder.next_frame() is None
+    piece = bytearray(wire[100:])
+    decoder.receive_data(piece)
+    piece[:] = bytes(len(piece))
+    assert decoder.next_frame() == frame
