@@ -68,6 +68,27 @@ def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(kind, message)
 
 
+def _unescape_flat(flat: str, cr: bool) -> str | None:
+    """Undo the escapes of a whole head at once; ``None`` if that cannot be done here.
+
+    ``flat`` holds every name and value, NUL-separated.  Escaped backslashes
+    are parked on a U+0001 placeholder first, so that every backslash left
+    must begin one of the other escapes; a backslash still there afterwards
+    is an undefined escape, for the general path to report (or keep).
+    """
+    parked = "\\\\" in flat
+    if parked:
+        if "\x01" in flat:
+            return None
+        flat = flat.replace("\\\\", "\x01")
+    flat = flat.replace("\\n", "\n").replace("\\c", ":")
+    if cr:
+        flat = flat.replace("\\r", "\r")
+    if "\\" in flat:
+        return None
+    return flat.replace("\x01", "\\") if parked else flat
+
+
 class FrameDecoder:
     """Incremental STOMP frame decoder; performs no I/O.
 
@@ -335,36 +356,89 @@ class FrameDecoder:
         length = -1
         if block:
             lines = block.split("\n")
-            if len(lines) > limits.max_headers:
+            count = len(lines)
+            if count > limits.max_headers:
                 raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
-            # A header splits at its first colon; a raw ':' after it stays in
-            # the value, in both modes (brokers send such values; nothing is lost).
-            parts = [line.partition(":") for line in lines]
-            if strict:
-                pairs = [(name, value) for name, colon, value in parts if colon and name]
-            else:
-                pairs = [
-                    (name, value.rstrip(" \t\r").lstrip(" "))
-                    for name, colon, value in parts
-                    if colon and name
-                ]
-            if len(pairs) != len(parts):
-                raise self._bad_header_line(lines)
-            if (
-                self._unescapes is not None
-                and "\\" in block
+            unescapes = self._unescapes
+            if unescapes is not None and not (
+                "\\" in block
                 and (command == "STOMP" if self._handshake else command not in UNESCAPED_COMMANDS)
             ):
-                pairs = self._unescape_pairs(pairs, self._unescapes)
-            headers = tuple(pairs)
-            if "content-length" in block:
+                unescapes = None
+            # Fast path (strict mode): one colon on every line, and no line
+            # starts with it.  Then names and values are the pieces between
+            # colons and line ends, in order, and the whole head is split and
+            # unescaped at once, with NUL (absent from the head) between pieces.
+            if (
+                strict
+                and block.count(":") == count
+                and block[0] != ":"
+                and "\n:" not in block
+                and all(":" in line for line in lines)
+            ):
+                flat = block.replace(":", "\0").replace("\n", "\0")
+                plain = flat if unescapes is None else _unescape_flat(flat, "\\r" in unescapes)
+                if plain is not None:
+                    pieces = iter(plain.split("\0"))
+                    headers = tuple(zip(pieces, pieces, strict=True))
+            if not headers:
+                headers = self._split_headers(lines, unescapes)
+            # The first line that starts with "content-length:" is the header
+            # (1.2 §Repeated Header Entries: the first wins; its name has
+            # nothing to escape).  A plain small value is read here; anything
+            # else (blanks, a value over a limit, a body where none may be)
+            # goes to _content_length_of, which reports it.
+            at = text.find("\ncontent-length:") if strict else -1
+            if at >= 0:
+                at += 16
+                line_end = text.find("\n", at)
+                value = text[at:line_end] if line_end >= 0 else text[at:]
+                if value.isdigit() and value.isascii() and len(value) < 16:
+                    length = int(value)
+                    head_size = body_start - pos
+                    body_limit = min(limits.max_body_size, limits.max_frame_size - head_size)
+                    if length > body_limit or (
+                        length and command not in BODY_COMMANDS and self._version != "1.0"
+                    ):
+                        length = self._content_length_of(block, pos, body_start, command)
+                else:
+                    length = self._content_length_of(block, pos, body_start, command)
+            elif not strict and "content-length" in block:
                 length = self._content_length_of(block, pos, body_start, command)
+            if 0 <= length < _LARGE_BODY:
+                # A whole small frame: return it without going through _next_body.
+                nul = body_start + length
+                if nul < end and not buf[nul]:
+                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
+                    self._head_lines = 0
+                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
 
         self._command = command
         self._headers = headers
         self._content_length = length
         self._body_start = self._scan = body_start
         return self._next_body()
+
+    def _split_headers(
+        self, lines: list[str], unescapes: dict[str, str] | None
+    ) -> tuple[tuple[str, str], ...]:
+        """The general case: raw colons in values, lenient mode, bad lines and escapes."""
+        # A header splits at its first colon; a raw ':' after it stays in
+        # the value, in both modes (brokers send such values; nothing is lost).
+        parts = [line.partition(":") for line in lines]
+        if self._strict:
+            pairs = [(name, value) for name, colon, value in parts if colon and name]
+        else:
+            pairs = [
+                (name, value.rstrip(" \t\r").lstrip(" "))
+                for name, colon, value in parts
+                if colon and name
+            ]
+        if len(pairs) != len(parts):
+            raise self._bad_header_line(lines)
+        if unescapes is not None:
+            pairs = self._unescape_pairs(pairs, unescapes)
+        return tuple(pairs)
 
     def _check_partial_head(self, end: int, window: int) -> None:
         """Apply the head limits to a head whose blank line has not arrived yet."""

@@ -180,3 +180,119 @@ def test_large_body_does_not_alias_the_callers_buffer() -> None:
     decoder.receive_data(piece)
     piece[:] = bytes(len(piece))
     assert decoder.next_frame() == frame
+
+
+def decode_one(data: bytes, version: str = "1.2") -> Frame:
+    decoder = FrameDecoder(version)  # type: ignore[arg-type]
+    decoder.receive_data(data)
+    frame = decoder.next_frame()
+    assert isinstance(frame, Frame)
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("head", "headers"),
+    [
+        # One colon per line: the one-pass split.
+        (b"a:1\nb:2", [("a", "1"), ("b", "2")]),
+        (b"a:\nb:", [("a", ""), ("b", "")]),
+        # Raw colons in values (as many lines as colons, or more): split at the first.
+        (b"a:1:2\nb:", [("a", "1:2"), ("b", "")]),
+        (b"a::\nb:x", [("a", ":"), ("b", "x")]),
+        (b"a:1:2:3", [("a", "1:2:3")]),
+        # Escapes, including an escaped backslash before an escape letter.
+        (b"a\\cb:c\\\\n\\n\nd:\\\\\\\\", [("a:b", "c\\n\n"), ("d", "\\\\")]),
+        (b"x:\\r\\c", [("x", "\r:")]),
+        # U+0001 is the placeholder of the one-pass unescape: it must survive.
+        (b"a:\x01\\\\\x01\nb:\\\\", [("a", "\x01\\\x01"), ("b", "\\")]),
+        (b"a:\x01\nb:\\n", [("a", "\x01"), ("b", "\n")]),
+    ],
+)
+def test_head_split_and_unescape(head: bytes, headers: list[tuple[str, str]]) -> None:
+    assert decode_one(b"SEND\n" + head + b"\n\n\x00") == Frame("SEND", tuple(headers))
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        # As many colons as lines, but one line has none: not a header line.
+        (b"a\nb:1:2", K.BAD_HEADER),
+        (b"a:1:2\nb", K.BAD_HEADER),
+        (b":x\nb:1", K.BAD_HEADER),
+        (b"a:1\n:x", K.BAD_HEADER),
+        (b"a:\\t", K.BAD_ESCAPE),
+        (b"a:\\\\\\", K.BAD_ESCAPE),
+        (b"a:\x01\\q", K.BAD_ESCAPE),
+    ],
+)
+def test_bad_heads_are_refused(head: bytes, kind: ErrorKind) -> None:
+    decoder = FrameDecoder()
+    decoder.receive_data(b"SEND\n" + head + b"\n\n\x00")
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is kind
+
+
+def test_cr_escape_is_undefined_in_11() -> None:
+    decoder = FrameDecoder("1.1")
+    decoder.receive_data(b"SEND\na:\\r\n\n\x00")
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is K.BAD_ESCAPE
+    assert decode_one(b"SEND\na:\\n\\c\n\n\x00", "1.1").headers == (("a", "\n:"),)
+
+
+def test_connect_headers_are_not_unescaped() -> None:
+    frame = decode_one(b"CONNECT\nlogin:a\\cb\npasscode:\\q\n\n\x00")
+    assert frame.headers == (("login", "a\\cb"), ("passcode", "\\q"))
+
+
+@pytest.mark.parametrize(
+    ("head", "body", "length"),
+    [
+        (b"content-length:3", b"a\x00b", 3),
+        (b"content-length:003", b"a\x00b", 3),
+        (b"x:1\ncontent-length:0", b"", 0),
+        (b"content-length:2\ncontent-length:9", b"ab", 2),  # the first one wins
+        (b"x-content-length:9\ncontent-length:1", b"\x00", 1),
+    ],
+)
+def test_content_length_read_inline(head: bytes, body: bytes, length: int) -> None:
+    frame = decode_one(b"SEND\n" + head + b"\n\n" + body + b"\x00")
+    assert frame.body == body and len(body) == length
+
+
+@pytest.mark.parametrize(
+    ("command", "head", "limits", "kind"),
+    [
+        ("SEND", b"content-length: 3", None, K.BAD_CONTENT_LENGTH),
+        ("SEND", b"content-length:", None, K.BAD_CONTENT_LENGTH),
+        ("SEND", "content-length:\u0663".encode(), None, K.BAD_CONTENT_LENGTH),
+        ("SEND", b"content-length:" + b"9" * 30, None, K.TOO_LARGE),
+        ("SEND", b"content-length:" + b"9" * 15, None, K.TOO_LARGE),
+        ("SEND", b"content-length:11", Limits(max_body_size=10), K.TOO_LARGE),
+        ("SEND", b"content-length:11", Limits(max_frame_size=30), K.TOO_LARGE),
+        ("ACK", b"content-length:1", None, K.UNEXPECTED_BODY),
+    ],
+)
+def test_content_length_problems(
+    command: str, head: bytes, limits: Limits | None, kind: ErrorKind
+) -> None:
+    decoder = FrameDecoder(limits=limits)
+    decoder.receive_data(command.encode() + b"\n" + head + b"\n\n" + b"x" * 11 + b"\x00")
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is kind
+
+
+def test_content_length_on_a_bodiless_command() -> None:
+    assert decode_one(b"ACK\nid:1\ncontent-length:0\n\n\x00").body == b""
+    assert decode_one(b"ACK\nid:1\ncontent-length:2\n\nab\x00", "1.0").body == b"ab"
+
+
+def test_small_frame_missing_nul_is_refused() -> None:
+    decoder = FrameDecoder()
+    decoder.receive_data(b"SEND\ncontent-length:2\n\nabc")
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is K.MISSING_NUL
