@@ -206,19 +206,10 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add bytes received from the peer; ``None`` means the stream has ended."""
-        if self._error is not None:
-            raise LocalProtocolError(
-                ErrorKind.BAD_STATE,
-                f"decoder failed earlier ({self._error}); it takes no more data",
-            )
-        if self._eof:
-            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
-        if data is None:
-            self._eof = True
-            return
         need = self._need
-        if need:
-            # A large body is arriving: its bytes go straight into it.
+        if need and data is not None and not self._eof:
+            # A large body is arriving (no error is possible before its end):
+            # its bytes go straight into it.
             big = self._big
             assert big is not None
             size = len(data) if type(data) is not memoryview else data.nbytes
@@ -230,6 +221,16 @@ class FrameDecoder:
             big.write(view[:need])
             self._need = 0
             data = view[need:]
+        if self._error is not None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"decoder failed earlier ({self._error}); it takes no more data",
+            )
+        if self._eof:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
+        if data is None:
+            self._eof = True
+            return
         if self._pos:
             self._compact()
         self._buf += data
@@ -318,7 +319,9 @@ class FrameDecoder:
             # The draft strips trailing blanks, so a line of blanks is the blank line.
             blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
-        elif self._crlf:
+        elif self._crlf and (head_end < 0 or buf.find(b"\r", start, head_end) >= 0):
+            # A LF CR LF before head_end needs a CR before it: that one-byte
+            # search is much cheaper than the three-byte one, so it goes first.
             crlf_end = buf.find(b"\n\r\n", start, head_end + 1 if head_end >= 0 else stop)
             if crlf_end >= 0:
                 head_end, body_start = crlf_end, crlf_end + 3
@@ -369,18 +372,17 @@ class FrameDecoder:
             # starts with it.  Then names and values are the pieces between
             # colons and line ends, in order, and the whole head is split and
             # unescaped at once, with NUL (absent from the head) between pieces.
-            if (
-                strict
-                and block.count(":") == count
-                and block[0] != ":"
-                and "\n:" not in block
-                and all(":" in line for line in lines)
-            ):
-                flat = block.replace(":", "\0").replace("\n", "\0")
-                plain = flat if unescapes is None else _unescape_flat(flat, "\\r" in unescapes)
-                if plain is not None:
-                    pieces = iter(plain.split("\0"))
-                    headers = tuple(zip(pieces, pieces, strict=True))
+            if strict and block.count(":") == count and block[0] != ":" and "\n:" not in block:
+                # As many colons as lines: one each, unless a line has none.
+                for line in lines:
+                    if ":" not in line:
+                        break
+                else:
+                    flat = block.replace(":", "\0").replace("\n", "\0")
+                    plain = flat if unescapes is None else _unescape_flat(flat, "\\r" in unescapes)
+                    if plain is not None:
+                        pieces = iter(plain.split("\0"))
+                        headers = tuple(zip(pieces, pieces, strict=True))
             if not headers:
                 headers = self._split_headers(lines, unescapes)
             # The first line that starts with "content-length:" is the header
