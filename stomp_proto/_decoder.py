@@ -60,6 +60,8 @@ _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
 _UNESCAPES_12 = {**_UNESCAPES_11, "\\r": "\r"}
 # A backslash and the character after it (or the end of the text, for a lone one).
 _ESCAPE = re.compile(r"\\(?:.|\Z)", re.DOTALL)
+# 1.2's end of head: an empty line, ended by LF or CR LF.
+_BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
@@ -313,18 +315,17 @@ class FrameDecoder:
         window = pos + min(limits.max_head_size, limits.max_frame_size)
         stop = end if end < window else window
         start = self._scan - 2 if self._scan - 2 > pos else pos
-        head_end = buf.find(b"\n\n", start, stop)
-        body_start = head_end + 2
-        if not self._strict:
+        if not self._crlf:
+            head_end = buf.find(b"\n\n", start, stop)
+            body_start = head_end + 2
+        elif self._strict:
+            # The first LF LF or LF CR LF, in one search.
+            blank = _BLANK_LINE_12.search(buf, start, stop)
+            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+        else:
             # The draft strips trailing blanks, so a line of blanks is the blank line.
             blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
-        elif self._crlf and (head_end < 0 or buf.find(b"\r", start, head_end) >= 0):
-            # A LF CR LF before head_end needs a CR before it: that one-byte
-            # search is much cheaper than the three-byte one, so it goes first.
-            crlf_end = buf.find(b"\n\r\n", start, head_end + 1 if head_end >= 0 else stop)
-            if crlf_end >= 0:
-                head_end, body_start = crlf_end, crlf_end + 3
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -411,6 +412,19 @@ class FrameDecoder:
                 # A whole small frame: return it without going through _next_body.
                 nul = body_start + length
                 if nul < end and not buf[nul]:
+                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
+                    self._head_lines = 0
+                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
+            elif length < 0:
+                # No content-length: the body ends at the first NUL, if it is in
+                # and within the body limit (otherwise _next_body says why not).
+                head_size = body_start - pos
+                body_end = body_start + min(limits.max_body_size, limits.max_frame_size - head_size)
+                nul = buf.find(b"\0", body_start, body_end + 1 if body_end < end else end)
+                if nul == body_start or (
+                    nul > body_start
+                    and (command in BODY_COMMANDS or not strict or self._version == "1.0")
+                ):
                     self._pos = self._body_start = self._scan = self._line_start = nul + 1
                     self._head_lines = 0
                     return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))

@@ -296,3 +296,64 @@ def test_small_frame_missing_nul_is_refused() -> None:
     with pytest.raises(RemoteProtocolError) as info:
         decoder.next_frame()
     assert info.value.kind is K.MISSING_NUL
+
+
+@pytest.mark.parametrize("size", [9, 10, 11])
+def test_body_without_content_length_at_the_body_limit(size: int) -> None:
+    """A whole frame in the buffer: the NUL is looked for only within the limit."""
+    decoder = FrameDecoder(limits=Limits(max_body_size=10))
+    decoder.receive_data(b"SEND\na:b\n\n" + b"x" * size + b"\x00")
+    if size > 10:
+        with pytest.raises(RemoteProtocolError) as info:
+            decoder.next_frame()
+        assert info.value.kind is K.TOO_LARGE
+    else:
+        assert decoder.next_frame() == Frame("SEND", (("a", "b"),), b"x" * size)
+
+
+def test_body_without_content_length_at_the_frame_limit() -> None:
+    head = b"SEND\na:b\n\n"
+    limits = Limits(max_frame_size=len(head) + 4)
+    decoder = FrameDecoder(limits=limits)
+    decoder.receive_data(head + b"abcd\x00")
+    assert decoder.next_frame() == Frame("SEND", (("a", "b"),), b"abcd")
+    decoder = FrameDecoder(limits=limits)
+    decoder.receive_data(head + b"abcde\x00")
+    with pytest.raises(RemoteProtocolError) as info:
+        decoder.next_frame()
+    assert info.value.kind is K.TOO_LARGE
+
+
+@pytest.mark.parametrize(
+    ("version", "strict", "ok"),
+    [("1.2", True, False), ("1.1", True, False), ("1.0", True, True), ("1.2", False, True)],
+)
+def test_body_without_content_length_on_a_bodiless_command(
+    version: str, strict: bool, ok: bool
+) -> None:
+    decoder = FrameDecoder(version, strict=strict)  # type: ignore[arg-type]
+    decoder.receive_data(b"ACK\nid:1\n\nx\x00ACK\nid:2\n\n\x00")
+    if ok:
+        assert decoder.next_frame() == Frame("ACK", (("id", "1"),), b"x")
+    else:
+        with pytest.raises(RemoteProtocolError) as info:
+            decoder.next_frame()
+        assert info.value.kind is K.UNEXPECTED_BODY
+        return
+    assert decoder.next_frame() == Frame("ACK", (("id", "2"),))
+
+
+@pytest.mark.parametrize(
+    ("data", "headers", "body"),
+    [
+        (b"SEND\na:b\r\n\r\nx\r\n\n\x00", [("a", "b")], b"x\r\n\n"),
+        (b"SEND\r\na:b\n\nx\r\n\r\n\x00", [("a", "b")], b"x\r\n\r\n"),
+        (b"SEND\r\na:b\r\nc:d\r\n\r\n\x00", [("a", "b"), ("c", "d")], b""),
+    ],
+)
+def test_12_head_ends_at_the_first_blank_line(
+    data: bytes, headers: list[tuple[str, str]], body: bytes
+) -> None:
+    for cut in range(len(data) + 1):
+        decoder = FrameDecoder("1.2")
+        assert feed(decoder, cut_at(data, cut)) == [Frame("SEND", tuple(headers), body)]
