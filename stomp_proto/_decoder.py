@@ -460,6 +460,9 @@ class FrameDecoder:
         """Apply the head limits to a head whose blank line has not arrived yet."""
         limits = self._limits
         if end >= window:
+            # The lines completed inside the window come first: fed in pieces,
+            # they would have been checked before the window filled up.
+            self._check_lines(window)
             size = window - self._pos
             raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
         self._check_lines(end)

@@ -357,3 +357,18 @@ def test_12_head_ends_at_the_first_blank_line(
     for cut in range(len(data) + 1):
         decoder = FrameDecoder("1.2")
         assert feed(decoder, cut_at(data, cut)) == [Frame("SEND", tuple(headers), body)]
+
+
+def test_bad_command_line_before_a_too_large_head_is_reported_first() -> None:
+    """Found by test_outcome_is_chunking_independent: with the whole stream in one read,
+    the head-size limit used to be reported before the bad command line (1.1: the CR is
+    part of the command), which a read ending after that line reports."""
+    limits = Limits(max_line_length=48, max_headers=6, max_head_size=160)
+    stream = b"ERROR\r\nmessage:x\r\n\r\nbody\x00\r\n" * 6 + b"SEND\na:b\n\n\x00"
+    kinds = []
+    for chunks in ([stream], [stream[:7], stream[7:]]):
+        decoder = FrameDecoder("1.1", limits=limits)
+        with pytest.raises(RemoteProtocolError) as info:
+            feed(decoder, chunks)
+        kinds.append(info.value.kind)
+    assert kinds == [K.BAD_COMMAND, K.BAD_COMMAND]
