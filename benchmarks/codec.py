@@ -2,7 +2,8 @@
 
     python benchmarks/codec.py            # full run (about 2 minutes)
     python benchmarks/codec.py --quick    # smoke run with small workloads (a few seconds)
-    python benchmarks/codec.py --json results.json
+    python benchmarks/codec.py --json results.json --svg chart.svg
+    python benchmarks/codec.py --mypyc    # also time a mypyc build of the codec, side by side
 
 Every decoder is checked before it is timed: it must return the expected number of frames,
 and stomp_proto must return exactly the expected frames.  Targets are reported, never
@@ -21,7 +22,9 @@ import json
 import os
 import platform
 import random
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -29,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import chart
 import stompest.protocol  # type: ignore[import-untyped]
 from _peers import (
     PEER_DECODERS,
@@ -40,14 +44,15 @@ from _peers import (
     first_wins,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
+# The source tree next to this directory is measured, even where another copy is
+# installed; the --mypyc worker points this at its compiled copy instead.
+_WORKER_PATH = os.environ.get("STOMP_PROTO_BENCH_PATH")
+sys.path.insert(0, _WORKER_PATH or str(ROOT))
 try:
     import stomp_proto
-except ImportError:  # not installed: fall back to the source tree next to this directory
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    try:
-        import stomp_proto
-    except ImportError:
-        stomp_proto = None  # type: ignore[assignment]
+except ImportError:
+    stomp_proto = None  # type: ignore[assignment]
 if stomp_proto is not None and not all(
     hasattr(stomp_proto, name) for name in ("Frame", "FrameDecoder", "FrameEncoder", "Limits")
 ):
@@ -57,6 +62,9 @@ KiB = 1024
 MiB = 1024 * KiB
 READ_SIZES = (1, 1460, 64 * KiB)
 OURS = "stomp_proto"
+MYPYC = "stomp_proto[mypyc]"
+#: Every build of ours; ratios and targets are computed for each.
+BUILDS = (OURS, MYPYC)
 FLOOR = "scan floor"
 
 
@@ -186,7 +194,7 @@ def make_workloads(quick: bool) -> list[Workload]:
 class StompProtoDecoder(DecoderAdapter):
     """``FrameDecoder('1.2', strict=True)``: ``receive_data(chunk)``, then ``next_frame()``."""
 
-    name = OURS
+    name = MYPYC if _WORKER_PATH else OURS
 
     def decode(self, chunks: Sequence[bytes]) -> list[Any]:
         decoder = stomp_proto.FrameDecoder("1.2", strict=True)
@@ -270,7 +278,7 @@ class ScanFloor(DecoderAdapter):
 class StompProtoEncoder(EncoderAdapter):
     """``FrameEncoder('1.2').encode(Frame('SEND', headers, body))`` (adds content-length)."""
 
-    name = OURS
+    name = MYPYC if _WORKER_PATH else OURS
     escapes_names = True
 
     def prepare(self, headers: Headers, body: bytes) -> Callable[[], bytes]:
@@ -386,15 +394,18 @@ def check_decoded(
                         f"frame {index}: header {name!r} = {got.headers.get(name)!r},"
                         f" expected {want_headers.get(name)!r}"
                     )
-        if adapter.name == OURS and (frame.command, frame.headers) != (want.command, want.headers):
+        ours = adapter.name in BUILDS
+        if ours and (frame.command, frame.headers) != (want.command, want.headers):
             problems.append(f"frame {index}: header list differs: {frame.headers!r}")
         if len(problems) >= 3:
             break
     return problems
 
 
-def decoders_for(workload: Workload) -> list[DecoderAdapter]:
+def decoders_for(workload: Workload, ours_only: bool = False) -> list[DecoderAdapter]:
     ours: list[DecoderAdapter] = [StompProtoDecoder()] if stomp_proto else []
+    if ours_only:
+        return ours
     floor: list[DecoderAdapter] = [ScanFloor()] if workload.key == "1m" else []
     return [*ours, *PEER_DECODERS, *floor]
 
@@ -418,7 +429,10 @@ def decode_row(
 
 
 def bench_decode(
-    workloads: list[Workload], settings: Settings, log: Callable[[str], None]
+    workloads: list[Workload],
+    settings: Settings,
+    log: Callable[[str], None],
+    ours_only: bool = False,
 ) -> list[Row]:
     rows: list[Row] = []
     for full in workloads:
@@ -430,7 +444,7 @@ def bench_decode(
             )
             if workload is None:
                 continue
-            for adapter in decoders_for(workload):
+            for adapter in decoders_for(workload, ours_only):
                 log(f"decode {workload.key:5} {_size(read_size):>7}  {adapter.name}")
                 rows.append(decode_row(adapter, workload, read_size, settings))
     return rows
@@ -449,8 +463,8 @@ ENCODE_HEADERS: tuple[tuple[str, str], ...] = (
 ENCODE_BODY = b"0123456789abcdef" * 6 + b"wxyz"  # 100 bytes
 
 
-def encoders() -> list[EncoderAdapter]:
-    return [*([StompProtoEncoder()] if stomp_proto else []), *PEER_ENCODERS]
+def encoders(ours_only: bool = False) -> list[EncoderAdapter]:
+    return [*([StompProtoEncoder()] if stomp_proto else []), *([] if ours_only else PEER_ENCODERS)]
 
 
 def check_encoded(data: bytes) -> list[str]:
@@ -467,10 +481,12 @@ def check_encoded(data: bytes) -> list[str]:
     return problems
 
 
-def bench_encode(settings: Settings, log: Callable[[str], None]) -> list[Row]:
+def bench_encode(
+    settings: Settings, log: Callable[[str], None], ours_only: bool = False
+) -> list[Row]:
     rows: list[Row] = []
     count = settings.encode_frames
-    for adapter in encoders():
+    for adapter in encoders(ours_only):
         log(f"encode {adapter.name}")
         encode = adapter.prepare(ENCODE_HEADERS, ENCODE_BODY)
         row = Row("encode", "send", None, adapter.name, count, 0)
@@ -509,6 +525,7 @@ def _traced_peak(action: Callable[[], None]) -> int:
 
 
 def bench_memory(settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
+    """Peak allocations while decoding one large body, and many small frames in one chunk."""
     size = settings.big_body
     log(f"memory: one {size // MiB} MiB body in 64 KiB reads")
     head = f"MESSAGE\ndestination:/queue/big\ncontent-length:{size}\n\n".encode()
@@ -556,6 +573,7 @@ def bench_memory(settings: Settings, log: Callable[[str], None]) -> dict[str, An
 @dataclass
 class Target:
     name: str
+    build: str
     goal: str
     value: float | None
     met: bool | None
@@ -565,7 +583,7 @@ def _fastest(rows: list[Row], names: set[str] | None = None) -> Row | None:
     timed = [
         r
         for r in rows
-        if r.codec not in (OURS, FLOOR)
+        if r.codec not in (*BUILDS, FLOOR)
         and r.ok
         and r.best_s
         and (names is None or r.codec in names)
@@ -580,62 +598,72 @@ def _group(rows: list[Row]) -> dict[tuple[str, str, int | None], list[Row]]:
     return groups
 
 
-def ratios(rows: list[Row]) -> dict[tuple[str, str, int | None], dict[str, Any]]:
-    """Per (group, workload, read size): speed of stomp_proto over the fastest peer and floor."""
-    out: dict[tuple[str, str, int | None], dict[str, Any]] = {}
-    for key, group in _group(rows).items():
-        ours = next((r for r in group if r.codec == OURS and r.ok and r.best_s), None)
-        if ours is None or ours.best_s is None:
-            continue
-        entry: dict[str, Any] = {}
+Key = tuple[str, str, int | None, str]  # group, workload, read size, build
+
+
+def ratios(rows: list[Row]) -> dict[Key, dict[str, Any]]:
+    """Per (group, workload, read size, build): speed of our build over the fastest peer and
+    the floor's time."""
+    out: dict[Key, dict[str, Any]] = {}
+    for (group_name, workload, read_size), group in _group(rows).items():
         fastest = _fastest(group)
-        if fastest and fastest.best_s:
-            entry["fastest_peer"] = fastest.codec
-            entry["vs_fastest_peer"] = fastest.best_s / ours.best_s
         escaping = _fastest(group, {"stompest", "stompman"})
-        if key[0] == "encode" and escaping and escaping.best_s:
-            entry["fastest_escaping_peer"] = escaping.codec
-            entry["vs_fastest_escaping_peer"] = escaping.best_s / ours.best_s
         floor = next((r for r in group if r.codec == FLOOR and r.ok and r.best_s), None)
-        if floor and floor.best_s:
-            entry["time_vs_floor"] = ours.best_s / floor.best_s
-        out[key] = entry
+        for build in BUILDS:
+            ours = next((r for r in group if r.codec == build and r.ok and r.best_s), None)
+            if ours is None or ours.best_s is None:
+                continue
+            entry: dict[str, Any] = {}
+            if fastest and fastest.best_s:
+                entry["fastest_peer"] = fastest.codec
+                entry["vs_fastest_peer"] = fastest.best_s / ours.best_s
+            if group_name == "encode" and escaping and escaping.best_s:
+                entry["fastest_escaping_peer"] = escaping.codec
+                entry["vs_fastest_escaping_peer"] = escaping.best_s / ours.best_s
+            if floor and floor.best_s:
+                entry["time_vs_floor"] = ours.best_s / floor.best_s
+            out[(group_name, workload, read_size, build)] = entry
     return out
 
 
 def targets(rows: list[Row]) -> list[Target]:
     rat = ratios(rows)
     found: list[Target] = []
-    for read_size in READ_SIZES:
-        small = rat.get(("decode", "small", read_size), {}).get("vs_fastest_peer")
+    builds = [b for b in BUILDS if any(r.codec == b for r in rows)]
+    for build in builds:
+        for read_size in READ_SIZES:
+            small = rat.get(("decode", "small", read_size, build), {}).get("vs_fastest_peer")
+            found.append(
+                Target(
+                    f"small-frame decode, {_size(read_size)} reads",
+                    build,
+                    ">= 5x fastest peer",
+                    small,
+                    None if small is None else small >= 5,
+                )
+            )
+            if read_size == 1:
+                continue
+            floor = rat.get(("decode", "1m", read_size, build), {}).get("time_vs_floor")
+            found.append(
+                Target(
+                    f"1 MiB decode, {_size(read_size)} reads",
+                    build,
+                    "<= 1.5x scan-floor time",
+                    floor,
+                    None if floor is None else floor <= 1.5,
+                )
+            )
+        enc = rat.get(("encode", "send", None, build), {}).get("vs_fastest_escaping_peer")
         found.append(
             Target(
-                f"small-frame decode, {_size(read_size)} reads",
-                ">= 5x fastest peer",
-                small,
-                None if small is None else small >= 5,
+                "encode SEND",
+                build,
+                ">= 3x fastest escaping peer (stompest, stompman)",
+                enc,
+                None if enc is None else enc >= 3,
             )
         )
-        if read_size == 1:
-            continue
-        floor = rat.get(("decode", "1m", read_size), {}).get("time_vs_floor")
-        found.append(
-            Target(
-                f"1 MiB decode, {_size(read_size)} reads",
-                "<= 1.5x scan-floor time",
-                floor,
-                None if floor is None else floor <= 1.5,
-            )
-        )
-    enc = rat.get(("encode", "send", None), {}).get("vs_fastest_escaping_peer")
-    found.append(
-        Target(
-            "encode SEND",
-            ">= 3x fastest escaping peer (stompest, stompman)",
-            enc,
-            None if enc is None else enc >= 3,
-        )
-    )
     return found
 
 
@@ -658,11 +686,11 @@ def _size(n: int | None) -> str:
 
 
 def _note(row: Row, ours: Row | None, entry: dict[str, Any]) -> str:
-    """The ratio column: stomp_proto against the others, and any check that failed."""
+    """The ratio column: our builds against the others, and any check that failed."""
     parts: list[str] = []
     if not row.best_s:
         parts.append("not timed")
-    elif row.codec == OURS:
+    elif row.codec in BUILDS:
         if "vs_fastest_peer" in entry:
             fastest = f"{entry['vs_fastest_peer']:.2f}x the fastest peer"
             parts.append(f"{fastest} ({entry['fastest_peer']})")
@@ -684,7 +712,7 @@ def _note(row: Row, ours: Row | None, entry: dict[str, Any]) -> str:
 def format_table(rows: list[Row]) -> str:
     rat = ratios(rows)
     header = (
-        f"{'workload':<8} {'read':>7}  {'codec':<12} {'frames':>6} {'MB':>8} {'best ms':>9} "
+        f"{'workload':<8} {'read':>7}  {'codec':<18} {'frames':>6} {'MB':>8} {'best ms':>9} "
         f"{'frames/s':>9} {'MB/s':>8} {'runs':>4}  ratio"
     )
     lines = [header, "-" * len(header)]
@@ -694,20 +722,37 @@ def format_table(rows: list[Row]) -> str:
             lines.append("")
         previous = key
         ours = next((r for r in group if r.codec == OURS and r.best_s), None)
-        entry = rat.get(key, {})
         for row in group:
+            entry = rat.get((*key, row.codec), {})
             note = _note(row, ours, entry)
             ms = f"{row.best_s * 1e3:.2f}" if row.best_s else "-"
             lines.append(
-                f"{row.workload:<8} {_size(row.read_size):>7}  {row.codec:<12} {row.frames:>6} "
+                f"{row.workload:<8} {_size(row.read_size):>7}  {row.codec:<18} {row.frames:>6} "
                 f"{row.nbytes / 1e6:>8.3f} {ms:>9} {_si(row.frames_per_s):>9} "
                 f"{_si(row.mb_per_s):>8} {row.runs:>4}  {note}".rstrip()
             )
     return "\n".join(lines)
 
 
+def _memory_lines(build: str, memory: dict[str, Any]) -> list[str]:
+    return [
+        f"Memory ({build}, tracemalloc peak of new allocations):",
+        f"  one {_size(memory['big_body_bytes'])} body in 64 KiB reads: "
+        f"{memory['big_body_peak_bytes'] / MiB:.1f} MiB = "
+        f"{memory['big_body_peak_ratio']:.2f}x the body",
+        f"  {memory['small_chunk_frames']:,} small frames in one "
+        f"{memory['small_chunk_bytes'] / MiB:.2f} MiB chunk: "
+        f"{memory['small_chunk_peak_bytes'] / MiB:.2f} MiB = "
+        f"{memory['small_chunk_peak_ratio']:.2f}x the chunk",
+        "",
+    ]
+
+
 def report(
-    rows: list[Row], memory: dict[str, Any] | None, workloads: list[Workload], settings: Settings
+    rows: list[Row],
+    memory: dict[str, dict[str, Any]],
+    workloads: list[Workload],
+    settings: Settings,
 ) -> str:
     out = [
         f"stomp_proto codec benchmark ({'quick' if settings.quick else 'full'}) - "
@@ -726,34 +771,28 @@ def report(
         f"{settings.one_byte_bytes // KiB} KiB (none for 1m).",
         f"  encode: SEND, 8 headers (4 need escaping) + content-length, {len(ENCODE_BODY)} B body,"
         f" x {settings.encode_frames} per run.",
-        "",
-        format_table(rows),
-        "",
     ]
-    if memory:
-        out += [
-            "Memory (stomp_proto, tracemalloc peak of new allocations):",
-            f"  one {_size(memory['big_body_bytes'])} body in 64 KiB reads: "
-            f"{memory['big_body_peak_bytes'] / MiB:.1f} MiB = "
-            f"{memory['big_body_peak_ratio']:.2f}x the body",
-            f"  {memory['small_chunk_frames']:,} small frames in one "
-            f"{memory['small_chunk_bytes'] / MiB:.2f} MiB chunk: "
-            f"{memory['small_chunk_peak_bytes'] / MiB:.2f} MiB = "
-            f"{memory['small_chunk_peak_ratio']:.2f}x the chunk",
-            "",
-        ]
+    if any(r.codec == MYPYC for r in rows):
+        out.append(
+            f"  {MYPYC}: the same source compiled by scripts/build_mypyc.py, timed in a"
+            " subprocess of this run."
+        )
+    out += ["", format_table(rows), ""]
+    for build, figures in memory.items():
+        out += _memory_lines(build, figures)
     out.append("Targets (reported, not enforced):")
     for target in targets(rows):
         verdict = {True: "met", False: "MISSED", None: "n/a"}[target.met]
         value = "-" if target.value is None else f"{target.value:.2f}x"
-        out.append(f"  [{verdict:^6}] {target.name:<34} {value:>7}  (goal {target.goal})")
+        name = f"{target.name} ({'mypyc' if target.build == MYPYC else 'pure'})"
+        out.append(f"  [{verdict:^6}] {name:<42} {value:>7}  (goal {target.goal})")
     return "\n".join(out)
 
 
 def versions() -> dict[str, str]:
     """Installed versions of the distributions under test."""
     found: dict[str, str] = {}
-    for dist in ("stomp-proto", "stompest", "stomp.py", "stompman"):
+    for dist in ("stomp-proto", "stompest", "stomp.py", "stompman", "mypy"):
         try:
             found[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -761,7 +800,9 @@ def versions() -> dict[str, str]:
     return found
 
 
-def to_json(rows: list[Row], memory: dict[str, Any] | None, settings: Settings) -> dict[str, Any]:
+def to_json(
+    rows: list[Row], memory: dict[str, dict[str, Any]], settings: Settings
+) -> dict[str, Any]:
     return {
         "meta": {
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -777,23 +818,88 @@ def to_json(rows: list[Row], memory: dict[str, Any] | None, settings: Settings) 
             {**asdict(r), "frames_per_s": r.frames_per_s, "mb_per_s": r.mb_per_s} for r in rows
         ],
         "ratios": [
-            {"group": g, "workload": w, "read_size": s, **entry}
-            for (g, w, s), entry in ratios(rows).items()
+            {"group": g, "workload": w, "read_size": s, "build": b, **entry}
+            for (g, w, s, b), entry in ratios(rows).items()
         ],
         "memory": memory,
         "targets": [asdict(t) for t in targets(rows)],
     }
 
 
+# --------------------------------------------------------------------------- mypyc build
+
+
+def run_mypyc_worker(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Build the compiled codec in a temporary directory and time it in a subprocess.
+
+    A mypyc module is imported under its own name (``stomp_proto._decoder``), so the
+    pure and the compiled build cannot share one process; the worker runs this script
+    again with ``STOMP_PROTO_BENCH_PATH`` pointing at the compiled copy and times only
+    stomp_proto's rows, which are merged into this run's table.
+    """
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_mypyc  # scripts/ is not a package; only --mypyc needs it
+
+    with tempfile.TemporaryDirectory(prefix="stomp-proto-bench-") as work:
+        log("mypyc: building the compiled codec")
+        target = build_mypyc.copy_package(Path(work))
+        build_mypyc.build(target)
+        out = Path(work, "rows.json")
+        command = [sys.executable, __file__, "--worker", str(out)]
+        command += ["--quick"] if args.quick else []
+        command += ["--repeats", str(args.repeats)] if args.repeats else []
+        command += ["--verbose"] if args.verbose else []
+        command += ["--system-malloc"] if args.system_malloc else []
+        log("mypyc: timing it in a subprocess")
+        env = {**os.environ, "STOMP_PROTO_BENCH_PATH": str(target)}
+        subprocess.run(command, env=env, check=True)
+        result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def worker(path: Path, settings: Settings, log: Callable[[str], None]) -> int:
+    """The --mypyc subprocess: stomp_proto's rows only, written to ``path`` as JSON."""
+    compiled = [
+        name
+        for name in ("_decoder", "_encoder")
+        if not getattr(sys.modules.get(f"stomp_proto.{name}"), "__file__", "").endswith(".py")
+    ]
+    if stomp_proto is None or len(compiled) != 2:
+        print(f"worker: the compiled codec is not the one imported ({compiled})", file=sys.stderr)
+        return 3
+    workloads = make_workloads(settings.quick)
+    rows = bench_decode(workloads, settings, log, ours_only=True)
+    rows += bench_encode(settings, log, ours_only=True)
+    memory = bench_memory(settings, log)
+    path.write_text(json.dumps({"rows": [asdict(r) for r in rows], "memory": memory}))
+    return 0
+
+
+def merge(rows: list[Row], extra: list[Row]) -> list[Row]:
+    """``rows`` with each row of ``extra`` placed after the pure build's row of its group."""
+    merged: list[Row] = []
+    by_key = {(r.group, r.workload, r.read_size): r for r in extra}
+    for row in rows:
+        merged.append(row)
+        if row.codec == OURS and (key := (row.group, row.workload, row.read_size)) in by_key:
+            merged.append(by_key.pop(key))
+    return merged + list(by_key.values())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workloads, few runs")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write results as JSON")
+    parser.add_argument("--svg", metavar="PATH", type=Path, help="also write a bar chart (SVG)")
+    parser.add_argument(
+        "--mypyc", action="store_true", help="also build and time the mypyc-compiled codec"
+    )
     parser.add_argument("--repeats", type=int, help="timed runs per row (default 5, quick 2)")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument(
         "--system-malloc", action="store_true", help="leave glibc's malloc thresholds alone"
     )
+    parser.add_argument("--worker", metavar="PATH", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -802,15 +908,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     pinned = False if args.system_malloc else pin_malloc()
     settings = settings_for(args.quick, args.repeats, pinned)
+    if args.worker:
+        return worker(args.worker, settings, log)
     if stomp_proto is None:
         print("stomp_proto is not importable: timing the peers only.\n")
     workloads = make_workloads(args.quick)
     rows = bench_decode(workloads, settings, log) + bench_encode(settings, log)
-    memory = bench_memory(settings, log) if stomp_proto else None
+    memory: dict[str, dict[str, Any]] = {}
+    if stomp_proto:
+        memory[OURS] = bench_memory(settings, log)
+    if args.mypyc:
+        compiled = run_mypyc_worker(args, log)
+        rows = merge(rows, [Row(**r) for r in compiled["rows"]])
+        memory[MYPYC] = compiled["memory"]
     print(report(rows, memory, workloads, settings))
+    results = to_json(rows, memory, settings)
     if args.json:
-        args.json.write_text(json.dumps(to_json(rows, memory, settings), indent=2) + "\n")
-    ours_broken = [r for r in rows if r.codec == OURS and not r.ok]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    if args.svg:
+        args.svg.parent.mkdir(parents=True, exist_ok=True)
+        args.svg.write_text(chart.render(results))
+    ours_broken = [r for r in rows if r.codec in BUILDS and not r.ok]
     return 2 if ours_broken else 0
 
 

@@ -16,10 +16,17 @@ How the buffer is read, and why it stays linear:
 * Limits are checked while the head or body is still incomplete, on what has
   arrived so far, so a peer cannot make the decoder buffer more than the limits
   allow, however it splits its bytes.
+* A large body whose ``content-length`` is known (``_LARGE_BODY`` bytes or more)
+  that has not fully arrived is not appended to the buffer: ``receive_data``
+  writes each read straight into a ``bytes`` object of the final size (held by
+  an ``io.BytesIO``), which becomes the frame's body without another copy.  So
+  every body byte is copied once, and the decoder holds one copy of the body
+  instead of the buffer plus the body copied out of it.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
@@ -43,17 +50,45 @@ _new_frame = tuple.__new__
 _LF = 10
 _CR = 13
 
+# Bodies of at least this many bytes (with a content-length) that are still
+# arriving take the one-copy route (see the module docstring).  Below it, the
+# buffer and one slice copy are cheaper than a BytesIO per frame.
+_LARGE_BODY = 64 * 1024
+
 # 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
 _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
 _UNESCAPES_12 = {**_UNESCAPES_11, "\\r": "\r"}
 # A backslash and the character after it (or the end of the text, for a lone one).
 _ESCAPE = re.compile(r"\\(?:.|\Z)", re.DOTALL)
+# 1.2's end of head: an empty line, ended by LF or CR LF.
+_BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(kind, message)
+
+
+def _unescape_flat(flat: str, cr: bool) -> str | None:
+    """Undo the escapes of a whole head at once; ``None`` if that cannot be done here.
+
+    ``flat`` holds every name and value, NUL-separated.  Escaped backslashes
+    are parked on a U+0001 placeholder first, so that every backslash left
+    must begin one of the other escapes; a backslash still there afterwards
+    is an undefined escape, for the general path to report (or keep).
+    """
+    parked = "\\\\" in flat
+    if parked:
+        if "\x01" in flat:
+            return None
+        flat = flat.replace("\\\\", "\x01")
+    flat = flat.replace("\\n", "\n").replace("\\c", ":")
+    if cr:
+        flat = flat.replace("\\r", "\r")
+    if "\\" in flat:
+        return None
+    return flat.replace("\x01", "\\") if parked else flat
 
 
 class FrameDecoder:
@@ -77,6 +112,7 @@ class FrameDecoder:
     """
 
     __slots__ = (
+        "_big",
         "_body_start",
         "_buf",
         "_command",
@@ -89,6 +125,7 @@ class FrameDecoder:
         "_headers",
         "_limits",
         "_line_start",
+        "_need",
         "_pos",
         "_scan",
         "_strict",
@@ -101,6 +138,9 @@ class FrameDecoder:
     ) -> None:
         self._buf = bytearray()
         self._pos = 0
+        # The large body being received, and how many of its bytes are missing.
+        self._big: io.BytesIO | None = None
+        self._need = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
@@ -127,7 +167,15 @@ class FrameDecoder:
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
-        # Whatever was searched or parsed under the old rules is done again.
+        # Whatever was searched or parsed under the old rules is done again,
+        # so a large body received so far goes back into the buffer after its head.
+        big = self._big
+        if big is not None:
+            received = self._content_length - self._need
+            with big.getbuffer() as view:
+                self._buf[self._body_start : self._body_start] = view[:received]
+            self._big = None
+            self._need = 0
         self._reset_head()
 
     def _use_handshake_rules(self) -> None:
@@ -151,12 +199,30 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """How many received bytes are held, not yet returned as frames."""
-        return len(self._buf) - self._pos
+        held = len(self._buf) - self._pos
+        if self._big is not None:
+            held += self._content_length - self._need
+        return held
 
     # -- input ---------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add bytes received from the peer; ``None`` means the stream has ended."""
+        need = self._need
+        if need and data is not None and not self._eof:
+            # A large body is arriving (no error is possible before its end):
+            # its bytes go straight into it.
+            big = self._big
+            assert big is not None
+            size = len(data) if type(data) is not memoryview else data.nbytes
+            if size <= need:
+                big.write(data)
+                self._need = need - size
+                return
+            view = memoryview(data).cast("B")
+            big.write(view[:need])
+            self._need = 0
+            data = view[need:]
         if self._error is not None:
             raise LocalProtocolError(
                 ErrorKind.BAD_STATE,
@@ -194,6 +260,9 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
+        if self._need and not self._eof:
+            # A large body is still arriving: the one question asked per read.
+            return None
         if self._error is not None:
             raise self._error
         try:
@@ -246,16 +315,17 @@ class FrameDecoder:
         window = pos + min(limits.max_head_size, limits.max_frame_size)
         stop = end if end < window else window
         start = self._scan - 2 if self._scan - 2 > pos else pos
-        head_end = buf.find(b"\n\n", start, stop)
-        body_start = head_end + 2
-        if not self._strict:
+        if not self._crlf:
+            head_end = buf.find(b"\n\n", start, stop)
+            body_start = head_end + 2
+        elif self._strict:
+            # The first LF LF or LF CR LF, in one search.
+            blank = _BLANK_LINE_12.search(buf, start, stop)
+            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+        else:
             # The draft strips trailing blanks, so a line of blanks is the blank line.
             blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
-        elif self._crlf:
-            crlf_end = buf.find(b"\n\r\n", start, head_end + 1 if head_end >= 0 else stop)
-            if crlf_end >= 0:
-                head_end, body_start = crlf_end, crlf_end + 3
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -290,30 +360,74 @@ class FrameDecoder:
         length = -1
         if block:
             lines = block.split("\n")
-            if len(lines) > limits.max_headers:
+            count = len(lines)
+            if count > limits.max_headers:
                 raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
-            # A header splits at its first colon; a raw ':' after it stays in
-            # the value, in both modes (brokers send such values; nothing is lost).
-            parts = [line.partition(":") for line in lines]
-            if strict:
-                pairs = [(name, value) for name, colon, value in parts if colon and name]
-            else:
-                pairs = [
-                    (name, value.rstrip(" \t\r").lstrip(" "))
-                    for name, colon, value in parts
-                    if colon and name
-                ]
-            if len(pairs) != len(parts):
-                raise self._bad_header_line(lines)
-            if (
-                self._unescapes is not None
-                and "\\" in block
+            unescapes = self._unescapes
+            if unescapes is not None and not (
+                "\\" in block
                 and (command == "STOMP" if self._handshake else command not in UNESCAPED_COMMANDS)
             ):
-                pairs = self._unescape_pairs(pairs, self._unescapes)
-            headers = tuple(pairs)
-            if "content-length" in block:
+                unescapes = None
+            # Fast path (strict mode): one colon on every line, and no line
+            # starts with it.  Then names and values are the pieces between
+            # colons and line ends, in order, and the whole head is split and
+            # unescaped at once, with NUL (absent from the head) between pieces.
+            if strict and block.count(":") == count and block[0] != ":" and "\n:" not in block:
+                # As many colons as lines: one each, unless a line has none.
+                for line in lines:
+                    if ":" not in line:
+                        break
+                else:
+                    flat = block.replace(":", "\0").replace("\n", "\0")
+                    plain = flat if unescapes is None else _unescape_flat(flat, "\\r" in unescapes)
+                    if plain is not None:
+                        pieces = iter(plain.split("\0"))
+                        headers = tuple(zip(pieces, pieces, strict=True))
+            if not headers:
+                headers = self._split_headers(lines, unescapes)
+            # The first line that starts with "content-length:" is the header
+            # (1.2 §Repeated Header Entries: the first wins; its name has
+            # nothing to escape).  A plain small value is read here; anything
+            # else (blanks, a value over a limit, a body where none may be)
+            # goes to _content_length_of, which reports it.
+            at = text.find("\ncontent-length:") if strict else -1
+            if at >= 0:
+                at += 16
+                line_end = text.find("\n", at)
+                value = text[at:line_end] if line_end >= 0 else text[at:]
+                if value.isdigit() and value.isascii() and len(value) < 16:
+                    length = int(value)
+                    head_size = body_start - pos
+                    body_limit = min(limits.max_body_size, limits.max_frame_size - head_size)
+                    if length > body_limit or (
+                        length and command not in BODY_COMMANDS and self._version != "1.0"
+                    ):
+                        length = self._content_length_of(block, pos, body_start, command)
+                else:
+                    length = self._content_length_of(block, pos, body_start, command)
+            elif not strict and "content-length" in block:
                 length = self._content_length_of(block, pos, body_start, command)
+            if 0 <= length < _LARGE_BODY:
+                # A whole small frame: return it without going through _next_body.
+                nul = body_start + length
+                if nul < end and not buf[nul]:
+                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
+                    self._head_lines = 0
+                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
+            elif length < 0:
+                # No content-length: the body ends at the first NUL, if it is in
+                # and within the body limit (otherwise _next_body says why not).
+                head_size = body_start - pos
+                body_end = body_start + min(limits.max_body_size, limits.max_frame_size - head_size)
+                nul = buf.find(b"\0", body_start, body_end + 1 if body_end < end else end)
+                if nul == body_start or (
+                    nul > body_start
+                    and (command in BODY_COMMANDS or not strict or self._version == "1.0")
+                ):
+                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
+                    self._head_lines = 0
+                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
 
         self._command = command
         self._headers = headers
@@ -321,10 +435,34 @@ class FrameDecoder:
         self._body_start = self._scan = body_start
         return self._next_body()
 
+    def _split_headers(
+        self, lines: list[str], unescapes: dict[str, str] | None
+    ) -> tuple[tuple[str, str], ...]:
+        """The general case: raw colons in values, lenient mode, bad lines and escapes."""
+        # A header splits at its first colon; a raw ':' after it stays in
+        # the value, in both modes (brokers send such values; nothing is lost).
+        parts = [line.partition(":") for line in lines]
+        if self._strict:
+            pairs = [(name, value) for name, colon, value in parts if colon and name]
+        else:
+            pairs = [
+                (name, value.rstrip(" \t\r").lstrip(" "))
+                for name, colon, value in parts
+                if colon and name
+            ]
+        if len(pairs) != len(parts):
+            raise self._bad_header_line(lines)
+        if unescapes is not None:
+            pairs = self._unescape_pairs(pairs, unescapes)
+        return tuple(pairs)
+
     def _check_partial_head(self, end: int, window: int) -> None:
         """Apply the head limits to a head whose blank line has not arrived yet."""
         limits = self._limits
         if end >= window:
+            # The lines completed inside the window come first: fed in pieces,
+            # they would have been checked before the window filled up.
+            self._check_lines(window)
             size = window - self._pos
             raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
         self._check_lines(end)
@@ -488,8 +626,13 @@ class FrameDecoder:
         command = self._command
         assert command is not None
         if length >= 0:
+            big = self._big
+            if big is not None:
+                return self._end_large_body(big)
             nul = start + length
             if nul >= end:
+                if nul > end and length >= _LARGE_BODY:
+                    self._start_large_body(start, end, length)
                 self._check_truncated()
                 return None
             if buf[nul]:
@@ -517,6 +660,42 @@ class FrameDecoder:
             # One copy only, for large bodies.
             with memoryview(buf) as view:
                 body = view[start:nul].tobytes()
+        frame = _new_frame(Frame, (command, self._headers, body))
+        self._pos = nul + 1
+        self._reset_head()
+        return frame
+
+    def _start_large_body(self, start: int, end: int, length: int) -> None:
+        # bytes(length) is passed to BytesIO as its only reference, so BytesIO
+        # writes into it in place, and getvalue() returns that very object once
+        # it is full.  The head stays in the buffer, for a version change.
+        big = io.BytesIO(bytes(length))
+        buf = self._buf
+        with memoryview(buf) as view:
+            big.write(view[start:end])
+        del buf[start:]
+        self._big = big
+        self._need = length - (end - start)
+
+    def _end_large_body(self, big: io.BytesIO) -> Frame | None:
+        # The bytes after the body start where the body would be in the buffer.
+        if self._need:
+            self._check_truncated()
+            return None
+        buf = self._buf
+        nul = self._body_start
+        if nul >= len(buf):
+            self._check_truncated()
+            return None
+        if buf[nul]:
+            raise _error(
+                ErrorKind.MISSING_NUL,
+                f"no NUL after the {self._content_length}-byte body of content-length",
+            )
+        body = big.getvalue()
+        self._big = None
+        command = self._command
+        assert command is not None
         frame = _new_frame(Frame, (command, self._headers, body))
         self._pos = nul + 1
         self._reset_head()
