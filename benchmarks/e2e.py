@@ -355,7 +355,17 @@ RUNNERS: dict[str, Callable[[Spec], None]] = {
 def worker_main(text: str) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     spec = Spec(**json.loads(text))
-    RUNNERS[spec.client](spec)
+    profile_dir = os.environ.get("STOMP_BENCH_PROFILE")
+    if profile_dir:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.runcall(RUNNERS[spec.client], spec)
+        profiler.dump_stats(
+            Path(profile_dir) / f"{spec.client}-{spec.size}-{spec.ack}-{spec.role}.prof"
+        )
+    else:
+        RUNNERS[spec.client](spec)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     _say("exit", cpu=usage.ru_utime + usage.ru_stime, maxrss_kib=usage.ru_maxrss)
 
@@ -805,6 +815,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--acks", default=",".join(ACKS))
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, help="write the chart as SVG")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="profile every client process with cProfile into this directory",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--broker-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -816,6 +831,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_main(args.trace)
         return 0
 
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        os.environ["STOMP_BENCH_PROFILE"] = str(args.profile.resolve())
     count = args.count or (1000 if args.quick else 20_000)
     latency_count = args.latency_count or (100 if args.quick else 2000)
     clients = [c for c in args.clients.split(",") if c]
