@@ -444,6 +444,9 @@ class BrokerProcess:
         self.proc.stdin.flush()
         return self._read("stats")
 
+    def cpu(self) -> float:
+        return float(self.stats()["cpu"])
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             with _suppress():
@@ -500,7 +503,7 @@ class Row:
     consumer_cpu: float = 0.0
     #: CPU seconds of producer and consumer together per 100k messages.
     cpu_per_100k: float = 0.0
-    #: The embedded broker's CPU seconds per 100k messages (embedded rows only).
+    #: The broker's CPU seconds per 100k messages (RabbitMQ: when its PID is known).
     broker_cpu_per_100k: float | None = None
     latency_samples: int = 0
 
@@ -553,7 +556,7 @@ def run_row(
     ack: str,
     count: int,
     latency_count: int,
-    broker: BrokerProcess | None,
+    broker_cpu: Callable[[], float] | None,
 ) -> Row:
     row = Row(target.name, client, size, ack, count)
     destination = f"/queue/stomp-proto-bench-{uuid.uuid4().hex[:12]}"
@@ -580,11 +583,11 @@ def run_row(
         producer = Worker(Spec(role="producer", **common))  # type: ignore[arg-type]
         workers.append(producer)
         producer.expect("ready")
-        before = broker.stats() if broker is not None else None
+        before = broker_cpu() if broker_cpu is not None else None
         producer.tell("go")
         sent = producer.expect("sent")
         drained = consumer.expect("drained")
-        after = broker.stats() if broker is not None else None
+        after = broker_cpu() if broker_cpu is not None else None
         producer.tell("latency")
         latencies = sorted(consumer.expect("latency")["latencies"])
         producer.tell("finish")
@@ -609,11 +612,28 @@ def run_row(
     row.consumer_cpu = drained["cpu"]
     row.cpu_per_100k = (sent["cpu"] + drained["cpu"]) * 100_000 / count
     if before is not None and after is not None:
-        row.broker_cpu_per_100k = (after["cpu"] - before["cpu"]) * 100_000 / count
+        row.broker_cpu_per_100k = (after - before) * 100_000 / count
     row.latency_samples = len(latencies)
     row.p50_ms = statistics.median(latencies) / 1e6
     row.p99_ms = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1e6
     return row
+
+
+def rabbitmq_cpu() -> Callable[[], float] | None:
+    """Reads RabbitMQ's CPU seconds from /proc, if ``scripts/start-brokers.sh`` started it here."""
+    state = Path(os.environ.get("STOMP_BROKERS_DIR", "/tmp/stomp-proto-brokers")) / "rabbitmq"
+    try:
+        pid = int((state / "rabbitmq.pid").read_text().strip())
+        Path(f"/proc/{pid}/stat").read_bytes()
+    except (OSError, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+    return cpu
 
 
 def rabbitmq_target() -> Target | str:
@@ -852,13 +872,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in args.brokers.split(","):
         broker: BrokerProcess | None = None
+        broker_cpu: Callable[[], float] | None = None
         if name == "embedded":
             broker = BrokerProcess()
+            broker_cpu = broker.cpu
             target: Target | str = Target(
                 "embedded", "127.0.0.1", broker.port, "guest", "guest", "/"
             )
         elif name == "rabbitmq":
             target = rabbitmq_target()
+            broker_cpu = rabbitmq_cpu()
         else:
             parser.error(f"unknown broker {name!r}")
         if isinstance(target, str):
@@ -869,7 +892,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in sizes:
                 for ack in acks:
                     for client in clients:
-                        row = run_row(target, client, size, ack, count, latency_count, broker)
+                        row = run_row(target, client, size, ack, count, latency_count, broker_cpu)
                         results.rows.append(row)
                         state = (
                             f"{row.msgs_per_s:9,.0f} msg/s  p50 {row.p50_ms:7.2f} ms  "
