@@ -450,8 +450,15 @@ class _Connection:
         """``event`` with ``covered`` filled in; raises ``error`` if it acknowledges nothing."""
         subscription, ident = self._ack_target(event, error)
         cumulative = self._subscriptions[subscription].ack == "client"
-        return dataclasses.replace(
-            event, covered=self._pending.covered(subscription, ident, cumulative)
+        # Built directly: dataclasses.replace() costs several times more, on every ACK.
+        return type(event)(
+            id=event.id,
+            message_id=event.message_id,
+            subscription=event.subscription,
+            transaction=event.transaction,
+            receipt=event.receipt,
+            headers=event.headers,
+            covered=self._pending.covered(subscription, ident, cumulative),
         )
 
     def _settle(self, event: Ack) -> None:
