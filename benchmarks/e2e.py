@@ -410,7 +410,15 @@ def broker_main(trace: bool) -> None:
                         sessions=len(broker.core.sessions),
                     )
 
-    asyncio.run(serve())
+    profile_dir = os.environ.get("STOMP_BENCH_PROFILE")
+    if profile_dir:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.runcall(asyncio.run, serve())
+        profiler.dump_stats(Path(profile_dir) / f"broker-{os.getpid()}.prof")
+    else:
+        asyncio.run(serve())
 
 
 class BrokerProcess:
