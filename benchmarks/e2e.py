@@ -514,6 +514,9 @@ class Row:
     #: The broker's CPU seconds per 100k messages (RabbitMQ: when its PID is known).
     broker_cpu_per_100k: float | None = None
     latency_samples: int = 0
+    #: Runs combined into this row (the median of each figure), and why others failed.
+    runs: int = 1
+    failed_runs: list[str] = field(default_factory=list)
 
     @property
     def scenario(self) -> str:
@@ -624,6 +627,31 @@ def run_row(
     row.latency_samples = len(latencies)
     row.p50_ms = statistics.median(latencies) / 1e6
     row.p99_ms = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1e6
+    return row
+
+
+def _summary(row: Row) -> str:
+    if not row.ok:
+        return f"FAILED: {row.error}"
+    return (
+        f"{row.msgs_per_s:9,.0f} msg/s  p50 {row.p50_ms:7.2f} ms  "
+        f"p99 {row.p99_ms:7.2f} ms  CPU {row.cpu_per_100k:5.1f} s/100k"
+    )
+
+
+def combine(runs: Sequence[Row]) -> Row:
+    """One row from repeated runs: the median of each figure over the runs that worked."""
+    good = [r for r in runs if r.ok]
+    if not good:
+        return runs[-1]
+    row = Row(good[0].broker, good[0].client, good[0].size, good[0].ack, good[0].count, ok=True)
+    for name in ("msgs_per_s", "p50_ms", "p99_ms", "producer_cpu", "consumer_cpu", "cpu_per_100k"):
+        setattr(row, name, statistics.median(getattr(r, name) for r in good))
+    broker = [r.broker_cpu_per_100k for r in good if r.broker_cpu_per_100k is not None]
+    row.broker_cpu_per_100k = statistics.median(broker) if broker else None
+    row.latency_samples = sum(r.latency_samples for r in good)
+    row.runs = len(good)
+    row.failed_runs = [r.error for r in runs if not r.ok]
     return row
 
 
@@ -837,6 +865,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--latency-count", type=int, help="paced messages (default 2000, quick 100)"
     )
+    parser.add_argument(
+        "--repeats", type=int, help="runs per row, median reported (default 3, quick 1)"
+    )
     parser.add_argument("--brokers", default="embedded,rabbitmq")
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--sizes", default=",".join(map(str, BODIES)))
@@ -864,12 +895,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["STOMP_BENCH_PROFILE"] = str(args.profile.resolve())
     count = args.count or (1000 if args.quick else 20_000)
     latency_count = args.latency_count or (100 if args.quick else 2000)
+    repeats = args.repeats or (1 if args.quick else 3)
     clients = [c for c in args.clients.split(",") if c]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     acks = [a for a in args.acks.split(",") if a]
     results = Results(
         settings={
             "count": count,
+            "repeats": repeats,
             "latency_count": latency_count,
             "latency_interval_s": LATENCY_INTERVAL,
             "prefetch_count": PREFETCH,
@@ -899,16 +932,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for size in sizes:
                 for ack in acks:
-                    for client in clients:
-                        row = run_row(target, client, size, ack, count, latency_count, broker_cpu)
-                        results.rows.append(row)
-                        state = (
-                            f"{row.msgs_per_s:9,.0f} msg/s  p50 {row.p50_ms:7.2f} ms  "
-                            f"p99 {row.p99_ms:7.2f} ms  CPU {row.cpu_per_100k:5.1f} s/100k"
-                            if row.ok
-                            else f"FAILED: {row.error}"
-                        )
-                        print(f"{row.scenario:38} {client:9} {state}", file=sys.stderr)
+                    # Repeats interleave the clients, so that a noisy moment
+                    # does not fall on one client's runs only.
+                    runs: dict[str, list[Row]] = {client: [] for client in clients}
+                    for _ in range(repeats):
+                        for client in clients:
+                            row = run_row(
+                                target, client, size, ack, count, latency_count, broker_cpu
+                            )
+                            runs[client].append(row)
+                            print(f"{row.scenario:38} {client:9} {_summary(row)}", file=sys.stderr)
+                    results.rows.extend(combine(runs[client]) for client in clients)
         finally:
             if broker is not None:
                 broker.close()
