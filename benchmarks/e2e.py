@@ -478,7 +478,8 @@ class _suppress:
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     # The stomp_proto next to benchmarks/ is the one measured, installed or not.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    root = env.get("STOMP_BENCH_ROOT", str(ROOT))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
 
 
@@ -879,6 +880,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="profile every client process with cProfile into this directory",
     )
+    parser.add_argument(
+        "--table-from", type=Path, help="print the table of an earlier --json file and stop"
+    )
+    parser.add_argument(
+        "--stomp-proto",
+        type=Path,
+        help="measure the stomp_proto package in this directory (say, an older checkout)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--broker-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -890,6 +899,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_main(args.trace)
         return 0
 
+    if args.table_from:
+        data = json.loads(args.table_from.read_text(encoding="utf-8"))
+        print(table([Row(**row) for row in data["rows"]]))
+        return 0
+    if args.stomp_proto:
+        os.environ["STOMP_BENCH_ROOT"] = str(args.stomp_proto.resolve())
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         os.environ["STOMP_BENCH_PROFILE"] = str(args.profile.resolve())
