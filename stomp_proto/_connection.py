@@ -514,6 +514,21 @@ class ClientConnection(_Connection):
             data = self._encoder.encode(frame, content_length=event.content_length)
             self._note_sent()
             return data
+        # Likewise the frame a consumer sends most, a plain ACK: the same
+        # checks and books as the general path, without copying the event.
+        if (
+            type(event) is Ack
+            and self._state is CONNECTED
+            and event.receipt is None
+            and event.transaction is None
+        ):
+            subscription, ident = self._ack_target(event, LocalProtocolError)
+            cumulative = self._subscriptions[subscription].ack == "client"
+            covered = self._pending.covered(subscription, ident, cumulative)
+            data = self._encoder.encode(event.to_frame(self._version or "1.0"))
+            self._pending.settle(subscription, covered)
+            self._note_sent()
+            return data
         return super().send(event)
 
     def ack(
