@@ -8,7 +8,8 @@
 
 Throughput: the broker runs in a process of its own (as in ``e2e.py``); N
 producer connections share one process and N consumer connections another,
-all on stomp_proto's asyncio client.  Every producer sends its share of
+all on stomp_proto's asyncio client; each N runs three times (interleaved)
+and each figure is the median.  Every producer sends its share of
 ``--count`` messages of 100 B to one queue; the N consumers (``auto`` acks,
 ``prefetch-count: 1000``) take them round-robin.  Reported: messages/s from
 the first send to the last arrival, and the broker process's CPU seconds per
@@ -31,6 +32,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import sys
 import time
 import uuid
@@ -143,6 +145,15 @@ class Throughput:
     broker_cpu_per_100k: float
     producer_cpu: float
     consumer_cpu: float
+
+
+def median_of(runs: Sequence[Throughput]) -> Throughput:
+    """Each figure's median over repeated runs of one N."""
+    figures = {
+        name: statistics.median(getattr(r, name) for r in runs)
+        for name in ("msgs_per_s", "broker_cpu_per_100k", "producer_cpu", "consumer_cpu")
+    }
+    return Throughput(n=runs[0].n, count=runs[0].count, **figures)
 
 
 def throughput(n: int, count: int, size: int = 100) -> Throughput:
@@ -278,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run")
     parser.add_argument("--count", type=int, help="messages per N (default 50000, quick 5000)")
+    parser.add_argument("--repeats", type=int, help="runs per N, median (default 3, quick 1)")
     parser.add_argument("--n", default="1,10,100", help="producers = consumers, comma-separated")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     parser.add_argument("--load", help=argparse.SUPPRESS)
@@ -286,15 +298,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_main(args.load)
         return 0
     count = args.count or (5000 if args.quick else 50_000)
-    rows = []
-    for n in (int(x) for x in args.n.split(",")):
-        row = throughput(n, count)
-        print(
-            f"N={n:<3} {row.msgs_per_s:9,.0f} msg/s  broker CPU "
-            f"{row.broker_cpu_per_100k:.1f} s/100k",
-            file=sys.stderr,
-        )
-        rows.append(row)
+    repeats = args.repeats or (1 if args.quick else 3)
+    sizes = [int(x) for x in args.n.split(",")]
+    runs: dict[int, list[Throughput]] = {n: [] for n in sizes}
+    for _ in range(repeats):  # the Ns interleaved, as e2e.py interleaves clients
+        for n in sizes:
+            row = throughput(n, count)
+            print(
+                f"N={n:<3} {row.msgs_per_s:9,.0f} msg/s  broker CPU "
+                f"{row.broker_cpu_per_100k:.1f} s/100k",
+                file=sys.stderr,
+            )
+            runs[n].append(row)
+    rows = [median_of(runs[n]) for n in sizes]
     mem = memory(100 if args.quick else 1000, 2000 if args.quick else 20_000)
     print(report(rows, mem))
     if args.json:

@@ -568,7 +568,7 @@ def run_row(
     ack: str,
     count: int,
     latency_count: int,
-    broker_cpu: Callable[[], float] | None,
+    broker_cpu: Callable[[], float | None] | None,
 ) -> Row:
     row = Row(target.name, client, size, ack, count)
     destination = f"/queue/stomp-proto-bench-{uuid.uuid4().hex[:12]}"
@@ -623,7 +623,7 @@ def run_row(
     row.producer_cpu = sent["cpu"]
     row.consumer_cpu = drained["cpu"]
     row.cpu_per_100k = (sent["cpu"] + drained["cpu"]) * 100_000 / count
-    if before is not None and after is not None:
+    if before is not None and after is not None and after >= before:
         row.broker_cpu_per_100k = (after - before) * 100_000 / count
     row.latency_samples = len(latencies)
     row.p50_ms = statistics.median(latencies) / 1e6
@@ -656,21 +656,24 @@ def combine(runs: Sequence[Row]) -> Row:
     return row
 
 
-def rabbitmq_cpu() -> Callable[[], float] | None:
-    """Reads RabbitMQ's CPU seconds from /proc, if ``scripts/start-brokers.sh`` started it here."""
+def rabbitmq_cpu() -> Callable[[], float | None] | None:
+    """Reads RabbitMQ's CPU seconds from /proc, if ``scripts/start-brokers.sh`` started it here.
+
+    The PID is read again on every call: a test run on the same machine may
+    restart the broker, and then the reading of that row is ``None``.
+    """
     state = Path(os.environ.get("STOMP_BROKERS_DIR", "/tmp/stomp-proto-brokers")) / "rabbitmq"
-    try:
-        pid = int((state / "rabbitmq.pid").read_text().strip())
-        Path(f"/proc/{pid}/stat").read_bytes()
-    except (OSError, ValueError):
-        return None
     ticks = os.sysconf("SC_CLK_TCK")
 
-    def cpu() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    def cpu() -> float | None:
+        try:
+            pid = int((state / "rabbitmq.pid").read_text().strip())
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except (OSError, ValueError):
+            return None
         return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
-    return cpu
+    return cpu if cpu() is not None else None
 
 
 def rabbitmq_target() -> Target | str:
@@ -859,6 +862,38 @@ class Results:
     skipped: list[str] = field(default_factory=list)
 
 
+def combine_files(paths: Sequence[Path], json_path: Path | None, svg_path: Path | None) -> int:
+    first = json.loads(paths[0].read_text(encoding="utf-8"))
+    rows: dict[tuple[str, str, int, str], Row] = {}
+    skipped: list[str] = []
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        skipped += data.get("skipped", [])
+        for fields in data["rows"]:
+            row = Row(**fields)
+            rows[(row.broker, row.client, row.size, row.ack)] = row
+    order = {name: i for i, name in enumerate(CLIENTS)}
+    brokers = {name: i for i, name in enumerate(("embedded", "rabbitmq"))}
+    ordered = sorted(
+        rows.values(),
+        key=lambda r: (brokers.get(r.broker, 9), r.size, r.ack, order.get(r.client, 9)),
+    )
+    results = Results(first["settings"], first["environment"], ordered, skipped)
+    print(table(results.rows))
+    write(results, json_path, svg_path)
+    return 0
+
+
+def write(results: Results, json_path: Path | None, svg_path: Path | None) -> None:
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(asdict(results), indent=1) + "\n", encoding="utf-8")
+    if svg_path:
+        svg_path.parent.mkdir(parents=True, exist_ok=True)
+        title = f"End to end, {results.settings['count']} messages per row"
+        svg_path.write_text(svg(results.rows, title), "utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: few messages")
@@ -881,7 +916,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="profile every client process with cProfile into this directory",
     )
     parser.add_argument(
-        "--table-from", type=Path, help="print the table of an earlier --json file and stop"
+        "--from-json",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="no run: combine earlier --json files (a later file's row replaces an earlier "
+        "one of the same broker, client, size and ack), print the table, write --json/--svg",
     )
     parser.add_argument(
         "--stomp-proto",
@@ -899,10 +939,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker_main(args.trace)
         return 0
 
-    if args.table_from:
-        data = json.loads(args.table_from.read_text(encoding="utf-8"))
-        print(table([Row(**row) for row in data["rows"]]))
-        return 0
+    if args.from_json:
+        return combine_files(args.from_json, args.json, args.svg)
     if args.stomp_proto:
         os.environ["STOMP_BENCH_ROOT"] = str(args.stomp_proto.resolve())
     if args.profile:
@@ -928,7 +966,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in args.brokers.split(","):
         broker: BrokerProcess | None = None
-        broker_cpu: Callable[[], float] | None = None
+        broker_cpu: Callable[[], float | None] | None = None
         if name == "embedded":
             broker = BrokerProcess()
             broker_cpu = broker.cpu
@@ -962,13 +1000,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if broker is not None:
                 broker.close()
     print(table(results.rows))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        data = asdict(results)
-        args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    if args.svg:
-        args.svg.parent.mkdir(parents=True, exist_ok=True)
-        args.svg.write_text(svg(results.rows, f"End to end, {count} messages per row"), "utf-8")
+    write(results, args.json, args.svg)
     return 0 if all(r.ok for r in results.rows) else 1
 
 
