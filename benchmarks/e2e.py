@@ -786,7 +786,7 @@ def svg(rows: Sequence[Row], title: str) -> str:
     group_h = bar * len(clients) + gap
     top = 60
     height = top + group_h * len(scenarios) + 40
-    width = label_w + 2 * panel_w + 60
+    width = label_w + 2 * panel_w + 100
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
@@ -795,11 +795,22 @@ def svg(rows: Sequence[Row], title: str) -> str:
     ]
     panels = [
         ("messages/s (higher is better)", lambda r: r.msgs_per_s, "{:,.0f}"),
-        ("client CPU s per 100k messages (lower is better)", lambda r: r.cpu_per_100k, "{:.1f}"),
+        (
+            "client CPU s per 100k messages (lower is better; axis cut)",
+            lambda r: r.cpu_per_100k,
+            "{:.1f}",
+        ),
     ]
     for p, (name, value, form) in enumerate(panels):
         x0 = label_w + p * (panel_w + 30)
-        top_value = max([value(r) for r in by_key.values()] or [1.0]) or 1.0
+        values = [value(r) for r in by_key.values()] or [1.0]
+        top_value = max(values) or 1.0
+        if p == 1:
+            # One slow peer would flatten every other CPU bar: the axis stops at
+            # 3x stomp.py's largest figure, longer bars are cut (marked, with values).
+            reference = [value(r) for r in by_key.values() if r.client == "stomp.py"]
+            if reference:
+                top_value = min(top_value, 3 * max(reference)) or 1.0
         scale = (panel_w - 60) / top_value
         out.append(f'<text x="{x0}" y="{top - 14}" font-size="12">{_esc(name)}</text>')
         out.append(f'<line x1="{x0}" y1="{top - 4}" x2="{x0}" y2="{height - 40}" stroke="#888"/>')
@@ -809,11 +820,16 @@ def svg(rows: Sequence[Row], title: str) -> str:
                 y = top + g * group_h + c * bar
                 if row is None:
                     continue
-                w = value(row) * scale
+                w = min(value(row), top_value) * scale
                 out.append(
                     f'<rect x="{x0}" y="{y}" width="{w:.1f}" height="{bar - 1}" '
                     f'fill="{COLOURS.get(client, "#777")}"/>'
                 )
+                if value(row) > top_value:  # cut: a white notch near its end
+                    out.append(
+                        f'<rect x="{x0 + w - 8:.1f}" y="{y}" width="3" height="{bar - 1}" '
+                        f'fill="white"/>'
+                    )
                 out.append(
                     f'<text x="{x0 + w + 3:.1f}" y="{y + bar - 2}" font-size="8">'
                     f"{form.format(value(row))}</text>"
