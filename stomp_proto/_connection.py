@@ -658,6 +658,36 @@ class ServerConnection(_Connection):
             return CLOSED
         raise self._refuse_state(event)
 
+    def send(self, event: Event) -> bytes:
+        # The frame a broker sends most, a MESSAGE on an open session: the same
+        # checks and books as the general path, without its dispatch.
+        if type(event) is Message and self._state is CONNECTED:
+            self._check_message(event)
+            frame = event.to_frame(self._version or "1.0")
+            data = self._encoder.encode(frame, content_length=event.content_length)
+            self._book_message(event)
+            self._note_sent()
+            return data
+        return super().send(event)
+
+    def _check_message(self, event: Message) -> None:
+        key = event.subscription if event.subscription is not None else event.destination
+        subscription = self._subscriptions.get(key)
+        if subscription is None:
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
+        if subscription.ack != "auto" and self._version == "1.2" and event.ack is None:
+            raise LocalProtocolError(
+                ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs 'ack'"
+            )
+
+    def _book_message(self, event: Message) -> None:
+        """Remember a sent MESSAGE that awaits an acknowledgement."""
+        key = event.subscription if event.subscription is not None else event.destination
+        if self._subscriptions[key].ack != "auto":
+            ident = event.ack if self._version == "1.2" else event.message_id
+            if ident is not None:
+                self._pending.delivered(key, ident)
+
     def _check_send(self, event: FrameEvent) -> FrameEvent:
         event = super()._check_send(event)
         if isinstance(event, Connected):
@@ -672,15 +702,7 @@ class ServerConnection(_Connection):
                     f"STOMP {event.version} is not the negotiated version {self._offered}",
                 )
         elif isinstance(event, Message):
-            version = self._version
-            key = event.subscription if event.subscription is not None else event.destination
-            subscription = self._subscriptions.get(key)
-            if subscription is None:
-                raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
-            if subscription.ack != "auto" and version == "1.2" and event.ack is None:
-                raise LocalProtocolError(
-                    ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs 'ack'"
-                )
+            self._check_message(event)
         elif isinstance(event, Receipt) and event.receipt_id not in self._receipts_owed:
             raise LocalProtocolError(
                 ErrorKind.BAD_STATE, f"no frame asked for receipt {event.receipt_id!r}"
@@ -694,11 +716,7 @@ class ServerConnection(_Connection):
             self._agree(event.version)
             self._start_heartbeats(event.heartbeat, self._connect.heartbeat)
         elif isinstance(event, Message):
-            key = event.subscription if event.subscription is not None else event.destination
-            if self._subscriptions[key].ack != "auto":
-                ident = event.ack if self._version == "1.2" else event.message_id
-                if ident is not None:
-                    self._pending.delivered(key, ident)
+            self._book_message(event)
         elif isinstance(event, Receipt):
             self._receipts_owed.discard(event.receipt_id)
             if event.receipt_id == self._disconnect_receipt:
