@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from types import TracebackType
@@ -97,12 +98,38 @@ class _LoopThread:
                 self.call(manager.__aexit__(None, None, None))
 
 
+#: Most messages one trip to the reader thread hands to a subscription's reader.
+_BATCH = 64
+
+
+async def _take(subscription: AsyncSubscription, timeout: float | None) -> list[Message | None]:
+    """The next message, and those queued behind it (up to :data:`_BATCH`).
+
+    A trip between threads costs far more than handling a message, so a
+    reader that is behind takes what is waiting in one go.  The end marker
+    (``None``, last in the queue) is left there: the ``get`` that reaches it
+    reports the end, or the error, exactly as before.
+    """
+    first = await subscription.get(timeout)
+    batch = [first]
+    queue = subscription._queue
+    while first is not None and len(batch) < _BATCH and not queue.empty():
+        item = queue.get_nowait()
+        if item is None:
+            queue.put_nowait(None)  # room: one was just taken
+            break
+        batch.append(item)
+    return batch
+
+
 class Subscription:
     """Messages of one subscription: ``for message in subscription``."""
 
     def __init__(self, runner: _LoopThread, subscription: AsyncSubscription) -> None:
         self._runner = runner
         self._subscription = subscription
+        #: Messages already handed over by the reader thread, not yet returned.
+        self._taken: deque[Message | None] = deque()
 
     @property
     def id(self) -> str:
@@ -117,7 +144,11 @@ class Subscription:
 
         ``None`` once the subscription has ended cleanly.
         """
-        return self._runner.call(self._subscription.get(timeout))
+        if self._taken:
+            return self._taken.popleft()
+        first, *rest = self._runner.call(_take(self._subscription, timeout))
+        self._taken.extend(rest)
+        return first
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
