@@ -53,7 +53,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,45 @@ def _paced(spec: Spec) -> Iterable[float]:
         yield max(0.0, start + n * LATENCY_INTERVAL - time.monotonic())
 
 
+def _produce(spec: Spec, send: Callable[[dict[str, str]], object]) -> None:
+    """The producer's part for a blocking client; ``send(headers)`` sends one message.
+
+    Ready, then on each line from the parent: the timed burst (reported as
+    "sent"), the paced latency phase, and the end.
+    """
+    _say("ready")
+    sys.stdin.readline()  # go
+    start, cpu0 = time.monotonic_ns(), time.process_time()
+    for _ in range(spec.count):
+        send({"x-ts": _stamp()})
+    _say("sent", start=start, cpu=time.process_time() - cpu0)
+    sys.stdin.readline()  # latency
+    for wait in _paced(spec):
+        time.sleep(wait)
+        send({"x-ts": _stamp()})
+    sys.stdin.readline()  # finish
+
+
+async def _produce_async(
+    spec: Spec,
+    send: Callable[[dict[str, str]], Awaitable[object]],
+    readline: Callable[[], Awaitable[object]],
+    sleep: Callable[[float], Awaitable[object]],
+) -> None:
+    """:func:`_produce` for an async client, in its event loop's own terms."""
+    _say("ready")
+    await readline()  # go
+    start, cpu0 = time.monotonic_ns(), time.process_time()
+    for _ in range(spec.count):
+        await send({"x-ts": _stamp()})
+    _say("sent", start=start, cpu=time.process_time() - cpu0)
+    await readline()  # latency
+    for wait in _paced(spec):
+        await sleep(wait)
+        await send({"x-ts": _stamp()})
+    await readline()  # finish
+
+
 def _subscribe_headers(spec: Spec) -> dict[str, str]:
     return {"prefetch-count": str(PREFETCH)}
 
@@ -179,17 +218,12 @@ async def _ours_async(spec: Spec, connect: Any, readline: Callable[[], Any], sle
                     if done:
                         break
             return
-        _say("ready")
-        await readline()  # go
-        start, cpu0 = time.monotonic_ns(), time.process_time()
-        for _ in range(spec.count):
-            await client.send(spec.destination, body, headers={"x-ts": _stamp()})
-        _say("sent", start=start, cpu=time.process_time() - cpu0)
-        await readline()  # latency
-        for wait in _paced(spec):
-            await sleep(wait)
-            await client.send(spec.destination, body, headers={"x-ts": _stamp()})
-        await readline()  # finish
+        await _produce_async(
+            spec,
+            lambda headers: client.send(spec.destination, body, headers=headers),
+            readline,
+            sleep,
+        )
 
 
 def run_asyncio(spec: Spec) -> None:
@@ -231,17 +265,7 @@ def run_threads(spec: Spec) -> None:
                     if done:
                         break
             return
-        _say("ready")
-        sys.stdin.readline()
-        start, cpu0 = time.monotonic_ns(), time.process_time()
-        for _ in range(spec.count):
-            client.send(spec.destination, body, headers={"x-ts": _stamp()})
-        _say("sent", start=start, cpu=time.process_time() - cpu0)
-        sys.stdin.readline()
-        for wait in _paced(spec):
-            time.sleep(wait)
-            client.send(spec.destination, body, headers={"x-ts": _stamp()})
-        sys.stdin.readline()
+        _produce(spec, lambda headers: client.send(spec.destination, body, headers=headers))
 
 
 # the peers -------------------------------------------------------------------------------
@@ -275,17 +299,7 @@ def run_stomppy(spec: Spec) -> None:
             done.wait()
             conn.unsubscribe(id="1")
             return
-        _say("ready")
-        sys.stdin.readline()
-        start, cpu0 = time.monotonic_ns(), time.process_time()
-        for _ in range(spec.count):
-            conn.send(spec.destination, body, headers={"x-ts": _stamp()})
-        _say("sent", start=start, cpu=time.process_time() - cpu0)
-        sys.stdin.readline()
-        for wait in _paced(spec):
-            time.sleep(wait)
-            conn.send(spec.destination, body, headers={"x-ts": _stamp()})
-        sys.stdin.readline()
+        _produce(spec, lambda headers: conn.send(spec.destination, body, headers=headers))
     finally:
         conn.disconnect()
 
@@ -330,17 +344,12 @@ async def _stompman(spec: Spec, stompman: Any) -> None:
             await finished.wait()
             await subscription.unsubscribe()
             return
-        _say("ready")
-        await asyncio.to_thread(sys.stdin.readline)
-        start, cpu0 = time.monotonic_ns(), time.process_time()
-        for _ in range(spec.count):
-            await client.send(body, spec.destination, headers={"x-ts": _stamp()})
-        _say("sent", start=start, cpu=time.process_time() - cpu0)
-        await asyncio.to_thread(sys.stdin.readline)
-        for wait in _paced(spec):
-            await asyncio.sleep(wait)
-            await client.send(body, spec.destination, headers={"x-ts": _stamp()})
-        await asyncio.to_thread(sys.stdin.readline)
+        await _produce_async(
+            spec,
+            lambda headers: client.send(body, spec.destination, headers=headers),
+            lambda: asyncio.to_thread(sys.stdin.readline),
+            asyncio.sleep,
+        )
 
 
 RUNNERS: dict[str, Callable[[Spec], None]] = {

@@ -17,7 +17,7 @@ from itertools import chain
 from ._errors import ErrorKind, LocalProtocolError
 from ._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame, HeartBeat, Version
 
-__all__ = ["FrameEncoder"]
+__all__ = ["FrameEncoder", "unescaped_header_fault"]
 
 
 # 1.1 §Value Encoding escapes '\\', LF and ':'; 1.2 adds CR.  A 1.1 value may
@@ -40,6 +40,24 @@ _ESCAPES: dict[Version, Callable[[str], str] | None] = {
 
 def _refuse(kind: ErrorKind, message: str) -> LocalProtocolError:
     return LocalProtocolError(kind, message)
+
+
+def unescaped_header_fault(name: str, value: str, *, raw_cr: bool) -> str | None:
+    """Why a header cannot be written without escapes, or None if it can.
+
+    LF ends a line and a ':' in a name would move the split point.  A CR is
+    an ordinary octet before 1.2 (``raw_cr``: the 1.0 and 1.1 grammars end
+    lines with LF only, and a 1.0 MESSAGE may carry one in the message-id an
+    ACK must echo); in 1.2 it may begin a CRLF, and so it may for whoever
+    reads a CONNECT or CONNECTED frame, before a version is agreed.  The
+    broker asks the same question of headers bound for a 1.0 subscriber.
+    """
+    breaks = "\n" if raw_cr else "\n\r"
+    if ":" in name or any(b in name for b in breaks):
+        return f"header name {name!r} cannot be sent unescaped"
+    if any(b in value for b in breaks):
+        return f"value of {name!r} has a line break and cannot be sent unescaped"
+    return None
 
 
 class FrameEncoder:
@@ -155,23 +173,10 @@ class FrameEncoder:
         if escape is not None:
             parts = iter(escape(flat).split("\0"))
             return [name + ":" + value for name, value in zip(parts, parts, strict=True)]
-        # Unescaped headers (1.0, CONNECT, CONNECTED, STOMP): LF ends a line,
-        # and a ':' in a name would move the split point.  A CR is an ordinary
-        # octet before 1.2 (the 1.0 and 1.1 grammars end lines with LF only, and
-        # a 1.0 MESSAGE may carry one in the message-id we must echo in ACK).
-        # In 1.2 it may begin a CRLF, and so it may for whoever reads a
-        # CONNECT or CONNECTED frame, before a version is agreed.
+        # Unescaped headers (1.0, CONNECT, CONNECTED): see unescaped_header_fault.
         raw_cr = self._version != "1.2" and command not in UNESCAPED_COMMANDS
-        breaks = ("\n",) if raw_cr else ("\n", "\r")
-        if any(b in flat for b in breaks) or any(":" in name for name, _ in pairs):
-            for name, value in pairs:
-                if ":" in name or any(b in name for b in breaks):
-                    raise _refuse(
-                        ErrorKind.BAD_HEADER, f"header name {name!r} cannot be sent unescaped"
-                    )
-                if any(b in value for b in breaks):
-                    raise _refuse(
-                        ErrorKind.BAD_HEADER,
-                        f"value of {name!r} has a line break and cannot be sent unescaped",
-                    )
+        for name, value in pairs:
+            fault = unescaped_header_fault(name, value, raw_cr=raw_cr)
+            if fault is not None:
+                raise _refuse(ErrorKind.BAD_HEADER, fault)
         return [name + ":" + value for name, value in pairs]

@@ -83,6 +83,7 @@ from .. import (
     Version,
     __version__,
 )
+from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
 
 __all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
@@ -119,13 +120,9 @@ class BrokerOptions(TypedDict, total=False):
     slow_consumer_timeout: float | None
 
 
-def _fits_unescaped(*headers: tuple[str, str]) -> bool:
-    """Whether the headers can be written without escapes (STOMP 1.0).
-
-    A CR is an ordinary octet in a 1.0 header (1.0 §Augmented BNF), as
-    ``FrameEncoder`` writes it; LF ends the line and ':' would move the split.
-    """
-    return not any("\n" in name or ":" in name or "\n" in value for name, value in headers)
+def _fits_unescaped(header: tuple[str, str]) -> bool:
+    """Whether a header can be written in a STOMP 1.0 frame (no escapes there)."""
+    return unescaped_header_fault(*header, raw_cr=True) is None
 
 
 class Outbox:
@@ -612,13 +609,6 @@ class BrokerCore:
             self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
             return
         destination = event.destination
-        if session.connection.version == "1.0" and not _fits_unescaped(
-            ("destination", destination), ("id", event.id or "")
-        ):
-            # A 1.0 MESSAGE could not carry them back: a CR is data in 1.0 only.
-            detail = "destination and id must not hold a carriage return"
-            self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
-            return
         if destination.startswith(TOPIC_PREFIX):
             queue = _Queue(destination, private=True)
         else:
