@@ -158,6 +158,7 @@ class _Connection:
         self._pending = _PendingAcks()
         self._transactions: set[str] = set()
         self._disconnect_receipt: str | None = None
+        self._dropped = 0
 
     # -- inspection ------------------------------------------------------------
 
@@ -196,6 +197,16 @@ class _Connection:
         frame, which the :class:`Limits` bound.
         """
         return self._decoder.buffered
+
+    @property
+    def dropped(self) -> int:
+        """Frames and heart-beats received after the session closed, and dropped.
+
+        Once the session is over (our DISCONNECT was receipted, the peer sent
+        ERROR, a heart-beat timeout) anything still arriving is counted here
+        rather than returned; RabbitMQ, for one, sends a RECEIPT after ERROR.
+        """
+        return self._dropped
 
     def pending_acks(self, subscription: str) -> tuple[str, ...]:
         """Messages of ``subscription`` delivered and not yet (N)ACKed, oldest first.
@@ -284,20 +295,23 @@ class _Connection:
             return self._queued.popleft()
         if self._error is not None:
             raise self._error
-        try:
-            item = self._decoder.next_frame()
-        except RemoteProtocolError as exc:
-            raise self._fail(exc, None) from None
-        if item is None:
-            if self._eof and not self._closed_reported:
-                self._closed_reported = True
-                self._close()
-                return ConnectionClosed()
-            return None
-        if self._state is CLOSED:
+        while True:
+            try:
+                item = self._decoder.next_frame()
+            except RemoteProtocolError as exc:
+                raise self._fail(exc, None) from None
+            if item is None:
+                if self._eof and not self._closed_reported:
+                    self._closed_reported = True
+                    self._close()
+                    return ConnectionClosed()
+                return None
+            if self._state is not CLOSED:
+                break
             # The session is over (our DISCONNECT, their ERROR): frames still
-            # on the way - RabbitMQ sends a RECEIPT after an ERROR - are dropped.
-            return self.next_event()
+            # on the way - RabbitMQ sends a RECEIPT after an ERROR - are dropped,
+            # in a loop: a peer may send any number of them.
+            self._dropped += 1
         if isinstance(item, HeartBeat):
             return item
         try:
