@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="also serve STOMP over WebSocket at this path (e.g. /ws), on the same port",
     )
+    broker.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse every client frame the STOMP specs forbid (by default the broker accepts "
+        "what RabbitMQ and ActiveMQ accept, such as a CONNECT without 'host')",
+    )
 
     send = commands.add_parser("send", help="send messages")
     send.add_argument("destination")
@@ -246,7 +252,12 @@ async def _broker(args: argparse.Namespace, err: TextIO) -> None:
         context.load_cert_chain(args.certfile, args.keyfile)
     users = dict(args.user) or None
     async with Broker(
-        args.host, args.port, ssl=context, users=users, websocket=args.websocket
+        args.host,
+        args.port,
+        ssl=context,
+        users=users,
+        websocket=args.websocket,
+        strict=args.strict,
     ) as broker:
         where = f"{broker.host}:{broker.port}"
         if args.websocket:

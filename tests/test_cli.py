@@ -279,3 +279,67 @@ def test_version() -> None:
     result = cli("--version")
     assert result.returncode == EXIT_OK
     assert result.stdout.startswith("stomp-proto ")
+
+
+# -- what real clients send, with their default settings (issue 14) ------------------------
+
+#: A stomp.py program as its users write it: the default ``stomp.Connection`` (STOMP
+#: 1.1, whose CONNECT - a STOMP frame - has no ``host`` header), no options.
+STOMPPY_PROGRAM = """
+import sys, threading, stomp
+
+class Listener(stomp.ConnectionListener):
+    def __init__(self):
+        self.got = threading.Event()
+        self.body = None
+        self.error = None
+    def on_message(self, frame):
+        self.body = frame.body
+        self.got.set()
+    def on_error(self, frame):
+        self.error = frame.headers.get("message")
+        self.got.set()
+
+conn = stomp.Connection([("127.0.0.1", int(sys.argv[1]))])
+listener = Listener()
+conn.set_listener("", listener)
+try:
+    conn.connect(wait=True)
+except Exception as exc:
+    print("refused:", type(exc).__name__, listener.error)
+    sys.exit(3)
+conn.subscribe("/queue/cli-stomppy", id=1, ack="auto")
+conn.send("/queue/cli-stomppy", "hello from stomp.py")
+listener.got.wait(10)
+print("received:", listener.body)
+conn.disconnect()
+"""
+
+
+def run_stomppy_program(port: int) -> subprocess.CompletedProcess[str]:
+    pytest.importorskip("stomp")
+    return subprocess.run(
+        [sys.executable, "-c", STOMPPY_PROGRAM, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+    )
+
+
+def test_unmodified_stomppy_program_works_against_the_broker(broker: BrokerProcess) -> None:
+    """The default broker lets in what RabbitMQ and ActiveMQ let in: no host header."""
+    result = run_stomppy_program(broker.port)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["received: hello from stomp.py"]
+
+
+def test_strict_broker_refuses_a_connect_without_host() -> None:
+    """``broker --strict``: STOMP 1.1 §CONNECT or STOMP Frame requires host; refused."""
+    strict = start_broker("--strict")
+    try:
+        result = run_stomppy_program(strict.port)
+    finally:
+        code, _, err = stop(strict.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "needs a 'host' header" in result.stdout

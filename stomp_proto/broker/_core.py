@@ -118,6 +118,7 @@ class BrokerOptions(TypedDict, total=False):
     connect_timeout: float | None
     frame_timeout: float | None
     slow_consumer_timeout: float | None
+    strict: bool
 
 
 def _fits_unescaped(header: tuple[str, str]) -> bool:
@@ -388,7 +389,11 @@ class BrokerCore:
     the most messages a queue holds, ``output_limit`` the bytes one outbox may
     hold for one session before deliveries to it pause.  ``connect_timeout``,
     ``frame_timeout`` and ``slow_consumer_timeout`` are the deadlines in
-    seconds (see the module docstring; ``None`` disables one).
+    seconds (see the module docstring; ``None`` disables one).  ``strict``
+    refuses every client frame the specs forbid; by default the broker is
+    lenient as RabbitMQ and ActiveMQ are: its sessions are
+    ``ServerConnection(strict=False)`` (see docs/broker.rst, "Strict and
+    lenient").
     """
 
     def __init__(
@@ -405,6 +410,7 @@ class BrokerCore:
         connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
         slow_consumer_timeout: float | None = DEFAULT_SLOW_CONSUMER_TIMEOUT,
+        strict: bool = False,
     ) -> None:
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
@@ -428,6 +434,7 @@ class BrokerCore:
         self._frame_timeout = frame_timeout
         self._slow_consumer_timeout = slow_consumer_timeout
         self._users = dict(users) if users is not None else None
+        self._strict = strict
         self._versions = versions
         self._heartbeat = heartbeat
         self._limits = limits
@@ -442,6 +449,11 @@ class BrokerCore:
         self._message_ids = itertools.count(1)
 
     # -- inspection ------------------------------------------------------------
+
+    @property
+    def strict(self) -> bool:
+        """Whether client frames are checked to the letter of the specs (not the default)."""
+        return self._strict
 
     @property
     def sessions(self) -> tuple[Session, ...]:
@@ -467,7 +479,7 @@ class BrokerCore:
             if not allowed:
                 raise ValueError(f"none of {versions} is among the broker's {self._versions}")
         session_id = f"s{next(self._session_ids)}"
-        connection = ServerConnection(versions=allowed, limits=self._limits)
+        connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
         self._sessions[session_id] = session
         return session
