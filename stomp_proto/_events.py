@@ -208,8 +208,10 @@ class Connect(FrameEvent):
         if accept is None:
             versions: tuple[Version, ...] = ("1.0",)
         else:
-            # Unknown versions (say "2.0") are simply not ones we can pick.
-            offered = {v.strip() for v in accept.split(",")}
+            # Unknown versions (say "2.0") are simply not ones we can pick.  Nor
+            # is " 1.1": values are never trimmed (1.2 §Value Encoding), and
+            # RabbitMQ and ActiveMQ also read "1.0, 1.1" as 1.0 alone.
+            offered = set(accept.split(","))
             versions = tuple(v for v in VERSIONS if v in offered)
         return cls(
             host=fields.get("host"),

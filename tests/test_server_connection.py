@@ -193,6 +193,55 @@ def test_connect_11_without_host_refused_in_strict(offer: str) -> None:
     assert isinstance(event, Connect) and event.host is None
 
 
+def test_accept_version_values_are_not_trimmed() -> None:
+    # 1.2 §Value Encoding: never trim; " 1.1" is no version we know (RabbitMQ and
+    # ActiveMQ agree: "1.0, 1.1, 1.2" gets 1.0), in both modes.
+    for strict in (True, False):
+        server = ServerConnection(strict=strict)
+        [event] = feed(server, connect_bytes("1.0, 1.1, 1.2"))
+        assert isinstance(event, Connect) and event.accept_versions == ("1.0",)
+        assert server.negotiated_version == "1.0"
+
+
+# What RabbitMQ and ActiveMQ both accept and the specs forbid (docs/interop.rst,
+# "Client mistakes"): the lenient server mode accepts each, the strict one refuses it.
+LENIENT_ONLY = [
+    pytest.param("1.1", b"SEND\r\ndestination:/queue/a\r\n\r\nhi\x00", id="crlf-11"),
+    pytest.param("1.0", b"SEND\r\ndestination:/queue/a\r\n\r\nhi\x00", id="crlf-10"),
+    pytest.param("1.0", b"SEND\ndestination:/queue/a\n\nhi\x00\r\n", id="crlf-after-nul-10"),
+    pytest.param("1.2", b"BEGIN\ntransaction:t\n\nbody\x00", id="body-on-begin"),
+    pytest.param("1.2", b"SUBSCRIBE\nid:1\ndestination:/queue/a\n\nbody\x00", id="body-on-sub"),
+    pytest.param("1.2", b"SEND\ndestination:/queue/a\ncontent-length: 2 \n\nhi\x00",
+                 id="content-length-blanks"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "data"), LENIENT_ONLY)
+def test_lenient_server_mode_accepts_what_real_brokers_accept(
+    version: Version, data: bytes
+) -> None:
+    offer = None if version == "1.0" else version
+    lenient = ServerConnection(strict=False)
+    feed(lenient, connect_bytes(offer))
+    lenient.send(Connected())
+    events = feed(lenient, data)
+    assert len(events) == 1 and not isinstance(events[0], Error), events
+    if isinstance(events[0], Send):
+        assert events[0].destination == "/queue/a" and events[0].body == b"hi"
+    strict = ServerConnection()
+    feed(strict, connect_bytes(offer))
+    strict.send(Connected())
+    with pytest.raises(RemoteProtocolError):
+        feed(strict, data)
+
+
+def test_lenient_server_mode_accepts_a_body_on_connect() -> None:
+    data = connect_bytes("1.2")[:-1] + b"hello\x00"
+    [event] = feed(ServerConnection(strict=False), data)
+    assert isinstance(event, Connect)
+    remote_error(ServerConnection(), data, ErrorKind.UNEXPECTED_BODY)
+
+
 @pytest.mark.parametrize(
     ("offer", "server_versions"), [(None, VERSIONS), ("1.0", VERSIONS), ("1.0,1.1", ("1.0",))]
 )
