@@ -220,6 +220,36 @@ def test_failed_login_text_does_not_reveal_whether_the_user_exists() -> None:
     assert replies[0] == replies[1]
 
 
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_connect_without_host_is_lenient_by_default_and_refused_when_strict(
+    strict: bool | None,
+) -> None:
+    # 1.2 §CONNECT or STOMP Frame: clients MUST set host; RabbitMQ and ActiveMQ let
+    # it pass, and so does the broker unless strict (docs/interop.rst, "Client mistakes").
+    net = Net() if strict is None else Net(strict=strict)
+    assert net.core.strict is bool(strict)
+    client = net.open()
+    client.session.receive_data(b"STOMP\naccept-version:1.1\n\n\x00")
+    outbox = net.core.process(client.session)
+    reply = outbox.bytes_for(client.session)
+    if strict:
+        assert reply.startswith(b"ERROR\n") and b"'host'" in reply
+        assert client.session in outbox.to_close
+    else:
+        assert reply.startswith(b"CONNECTED\n") and b"version:1.1\n" in reply
+        assert client.session.connection.version == "1.1"
+
+
+def test_lenient_broker_takes_crlf_frames_in_1_1() -> None:
+    net = Net()
+    consumer = net.connect("1.1")
+    consumer.subscribe("/queue/crlf")
+    producer = net.connect("1.1")
+    net.feed(producer, b"SEND\r\ndestination:/queue/crlf\r\n\r\nhi\x00\r\n")
+    assert consumer.bodies() == [b"hi"]
+    assert not producer.closed
+
+
 @pytest.mark.parametrize("frame", [Send("/queue/a", b"x"), Subscribe("/queue/a", id="1")])
 def test_frames_before_connect_get_error_and_close(frame: Send | Subscribe) -> None:
     net = Net()
