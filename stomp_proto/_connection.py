@@ -637,6 +637,12 @@ class ServerConnection(_Connection):
     decide is checked here; bad client input raises
     :class:`RemoteProtocolError` whose ``event_hint`` is the ERROR to send
     before closing.
+
+    ``strict=False`` is the lenient server mode: it accepts the client
+    mistakes RabbitMQ and ActiveMQ both accept - a CONNECT for 1.1 or 1.2
+    without ``host``, and what the lenient decoder reads (CR LF in 1.0 and
+    1.1, bodies on frames that should have none, ...); see
+    docs/connection.rst, "Strict and lenient servers".
     """
 
     _sends = SERVER_SENDS
