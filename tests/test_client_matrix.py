@@ -13,7 +13,7 @@ and ActiveMQ are.
 Every client plays the same scenario on a fresh queue, one step after the
 other, each a test of its own (``test_client_matrix[CLIENT-STEP]``):
 
-``connect``      log in;
+``connect``      log in (with the version the client defaults to);
 ``subscribe``    subscribe with client acknowledgements (``client-individual``;
                  ``client`` in 1.0);
 ``send``         send ``one``;
@@ -53,7 +53,7 @@ import pytest
 from adapter_harness import HOST, WAIT, ServiceLoop
 from brokers import in_ci
 
-from stomp_proto.broker import Broker
+from stomp_proto.broker import Broker, Session
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -486,6 +486,20 @@ CLIENTS: dict[str, Callable[[int, str, Steps], None]] = {
     ),
     "ours-threads": ours_threads,
 }
+#: The version each client negotiates in its default configuration (docs/interop.rst).
+VERSION = {
+    "stomppy-Connection": "1.1",
+    "stomppy-Connection10": "1.0",
+    "stomppy-Connection11": "1.1",
+    "stomppy-Connection12": "1.2",
+    "stompest": "1.0",
+    "aiostomp": "1.1",
+    "stompman": "1.2",
+    "stompjs": "1.2",
+    "ours-asyncio": "1.2",
+    "ours-trio": "1.2",
+    "ours-threads": "1.2",
+}
 #: The PyPI package each client needs (all in the ``dev`` extra).
 PACKAGES = {
     "stomppy": "stomp",
@@ -511,6 +525,15 @@ def play(service: ServiceLoop, client: str) -> Steps:
     # The default options (lenient), and WebSocket at /ws for stompjs.
     broker = service.call(service.start_broker(0, False, {"websocket": PATH}))
     queue_name = f"/queue/matrix-{client}-{uuid.uuid4()}"
+    # The sessions the broker opens, to read the version each one agreed.
+    sessions: list[Session] = []
+    open_session = broker.core.open_session
+
+    def recording_open_session(*args: Any, **kwargs: Any) -> Session:
+        sessions.append(open_session(*args, **kwargs))
+        return sessions[-1]
+
+    broker.core.open_session = recording_open_session  # type: ignore[method-assign]
     worker_error: list[BaseException] = []
 
     def work() -> None:
@@ -536,6 +559,9 @@ def play(service: ServiceLoop, client: str) -> Steps:
                 )
                 break
             time.sleep(0.05)
+    versions = {session.connection.version for session in sessions}
+    if steps.results.get("connect") == "ok" and versions != {VERSION[client]}:
+        steps.results["connect"] = f"failed: versions {versions}, expected {VERSION[client]}"
     why = f"{worker_error[0]!r}"[:500] if worker_error else "the client stopped"
     for name in STEPS:
         steps.results.setdefault(name, f"failed: not reached ({why})")
