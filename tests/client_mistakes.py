@@ -37,8 +37,13 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stomp_proto import Frame, FrameDecoder, HeartBeat, RemoteProtocolError
+
+if TYPE_CHECKING:
+    # Where to probe and as whom: a broker's port, vhost, login and passcode.
+    from brokers import Endpoint
 
 __all__ = [
     "ACCEPTED",
@@ -46,7 +51,6 @@ __all__ = [
     "MISTAKES",
     "REFUSED",
     "Mistake",
-    "Target",
     "parse_table",
     "probe",
     "render_table",
@@ -60,16 +64,6 @@ ACCEPTED = ("accepted", "CONNECTED 1.0", "CONNECTED 1.1", "CONNECTED 1.2")
 REFUSED = ("ERROR", "closed")
 #: The table's columns after the mistake, in order.
 COLUMNS = ("RabbitMQ", "ActiveMQ", "embedded lenient", "embedded strict")
-
-
-@dataclass(frozen=True)
-class Target:
-    """A broker to probe: where, and the CONNECT headers it needs."""
-
-    port: int
-    vhost: str
-    login: str = "guest"
-    passcode: str = "guest"
 
 
 @dataclass(frozen=True)
@@ -88,14 +82,14 @@ class Mistake:
     text: str
     check: str
     version: str = "1.2"
-    frames: Callable[[Target, str], bytes] | None = None
-    connect: Callable[[Target], bytes] | None = None
+    frames: Callable[[Endpoint, str], bytes] | None = None
+    connect: Callable[[Endpoint], bytes] | None = None
     #: For ``delivered``: the header the MESSAGE must carry for it to count as read right.
     header: tuple[str, str] | None = None
 
 
 def connect_frame(
-    t: Target, version: str | None = "1.2", *, command: str = "CONNECT", extra: str = ""
+    t: Endpoint, version: str | None = "1.2", *, command: str = "CONNECT", extra: str = ""
 ) -> bytes:
     """A correct CONNECT for ``t`` (``version`` None: no accept-version), plus ``extra`` lines."""
     lines = [command]
@@ -105,15 +99,15 @@ def connect_frame(
     return ("\n".join(lines) + "\n" + extra + "\n\0").encode()
 
 
-def _without(line: str) -> Callable[[Target], bytes]:
-    def build(t: Target) -> bytes:
+def _without(line: str) -> Callable[[Endpoint], bytes]:
+    def build(t: Endpoint) -> bytes:
         return connect_frame(t).replace(line.format(t=t).encode() + b"\n", b"")
 
     return build
 
 
-def _replace(old: str, new: str, version: str | None = "1.2") -> Callable[[Target], bytes]:
-    def build(t: Target) -> bytes:
+def _replace(old: str, new: str, version: str | None = "1.2") -> Callable[[Endpoint], bytes]:
+    def build(t: Endpoint) -> bytes:
         data = connect_frame(t, version)
         assert old.format(t=t).encode() in data
         return data.replace(old.format(t=t).encode(), new.format(t=t).encode(), 1)
@@ -123,20 +117,20 @@ def _replace(old: str, new: str, version: str | None = "1.2") -> Callable[[Targe
 
 def _send(
     head: str = "SEND\ndestination:{q}\n", body: str = "hello", *, eol: str = "\n"
-) -> Callable[[Target, str], bytes]:
+) -> Callable[[Endpoint, str], bytes]:
     """A SEND to the queue (``head`` up to its last header), receipt r1, as bytes."""
 
-    def build(t: Target, q: str) -> bytes:
+    def build(t: Endpoint, q: str) -> bytes:
         frame = head.format(q=q) + "receipt:r1\n\n"
         return frame.replace("\n", eol).encode() + body.encode() + b"\0"
 
     return build
 
 
-def _frames(text: str) -> Callable[[Target, str], bytes]:
+def _frames(text: str) -> Callable[[Endpoint, str], bytes]:
     """Literal frames (``{q}`` is the queue), separated by ``|`` for NULs."""
 
-    def build(t: Target, q: str) -> bytes:
+    def build(t: Endpoint, q: str) -> bytes:
         return text.format(q=q).replace("|", "\0").encode()
 
     return build
@@ -259,7 +253,7 @@ def _queue(key: str) -> str:
     return f"/queue/mistake-{key}-{time.time_ns()}-{next(_queues)}"
 
 
-def _session(mistake: Mistake, t: Target, q: str) -> bytes:
+def _session(mistake: Mistake, t: Endpoint, q: str) -> bytes:
     """All the bytes of the probe, sent at once."""
     connect = (
         mistake.connect(t) if mistake.connect is not None else connect_frame(t, mistake.version)
@@ -339,7 +333,7 @@ def _finished(mistake: Mistake) -> Callable[[list[Frame]], bool]:
     return lambda frames: any(f.get("receipt-id") == "end" for f in frames)
 
 
-def probe(mistake: Mistake, target: Target) -> str:
+def probe(mistake: Mistake, target: Endpoint) -> str:
     """Play ``mistake`` against the broker at ``target``; the outcome (see the module doc)."""
     q = _queue(mistake.key)
     with socket.create_connection((HOST, target.port), timeout=TIMEOUT) as sock:
@@ -397,8 +391,9 @@ if __name__ == "__main__":
     import sys
     import threading
 
-    sys.path.insert(0, os.path.dirname(__file__))
-    from brokers import real_broker
+    sys.path.insert(0, os.path.dirname(__file__))  # run as a script
+
+    from brokers import Endpoint, real_broker
 
     from stomp_proto.broker import Broker
 
@@ -410,12 +405,9 @@ if __name__ == "__main__":
         await broker.start()
         return broker
 
-    targets = {}
-    for name, column in (("rabbitmq", "RabbitMQ"), ("activemq", "ActiveMQ")):
-        ep = real_broker(name)
-        targets[column] = Target(ep.port, ep.vhost, ep.login, ep.passcode)
+    targets = {"RabbitMQ": real_broker("rabbitmq"), "ActiveMQ": real_broker("activemq")}
     for column, strict in (("embedded lenient", False), ("embedded strict", True)):
         broker = asyncio.run_coroutine_threadsafe(start(strict), loop).result(10)
-        targets[column] = Target(broker.port, "/")
+        targets[column] = Endpoint("embedded", broker.port)
     table = {m.key: {c: probe(m, t) for c, t in targets.items()} for m in MISTAKES}
     print(render_table(table))

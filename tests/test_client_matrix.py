@@ -133,25 +133,11 @@ def body_of(frame: Any) -> bytes:
 
 def stomppy(port: int, queue_name: str, steps: Steps, cls_name: str) -> None:
     import stomp
-
-    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.messages = Inbox()
-            self.receipts = Inbox()
-            self.errors: list[Any] = []
-
-        def on_message(self, frame: Any) -> None:
-            self.messages.put(frame)
-
-        def on_receipt(self, frame: Any) -> None:
-            self.receipts.put(frame.headers["receipt-id"])
-
-        def on_error(self, frame: Any) -> None:
-            self.errors.append(frame)
+    from test_stomppy_interop import Recorder  # stomp.py's listener, with bounded waits
 
     conn = getattr(stomp, cls_name)([(HOST, port)])
     version = {"Connection10": "1.0", "Connection12": "1.2"}.get(cls_name, "1.1")
-    listener = Listener()
+    listener = Recorder()
     conn.set_listener("matrix", listener)
 
     def ack(frame: Any, nack: bool = False) -> None:
@@ -172,13 +158,13 @@ def stomppy(port: int, queue_name: str, steps: Steps, cls_name: str) -> None:
         conn.send(queue_name, "one")
     with steps("receipt"):
         conn.send(queue_name, "two", receipt="r-two")
-        assert listener.receipts.get() == "r-two"
+        listener.receipt("r-two")
     with steps("receive"):
-        first = listener.messages.get()
+        first = listener.message()
         assert body_of(first) == b"one"
     with steps("ack"):
         ack(first)
-    two = listener.messages.get()
+    two = listener.message()
     assert body_of(two) == b"two"
     if version == "1.0":
         ack(two)
@@ -186,7 +172,7 @@ def stomppy(port: int, queue_name: str, steps: Steps, cls_name: str) -> None:
     else:
         with steps("nack"):
             ack(two, nack=True)
-            again = listener.messages.get()
+            again = listener.message()
             assert body_of(again) == b"two"
             ack(again)
     with steps("transaction"):
@@ -196,8 +182,8 @@ def stomppy(port: int, queue_name: str, steps: Steps, cls_name: str) -> None:
         committed = conn.begin()
         conn.send(queue_name, "committed", transaction=committed)
         conn.commit(committed, receipt="r-commit")
-        assert listener.receipts.get() == "r-commit"
-        message = listener.messages.get()
+        listener.receipt("r-commit")
+        message = listener.message()
         assert body_of(message) == b"committed"
         ack(message)
     with steps("disconnect"):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 from adapter_harness import ServiceLoop
-from brokers import real_broker
-from client_mistakes import ACCEPTED, COLUMNS, MISTAKES, REFUSED, Target, parse_table, probe
+from brokers import Endpoint, real_broker
+from client_mistakes import ACCEPTED, COLUMNS, MISTAKES, REFUSED, parse_table, probe
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,16 +40,13 @@ KEYS = [m.key for m in MISTAKES]
 @pytest.fixture(scope="module")
 def outcomes() -> Iterator[dict[str, dict[str, str]]]:
     """Every mistake against every broker: mistake key -> column -> outcome."""
-    targets: dict[str, Target] = {}
-    for name, column in (("rabbitmq", "RabbitMQ"), ("activemq", "ActiveMQ")):
-        ep = real_broker(name)
-        targets[column] = Target(ep.port, ep.vhost, ep.login, ep.passcode)
+    targets = {"RabbitMQ": real_broker("rabbitmq"), "ActiveMQ": real_broker("activemq")}
     service = ServiceLoop()
     try:
         for column, strict in (("embedded lenient", False), ("embedded strict", True)):
             # No users: like both real brokers here, anonymous logins are allowed.
             broker = service.call(service.start_broker(0, False, {"strict": strict}))
-            targets[column] = Target(broker.port, "/")
+            targets[column] = Endpoint("embedded", broker.port)
         yield {m.key: {c: probe(m, t) for c, t in targets.items()} for m in MISTAKES}
     finally:
         assert service.close() == []
