@@ -35,12 +35,14 @@ from ._connection import ClientConnection
 from ._errors import ProtocolError
 from ._events import (
     Abort,
+    Ack,
     AckMode,
     Begin,
     Commit,
     Disconnect,
     FrameEvent,
     Message,
+    Nack,
     Subscribe,
     Unsubscribe,
 )
@@ -392,8 +394,14 @@ class AsyncClient:
         self._waiters[key] = waiter
         return waiter
 
-    async def _send(self, event: FrameEvent, receipt: str | None = None) -> None:
-        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+    async def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it.
+
+        ``settles``: the message an ACK or NACK is for (it must have come on
+        the current connection).
+        """
         if self._error is not None:
             raise self._error
         if not self._ready.is_set():
@@ -406,9 +414,12 @@ class AsyncClient:
         waiter = self._expect(receipt) if receipt is not None else None
         try:
             async with self._write_lock:
-                if self._core.conn.state is ConnectionState.CLOSED:
+                conn = self._core.conn
+                if conn.state is ConnectionState.CLOSED:
                     raise self._error or ConnectionLost("the connection is closed")
-                await stream.send(self._core.conn.send(event))
+                if settles is not None:
+                    conn.check_delivered(settles)
+                await stream.send(conn.send(event))
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
             raise ConnectionLost(f"connection failed: {exc}") from exc
@@ -504,12 +515,10 @@ class AsyncClient:
     async def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
-        self._core.check_ack(message)
         receipt_id = self._core.next_id("receipt") if receipt else None
-        await self._send(
-            self._core.ack_event(message, transaction, receipt_id, nack=nack), receipt_id
-        )
-        self._core.acked(message)
+        kind = Nack if nack else Ack
+        event = kind.of(message, transaction=transaction, receipt=receipt_id)
+        await self._send(event, receipt_id, message)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias, TypedDict
 
 from ._connection import DEFAULT_TOLERANCE, ClientConnection
-from ._errors import ErrorKind, LocalProtocolError
 from ._events import (
-    Ack,
     AckMode,
     Connect,
     Connected,
@@ -33,7 +31,6 @@ from ._events import (
     Error,
     HeartBeatTimeout,
     Message,
-    Nack,
     Receipt,
     Send,
     Subscribe,
@@ -239,10 +236,6 @@ class ClientCore:
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
         self._subscriptions: dict[str, Subscribe] = {}
-        # Client-acknowledged messages delivered on this connection, per
-        # subscription in delivery order: acking one from an earlier connection
-        # must fail, even if ids repeat.
-        self._unacked: dict[str, dict[int, Message]] = {}
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -253,7 +246,6 @@ class ClientCore:
         """Start over on a new transport: a fresh ClientConnection, same subscriptions."""
         self.generation += 1
         self.conn = self._make_connection()
-        self._unacked.clear()
         return self.conn
 
     # -- ids and events --------------------------------------------------------
@@ -307,60 +299,17 @@ class ClientCore:
 
     def unsubscribed(self, key: str) -> None:
         self._subscriptions.pop(key, None)
-        # The connection forgets what the subscription still awaited as well.
-        self._unacked.pop(key, None)
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription."""
         return list(self._subscriptions.values())
-
-    def check_ack(self, message: Message) -> None:
-        """Refuse to acknowledge a message that came on an earlier connection."""
-        unacked = self._unacked.get(_subscription_of(message), {})
-        if unacked.get(id(message)) is not message:
-            raise LocalProtocolError(
-                ErrorKind.BAD_STATE,
-                "this message was not delivered on the current connection "
-                "(or is already acknowledged); after a reconnect the broker redelivers it",
-            )
-
-    def ack_event(
-        self, message: Message, transaction: str | None, receipt: str | None, *, nack: bool
-    ) -> Ack:
-        """The ACK (or NACK) of ``message``; the connection picks the version's headers."""
-        kind = Nack if nack else Ack
-        return kind.of(message, transaction=transaction, receipt=receipt)
-
-    def unacked_count(self) -> int:
-        """How many delivered messages still await an (N)ACK on this connection."""
-        return sum(len(messages) for messages in self._unacked.values())
-
-    def acked(self, message: Message) -> None:
-        """Forget ``message`` (and, in ``client`` mode, every earlier delivery)."""
-        subscription = _subscription_of(message)
-        unacked = self._unacked.get(subscription)
-        if not unacked or id(message) not in unacked:
-            return
-        if self._subscriptions.get(subscription, _AUTO).ack != "client":
-            del unacked[id(message)]
-            return
-        # client mode is cumulative (1.2 SUBSCRIBE "ack Header"): the (N)ACK
-        # also settled every earlier delivery, the oldest entries here.
-        while unacked:
-            key = next(iter(unacked))
-            del unacked[key]
-            if key == id(message):
-                break
 
     # -- routing ---------------------------------------------------------------
 
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if isinstance(event, Message):
-            subscription = _subscription_of(event)
-            if self._subscriptions.get(subscription, _AUTO).ack != "auto":
-                self._unacked.setdefault(subscription, {})[id(event)] = event
-            return Deliver(subscription, event)
+            return Deliver(event.key, event)
         if isinstance(event, Receipt):
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):
@@ -374,11 +323,3 @@ class ClientCore:
         if isinstance(event, HeartBeat):
             return None
         raise AssertionError(f"unexpected event {event!r}")  # pragma: no cover
-
-
-_AUTO = Subscribe("", id="", ack="auto")
-
-
-def _subscription_of(message: Message) -> str:
-    """The subscription key a MESSAGE belongs to (1.0 has no ``subscription``)."""
-    return message.subscription or message.destination

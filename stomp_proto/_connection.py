@@ -75,21 +75,29 @@ class _PendingAcks:
 
     Keyed by what the version's ACK names: the ``ack`` header in 1.2, the
     ``message-id`` before.  Kept per subscription and in delivery order, as
-    client mode acknowledges cumulatively (1.2 §SUBSCRIBE ack Header).
+    client mode acknowledges cumulatively (1.2 §SUBSCRIBE ack Header).  A
+    client also keeps the :class:`Message` each came in, so that it can tell
+    a message of this connection from an equal-looking one of an earlier
+    connection (the one ledger of unacknowledged deliveries every client uses).
     """
 
     __slots__ = ("_by_subscription", "_owner")
 
     def __init__(self) -> None:
-        self._by_subscription: dict[str, dict[str, None]] = {}
+        self._by_subscription: dict[str, dict[str, Message | None]] = {}
         self._owner: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._owner)
 
-    def delivered(self, subscription: str, ident: str) -> None:
-        self._by_subscription.setdefault(subscription, {})[ident] = None
+    def delivered(self, subscription: str, ident: str, message: Message | None = None) -> None:
+        self._by_subscription.setdefault(subscription, {})[ident] = message
         self._owner[ident] = subscription
+
+    def message(self, subscription: str, ident: str) -> Message | None:
+        """The MESSAGE recorded with a pending delivery, if one was."""
+        pending = self._by_subscription.get(subscription)
+        return None if pending is None else pending.get(ident)
 
     def find(self, ident: str, subscription: str | None) -> str | None:
         """The subscription awaiting an (N)ACK for ``ident``, if any."""
@@ -548,14 +556,39 @@ class ClientConnection(_Connection):
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
-        """Acknowledge ``message`` with the headers the negotiated version requires."""
+        """Acknowledge ``message`` with the headers the negotiated version requires.
+
+        Raises LocalProtocolError when ``message`` did not come on this
+        connection, even if one with the same ids did: after a reconnect the
+        broker redelivers it, and only that delivery can be acknowledged.
+        """
+        self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
         """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
+
+    def check_delivered(self, message: Message) -> None:
+        """Raise LocalProtocolError if another delivery with ``message``'s ids is pending.
+
+        :meth:`ack` and :meth:`nack` check this; a client that builds its
+        :class:`Ack` itself calls it first.  A message that awaits no
+        acknowledgement at all is refused by :meth:`send`.
+        """
+        ident = message.ack if self._version == "1.2" else message.message_id
+        if ident is None:
+            return  # the send refuses it, with the version's reason
+        delivered = self._pending.message(message.key, ident)
+        if delivered is not None and delivered is not message:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                "this message was not delivered on this connection (one with the same "
+                "ids was); after a reconnect the broker redelivers it",
+            )
 
     def _check_send(self, event: FrameEvent) -> FrameEvent:
         receipt = getattr(event, "receipt", None)
@@ -587,7 +620,7 @@ class ClientConnection(_Connection):
                     f"server chose STOMP {event.version}, which was not offered",
                 )
         elif isinstance(event, Message):
-            key = event.subscription if event.subscription is not None else event.destination
+            key = event.key
             subscription = self._subscriptions.get(key)
             if subscription is None:
                 # e.g. RabbitMQ's replies to /temp-queue/ destinations.
@@ -612,11 +645,11 @@ class ClientConnection(_Connection):
             self._agree(event.version)
             self._start_heartbeats(self._connect.heartbeat, event.heartbeat)
         elif isinstance(event, Message) and not event.unknown_subscription:
-            key = event.subscription if event.subscription is not None else event.destination
+            key = event.key
             if self._subscriptions[key].ack != "auto":
                 ident = event.ack if self._version == "1.2" else event.message_id
                 assert ident is not None
-                self._pending.delivered(key, ident)
+                self._pending.delivered(key, ident, event)
         elif isinstance(event, Receipt):
             self._receipts.pop(event.receipt_id, None)
             if event.receipt_id == self._disconnect_receipt:
@@ -685,7 +718,7 @@ class ServerConnection(_Connection):
         return super().send(event)
 
     def _check_message(self, event: Message) -> None:
-        key = event.subscription if event.subscription is not None else event.destination
+        key = event.key
         subscription = self._subscriptions.get(key)
         if subscription is None:
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
@@ -696,7 +729,7 @@ class ServerConnection(_Connection):
 
     def _book_message(self, event: Message) -> None:
         """Remember a sent MESSAGE that awaits an acknowledgement."""
-        key = event.subscription if event.subscription is not None else event.destination
+        key = event.key
         if self._subscriptions[key].ack != "auto":
             ident = event.ack if self._version == "1.2" else event.message_id
             if ident is not None:

@@ -582,6 +582,16 @@ class Message(FrameEvent):
     command: ClassVar[str] = "MESSAGE"
     _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
 
+    @property
+    def key(self) -> str:
+        """The subscription this belongs to, as :attr:`Subscribe.key` names it.
+
+        Its ``subscription`` header; in 1.0, where that header is optional, the
+        destination when it is absent.  An empty ``subscription`` is an id like
+        any other (the one rule, for client, broker and adapters alike).
+        """
+        return self.subscription if self.subscription is not None else self.destination
+
     def _to_frame(self, version: Version) -> Frame:
         if version != "1.0":
             _require(self.subscription, "MESSAGE", "subscription")
