@@ -27,7 +27,6 @@ from ._client_core import (
     ClientError,
     ConnectionLost,
     ConnectOptions,
-    Deliver,
     End,
     Resolve,
 )
@@ -287,7 +286,7 @@ class AsyncClient:
                     conn.receive_data(data or None)
                     continue
                 route = self._core.route(event)
-                if isinstance(route, Deliver):
+                if type(route) is Message:
                     await self._deliver(route, stream, conn)
                 elif isinstance(route, Resolve):
                     waiter = self._waiters.pop(route.key, None)
@@ -318,12 +317,12 @@ class AsyncClient:
             if data:
                 await stream.send(data)
 
-    async def _deliver(self, route: Deliver, stream: Stream, conn: ClientConnection) -> None:
-        subscription = self._subscriptions.get(route.subscription)
+    async def _deliver(self, message: Message, stream: Stream, conn: ClientConnection) -> None:
+        subscription = self._subscriptions.get(message.key)
         if subscription is None:
-            if not self.unsolicited.put_nowait(route.message):
+            if not self.unsolicited.put_nowait(message):
                 self.unsolicited.get_nowait()
-                self.unsolicited.put_nowait(route.message)
+                self.unsolicited.put_nowait(message)
             return
         if subscription._receipt is not None:
             # A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may
@@ -332,14 +331,14 @@ class AsyncClient:
             waiter = self._waiters.pop(subscription._receipt, None)
             subscription._receipt = None
             if waiter is not None and not waiter.done():
-                waiter.set_result(route.message)
-        if subscription._queue.put_nowait(route.message):
+                waiter.set_result(message)
+        if subscription._queue.put_nowait(message):
             return  # the common case: room in the queue, no timeout to arm
         # A full queue pauses reading (back-pressure) but not heart-beats.
         while True:
             try:
                 async with self._backend.timeout(self._until_timer(conn)):
-                    await subscription._queue.put(route.message)
+                    await subscription._queue.put(message)
                 return
             except TimeoutError:
                 await self._write_timer(stream, conn, reading=False)

@@ -21,6 +21,7 @@ waits for the next ``receive()`` to have something to work on.
 from __future__ import annotations
 
 import contextlib
+import select
 import selectors
 import socket
 import ssl
@@ -57,12 +58,22 @@ class SocketStream:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(sock, selectors.EVENT_READ)
+        # poll() where there is one: no file descriptor of its own to close, and
+        # cheaper per call than a selector, which the reader pays per wake-up.
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        self._selector: selectors.BaseSelector | None = None
+        if self._poll is not None:
+            self._poll.register(sock, select.POLLIN)
+        else:  # pragma: no cover - Windows
+            self._selector = selectors.DefaultSelector()
+            self._selector.register(sock, selectors.EVENT_READ)
 
     def wait_readable(self, timeout: float | None) -> bool:
         if timeout is None:
             return True  # recv() blocks until there is something
+        if self._poll is not None:
+            return bool(self._poll.poll(timeout * 1000.0))
+        assert self._selector is not None
         return bool(self._selector.select(timeout))
 
     def receive(self) -> bytes | None:
@@ -76,7 +87,8 @@ class SocketStream:
             self._sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
-        self._selector.close()
+        if self._selector is not None:
+            self._selector.close()
         self._sock.close()
 
     def settimeout(self, timeout: float | None) -> None:

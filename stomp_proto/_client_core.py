@@ -193,14 +193,6 @@ class ClientOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True, slots=True)
-class Deliver:
-    """Put ``message`` on the queue of subscription ``subscription``."""
-
-    subscription: str
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
 class Resolve:
     """Complete the waiter ``key`` (``"connect"`` or a receipt id) with ``value``."""
 
@@ -215,7 +207,10 @@ class End:
     error: ClientError
 
 
-Route: TypeAlias = Deliver | Resolve | End | None
+#: What to do with one event: a :class:`Message` goes to the buffer of the
+#: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
+#: waiter, an :class:`End` ends the session, ``None``: nothing.
+Route: TypeAlias = Message | Resolve | End | None
 
 CONNECT_WAITER = "connect"
 
@@ -308,8 +303,8 @@ class ClientCore:
 
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
-        if isinstance(event, Message):
-            return Deliver(event.key, event)
+        if type(event) is Message:
+            return event
         if isinstance(event, Receipt):
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):

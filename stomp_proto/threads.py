@@ -41,7 +41,6 @@ from ._client_core import (
     ClientOptions,
     ConnectionLost,
     ConnectOptions,
-    Deliver,
     End,
     HeartBeatLost,
     Resolve,
@@ -167,11 +166,13 @@ class Subscription:
         while (message := self.get()) is not None:
             yield message
 
-    def _put(self, message: Message, timeout: float | None) -> bool:
-        """Buffer ``message``; False if still full after ``timeout`` (reader only)."""
+    def _put(self, message: Message, timeout: float | None = None, *, wait: bool = False) -> bool:
+        """Buffer ``message``; False if full (after waiting ``timeout`` for room)."""
         with self._lock:
             messages = self._messages
             if len(messages) >= self._limit and not self._ended:
+                if not wait:
+                    return False
                 self._room.wait(timeout)
                 if len(messages) >= self._limit and not self._ended:
                     return False
@@ -372,7 +373,7 @@ class Client:
                         failure = exc  # what came before it is still handled
                 for event in events:
                     route = self._core.route(event)
-                    if type(route) is Deliver:
+                    if type(route) is Message:
                         self._deliver(route, stream, conn)
                     elif type(route) is Resolve:
                         if route.key == CONNECT_WAITER:
@@ -420,10 +421,10 @@ class Client:
             finally:
                 self._write_lock.release()
 
-    def _deliver(self, route: Deliver, stream: BlockingStream, conn: ClientConnection) -> None:
-        subscription = self._subscriptions.get(route.subscription)
+    def _deliver(self, message: Message, stream: BlockingStream, conn: ClientConnection) -> None:
+        subscription = self._subscriptions.get(message.key)
         if subscription is None:
-            self.unsolicited.append(route.message)
+            self.unsolicited.append(message)
             return
         if subscription._receipt is not None:
             # A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may
@@ -432,9 +433,11 @@ class Client:
             waiter = self._waiters.pop(subscription._receipt, None)
             subscription._receipt = None
             if waiter is not None:
-                waiter.set_result(route.message)
+                waiter.set_result(message)
+        if subscription._put(message):
+            return  # the common case: room in the buffer
         # A full buffer pauses reading (back-pressure) but not heart-beats.
-        while not subscription._put(route.message, self._until_timer(conn)):
+        while not subscription._put(message, self._until_timer(conn), wait=True):
             self._on_timer(stream, conn, reading=False)
 
     def _fail_waiters(self, error: ClientError) -> None:

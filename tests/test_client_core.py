@@ -20,7 +20,7 @@ from stomp_proto import (
     Unsubscribe,
     Version,
 )
-from stomp_proto._client_core import ClientCore, ConnectOptions, Deliver
+from stomp_proto._client_core import ClientCore, ConnectOptions
 
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 
@@ -55,8 +55,8 @@ class Session:
             self.core.conn.receive_data(self.server.send(message))
             event = self.core.conn.next_event()
             route = self.core.route(event)  # type: ignore[arg-type]
-            assert isinstance(route, Deliver)
-            delivered.append(route.message)
+            assert route is event  # a MESSAGE routes to the subscription it names
+            delivered.append(route)
         return delivered
 
     def ack(self, message: Message) -> None:
