@@ -7,6 +7,8 @@ as an adapter's reader does.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from stomp_proto import (
@@ -41,7 +43,7 @@ class Session:
         self.core.subscribed(self.subscription)
         self.count = 0
 
-    def deliver(self, n: int) -> list[Message]:
+    def deliver(self, n: int, headers: tuple[tuple[str, str], ...] = ()) -> list[Message]:
         """``n`` MESSAGEs from the server, routed by the core."""
         delivered = []
         for _ in range(n):
@@ -51,6 +53,7 @@ class Session:
                 message_id=f"m{self.count}",
                 subscription=self.subscription.id,
                 ack=f"a{self.count}" if self.server.version == "1.2" else None,
+                headers=headers,
             )
             self.core.conn.receive_data(self.server.send(message))
             event = self.core.conn.next_event()
@@ -134,15 +137,17 @@ def test_messages_of_an_earlier_connection_cannot_be_acked() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_redelivery_with_the_same_ids_is_not_the_old_message(version: Version) -> None:
     # After a reconnect a broker may redeliver with the same ids (ActiveMQ's
-    # message-id; RabbitMQ's delivery tags restart): only the new delivery's
-    # object acknowledges it, never the one from the connection that is gone.
-    first = Session(version, "client-individual" if version != "1.0" else "client")
+    # message-id; delivery tags that restart), marked as a redelivery: only
+    # the new delivery acknowledges it, never the one from the connection
+    # that is gone.  An equal copy of the new one (rebuilt, unpickled) does.
+    ack: AckMode = "client-individual" if version != "1.0" else "client"
+    first = Session(version, ack)
     (old,) = first.deliver(1)
-    second = Session(version, "client-individual" if version != "1.0" else "client")
-    (new,) = second.deliver(1)
-    assert old == new and old is not new
+    second = Session(version, ack)
+    (new,) = second.deliver(1, headers=(("redelivered", "true"),))
+    assert (old.message_id, old.ack) == (new.message_id, new.ack) and old != new
     with pytest.raises(LocalProtocolError, match="not delivered on this connection"):
         second.core.conn.ack(old)
     assert second.unacked() == 1
-    second.ack(new)
+    second.ack(dataclasses.replace(new))
     assert second.unacked() == 0
