@@ -31,8 +31,9 @@ from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import Unpack
 
-from ._blocking import BlockingStream, open_stream
-from ._client_core import (
+from ._client._backend import BlockingStream
+from ._client._blocking import open_stream
+from ._client._core import (
     CONNECT_WAITER,
     Backoff,
     BrokerError,

@@ -22,7 +22,7 @@ from stomp_proto import (
     Unsubscribe,
     Version,
 )
-from stomp_proto._client_core import ClientCore, ConnectOptions
+from stomp_proto._client._core import ClientCore, ConnectOptions
 
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypedDict
 
-from ._connection import DEFAULT_TOLERANCE, ClientConnection
-from ._events import (
+from .._connection import DEFAULT_TOLERANCE, ClientConnection
+from .._events import (
     AckMode,
     Connect,
     Connected,
@@ -35,8 +35,8 @@ from ._events import (
     Send,
     Subscribe,
 )
-from ._frame import VERSIONS, Event, HeartBeat, Version
-from ._limits import Limits
+from .._frame import VERSIONS, Event, HeartBeat, Version
+from .._limits import Limits
 
 __all__ = [
     "Backoff",
@@ -134,7 +134,7 @@ class ConnectOptions:
 
     def __post_init__(self) -> None:
         if self.websocket is not None:
-            from ._websocket import check_path, require_wsproto
+            from .._websocket import check_path, require_wsproto
 
             check_path(self.websocket)
             require_wsproto()  # fail at connect(), with how to install it

@@ -11,7 +11,7 @@ peer that stops reading while its own output is full.
   memory buffers: OpenSSL is then only used under our lock, never read and
   written by two threads at once, which it does not allow.
 * :class:`WebSocketStream` - STOMP over a WebSocket, the sans-IO
-  :class:`~stomp_proto._websocket.WebSocketChannel` on any of the above.
+  ``WebSocketChannel`` (``stomp_proto._websocket``) on any of the above.
 
 ``receive()`` returns bytes (``b""``: nothing usable yet, for example half a
 TLS record) or ``None`` at the end of the stream; ``wait_readable(timeout)``
@@ -26,31 +26,16 @@ import selectors
 import socket
 import ssl
 import threading
-from typing import Protocol
 
-from ._client_core import ConnectOptions
-from ._errors import RemoteProtocolError
-from ._frame import Version
-from ._websocket import ClientHandshake, WebSocketChannel, accepted_versions
+from .._errors import RemoteProtocolError
+from .._frame import Version
+from .._websocket import ClientHandshake, WebSocketChannel, accepted_versions
+from ._backend import BlockingStream
+from ._core import ConnectOptions
 
-__all__ = ["BlockingStream", "open_stream"]
+__all__ = ["SocketStream", "TLSStream", "WebSocketStream", "open_stream"]
 
 READ_SIZE = 256 * 1024
-
-
-class BlockingStream(Protocol):
-    def wait_readable(self, timeout: float | None) -> bool:
-        """Whether ``receive()`` has work within ``timeout`` seconds (None: wait)."""
-
-    def receive(self) -> bytes | None:
-        """Some bytes (possibly none yet); ``None`` at the end of the stream."""
-
-    def send(self, data: bytes) -> None: ...
-
-    def shutdown(self) -> None:
-        """Wake a reader blocked on this stream (it then sees the end); any thread."""
-
-    def close(self) -> None: ...
 
 
 class SocketStream:

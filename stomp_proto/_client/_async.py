@@ -16,23 +16,12 @@ wire in the order the connection made them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from typing import Protocol, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
 
-from ._client_core import (
-    CONNECT_WAITER,
-    Backoff,
-    ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
-    End,
-    Resolve,
-)
-from ._connection import ClientConnection
-from ._errors import ProtocolError
-from ._events import (
+from .._connection import ClientConnection
+from .._errors import ProtocolError
+from .._events import (
     Abort,
     Ack,
     AckMode,
@@ -45,71 +34,23 @@ from ._events import (
     Subscribe,
     Unsubscribe,
 )
-from ._frame import Event, Version
-from ._state import ConnectionState
-from ._websocket import WebSocketStream, accepted_versions
+from .._frame import Event, Version
+from .._state import ConnectionState
+from .._websocket import accepted_versions
+from ._backend import Backend, Stream, Task, Waiter
+from ._core import (
+    CONNECT_WAITER,
+    Backoff,
+    ClientCore,
+    ClientError,
+    ConnectionLost,
+    ConnectOptions,
+    End,
+    Resolve,
+)
+from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
-
-READ_SIZE = 256 * 1024
-
-T = TypeVar("T")
-
-
-# -- what a backend provides -----------------------------------------------------
-
-
-class Stream(Protocol):
-    async def receive(self) -> bytes:
-        """Some bytes; b"" at end of stream."""
-
-    async def send(self, data: bytes) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-class Waiter(Protocol[T]):
-    def done(self) -> bool: ...
-    def set_result(self, value: T) -> None: ...
-    def set_exception(self, error: BaseException) -> None: ...
-    async def wait(self) -> T: ...
-
-
-class Queue(Protocol[T]):
-    async def put(self, item: T) -> None: ...
-    def put_nowait(self, item: T) -> bool:
-        """False when full."""
-
-    async def get(self) -> T: ...
-    def get_nowait(self) -> T | None: ...
-    def empty(self) -> bool: ...
-
-
-class Flag(Protocol):
-    def is_set(self) -> bool: ...
-    def set(self) -> None: ...
-    def clear(self) -> None: ...
-    async def wait(self) -> object: ...
-
-
-class Task(Protocol):
-    def cancel(self) -> None: ...
-    async def join(self) -> None: ...
-
-
-class Backend(Protocol):
-    async def open_stream(self, options: ConnectOptions) -> Stream: ...
-    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
-        """Raise TimeoutError when the block takes longer than ``seconds``."""
-
-    def now(self) -> float: ...
-    async def sleep(self, seconds: float) -> None: ...
-    def waiter(self) -> Waiter[Event]: ...
-    def queue(self, size: int) -> Queue[Message | None]: ...
-    def flag(self) -> Flag: ...
-    def lock(self) -> AbstractAsyncContextManager[object]: ...
-    def spawn(self, function: Callable[[], Awaitable[None]]) -> Task: ...
-
 
 # -- the client ------------------------------------------------------------------
 
