@@ -22,7 +22,6 @@ errors, the reconnect schedule) is in the sans-IO ``ClientCore``.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections import deque
@@ -50,16 +49,11 @@ from ._connection import ClientConnection
 from ._errors import ProtocolError
 from ._events import (
     Abort,
-    Ack,
     AckMode,
     Begin,
-    Commit,
-    Disconnect,
     FrameEvent,
     Message,
-    Nack,
     Subscribe,
-    Unsubscribe,
 )
 from ._frame import Event, Version
 from ._state import ConnectionState
@@ -202,7 +196,7 @@ class Client:
 
     def __init__(self, options: ConnectOptions) -> None:
         self._options = options
-        self._core = ClientCore(options)
+        self._core: ClientCore[Subscription] = ClientCore(options)
         #: Guards the ClientConnection (the reader and writers both use it); never
         #: held across I/O.
         self._state_lock = threading.Lock()
@@ -212,14 +206,12 @@ class Client:
         self._stream: BlockingStream | None = None
         self._reader: threading.Thread | None = None
         self._waiters: dict[str, _Waiter] = {}
-        self._subscriptions: dict[str, Subscription] = {}
         #: Set while a session is open: writers wait for it during a reconnect.
         self._ready = threading.Event()
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
         self._closed = False
         self._connected_once = False
-        self._error: ClientError | None = None
         #: Messages for subscriptions this client did not make (e.g. RabbitMQ
         #: /temp-queue/ replies); the oldest are dropped when it is full.
         self.unsolicited: deque[Message] = deque(maxlen=options.max_pending_messages)
@@ -287,10 +279,9 @@ class Client:
         if self._closed:
             return  # already closed: like the async clients, a no-op
         try:
-            if self._ready.is_set() and self._error is None:
+            if self._ready.is_set() and self._core.error is None:
                 with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    receipt = self._core.next_id("disconnect")
-                    self._send(Disconnect(receipt=receipt), receipt)
+                    self._send(*self._core.disconnect_event())
         finally:
             self.close()
 
@@ -423,16 +414,12 @@ class Client:
                 self._write_lock.release()
 
     def _deliver(self, message: Message, stream: BlockingStream, conn: ClientConnection) -> None:
-        subscription = self._subscriptions.get(message.key)
+        subscription, receipt = self._core.target(message)
         if subscription is None:
             self.unsolicited.append(message)
             return
-        if subscription._receipt is not None:
-            # A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may
-            # sit behind more messages than the buffer holds, and a full buffer
-            # stops reading: waiting for it could never end.
-            waiter = self._waiters.pop(subscription._receipt, None)
-            subscription._receipt = None
+        if receipt is not None:
+            waiter = self._waiters.pop(receipt, None)
             if waiter is not None:
                 waiter.set_result(message)
         if subscription._put(message):
@@ -449,12 +436,7 @@ class Client:
             waiter.set_exception(error)
 
     def _finish(self, error: ClientError | None) -> None:
-        """End every subscription: cleanly (``None``) or with ``error``."""
-        if self._error is None and error is not None:
-            self._error = error
-        for subscription in list(self._subscriptions.values()):
-            subscription._end(error)
-        self._subscriptions.clear()
+        self._core.finish(error)
 
     # -- writing (any thread) -------------------------------------------------------
 
@@ -472,19 +454,19 @@ class Client:
         the current connection).
         """
         if not self._ready.is_set():
-            if self._error is not None:
-                raise self._error
+            if self._core.error is not None:
+                raise self._core.error
             if self._closed:
                 raise ConnectionLost("the client is closed")
             if not self._ready.wait(self._options.timeout):
-                raise self._error or TimeoutError("not connected to the broker in time")
+                raise self._core.error or TimeoutError("not connected to the broker in time")
         waiter: _Waiter | None = None
         with self._write_lock:
             with self._state_lock:
                 conn = self._core.conn
                 stream = self._stream
                 if conn.state is ConnectionState.CLOSED or stream is None:
-                    raise self._error or ConnectionLost("the connection is closed")
+                    raise self._core.error or ConnectionLost("the connection is closed")
                 if settles is not None:
                     conn.check_delivered(settles)
                 data = conn.send(event)
@@ -518,14 +500,13 @@ class Client:
         A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
-        receipt_id = self._core.next_id("receipt") if receipt else None
-        event = self._core.send_event(
+        event, receipt_id = self._core.send_event(
             destination,
             body,
             content_type=content_type,
             headers=headers,
             transaction=transaction,
-            receipt=receipt_id,
+            receipt=receipt,
             content_length=content_length,
         )
         self._send(event, receipt_id)
@@ -551,49 +532,38 @@ class Client:
             self._unsubscribe(subscription)
 
     def _subscribe(self, subscription: Subscription) -> None:
-        receipt = self._core.next_id("receipt")
-        event = subscription._event
-        # Registered before the SUBSCRIBE goes out: a broker may deliver
-        # messages before it sends the RECEIPT (RabbitMQ does).
-        self._subscriptions[event.key] = subscription
-        self._core.subscribed(event)
-        subscription._receipt = receipt
+        event, receipt = self._core.subscribing(subscription)
         try:
-            self._send(dataclasses.replace(event, receipt=receipt), receipt)
+            self._send(event, receipt)
         except BaseException:
-            self._subscriptions.pop(event.key, None)
-            self._core.unsubscribed(event.key)
+            self._core.subscribe_done(subscription, ok=False)
             raise
-        finally:
-            subscription._receipt = None
-        subscription._active = True
+        self._core.subscribe_done(subscription, ok=True)
 
     def _unsubscribe(self, subscription: Subscription) -> None:
-        self._core.unsubscribed(subscription.id)
-        self._subscriptions.pop(subscription.id, None)
-        if subscription._active and self._ready.is_set() and self._error is None:
-            subscription._active = False
+        unsubscribe = self._core.unsubscribing(subscription)
+        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
             with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                self._send(Unsubscribe(id=subscription._event.id))
+                self._send(unsubscribe)
         subscription._end(None)
 
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
         """Acknowledge ``message``; the headers follow the negotiated version."""
-        receipt_id = self._core.next_id("receipt") if receipt else None
-        self._send(
-            Ack.of(message, transaction=transaction, receipt=receipt_id), receipt_id, message
-        )
+        self._settle(message, transaction, receipt, nack=False)
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
         """Reject ``message`` (STOMP 1.1 and later)."""
-        receipt_id = self._core.next_id("receipt") if receipt else None
-        self._send(
-            Nack.of(message, transaction=transaction, receipt=receipt_id), receipt_id, message
-        )
+        self._settle(message, transaction, receipt, nack=True)
+
+    def _settle(
+        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+    ) -> None:
+        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        self._send(event, receipt_id, message)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:
@@ -610,8 +580,7 @@ class Client:
             with suppress(ClientError, ProtocolError, OSError, TimeoutError):
                 self._send(Abort(tx))
             raise
-        receipt = self._core.next_id("receipt")
-        self._send(Commit(tx, receipt=receipt), receipt)
+        self._send(*self._core.commit_event(tx))
 
 
 def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]) -> Client:

@@ -22,25 +22,42 @@ from stomp_proto import (
     Unsubscribe,
     Version,
 )
-from stomp_proto._client._core import ClientCore, ConnectOptions
+from stomp_proto._client._core import ClientCore, ClientError, ConnectionLost, ConnectOptions
 
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
+
+
+class Handle:
+    """An adapter's subscription object, as little as the core needs."""
+
+    def __init__(self, event: Subscribe) -> None:
+        self._event = event
+        self._receipt: str | None = None
+        self._active = False
+        self.ended: list[ClientError | None] = []
+
+    def _end(self, error: ClientError | None) -> None:
+        self.ended.append(error)
 
 
 class Session:
     """A ClientCore connected to a ServerConnection, with one subscription."""
 
     def __init__(self, version: Version, ack: AckMode) -> None:
-        self.core = ClientCore(ConnectOptions(host="127.0.0.1", port=0, versions=(version,)))
+        self.core: ClientCore[Handle] = ClientCore(
+            ConnectOptions(host="127.0.0.1", port=0, versions=(version,))
+        )
         self.server = ServerConnection()
         self.server.receive_data(self.core.conn.send(self.core.options.connect_event()))
         assert isinstance(self.server.next_event(), Connect)
         self.core.conn.receive_data(self.server.send(Connected(session="s")))
         assert isinstance(self.core.conn.next_event(), Connected)
         self.subscription = self.core.subscribe_event("/queue/q", ack, None, None)
-        self.server.receive_data(self.core.conn.send(self.subscription))
+        self.handle = Handle(self.subscription)
+        subscribe, _ = self.core.subscribing(self.handle)
+        self.server.receive_data(self.core.conn.send(subscribe))
         assert isinstance(self.server.next_event(), Subscribe)
-        self.core.subscribed(self.subscription)
+        self.core.subscribe_done(self.handle, ok=True)
         self.count = 0
 
     def deliver(self, n: int, headers: tuple[tuple[str, str], ...] = ()) -> list[Message]:
@@ -119,8 +136,9 @@ def test_auto_mode_tracks_nothing() -> None:
 def test_unsubscribe_forgets_what_the_subscription_awaited() -> None:
     session = Session("1.2", "client")
     messages = session.deliver(4)
-    session.core.conn.send(Unsubscribe(id=session.subscription.id))
-    session.core.unsubscribed(session.subscription.id)
+    unsubscribe = session.core.unsubscribing(session.handle)
+    assert unsubscribe == Unsubscribe(id=session.subscription.id)
+    session.core.conn.send(unsubscribe)
     assert session.unacked() == 0
     with pytest.raises(LocalProtocolError):
         session.core.conn.ack(messages[0])
@@ -151,3 +169,33 @@ def test_a_redelivery_with_the_same_ids_is_not_the_old_message(version: Version)
     assert second.unacked() == 1
     second.ack(dataclasses.replace(new))
     assert second.unacked() == 0
+
+
+def test_a_message_settles_the_receipt_of_its_subscribe() -> None:
+    # A MESSAGE proves the broker took the SUBSCRIBE: the client stops waiting
+    # for that RECEIPT (it may sit behind a full buffer), and only once.
+    core: ClientCore[Handle] = ClientCore(ConnectOptions())
+    handle = Handle(core.subscribe_event("/queue/q", "auto", None, "s1"))
+    event, receipt = core.subscribing(handle)
+    assert event.receipt == receipt and core.subscriptions == {"s1": handle}
+    message = Message("/queue/q", message_id="m", subscription="s1")
+    assert core.target(message) == (handle, receipt)
+    assert core.target(message) == (handle, None)
+    assert core.target(Message("/queue/q", message_id="m", subscription="")) == (None, None)
+
+
+def test_registry_restores_and_finishes_subscriptions() -> None:
+    core: ClientCore[Handle] = ClientCore(ConnectOptions())
+    handles = [Handle(core.subscribe_event(f"/queue/{n}", "auto", None, None)) for n in "ab"]
+    for handle in handles:
+        core.subscribing(handle)
+        core.subscribe_done(handle, ok=True)
+    failed = Handle(core.subscribe_event("/queue/c", "auto", None, None))
+    core.subscribing(failed)
+    core.subscribe_done(failed, ok=False)
+    assert core.restore_subscriptions() == [h._event for h in handles]
+    error = ConnectionLost("gone")
+    core.finish(error)
+    core.finish(ConnectionLost("later"))
+    assert core.error is error and core.subscriptions == {}
+    assert [h.ended for h in handles] == [[error], [error]]
