@@ -61,7 +61,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-CLIENTS = ("asyncio", "trio", "threads", "stomp.py", "stompman")
+#: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
+#: examples/plain_socket_client.py - the floor under what our clients cost.
+CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
 BODIES = (100, 4096)
 ACKS = ("auto", "client-individual")
 #: Seconds between two sends of the latency phase.
@@ -268,6 +270,51 @@ def run_threads(spec: Spec) -> None:
         _produce(spec, lambda headers: client.send(spec.destination, body, headers=headers))
 
 
+def run_bare(spec: Spec) -> None:
+    """A bare ClientConnection loop: examples/plain_socket_client.py, used as it stands."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    from plain_socket_client import PlainSocketClient
+
+    from stomp_proto import Connect, Connected, Disconnect, Message, Receipt, Send, Subscribe
+
+    body = b"x" * spec.size
+    client = PlainSocketClient(spec.host, spec.port)
+    client.send(
+        Connect(
+            host=spec.vhost,
+            accept_versions=("1.2",),
+            login=spec.login,
+            passcode=spec.passcode,
+            heartbeat=HEARTBEAT,
+        )
+    )
+    client.expect(Connected)
+    if spec.role == "consumer":
+        tally = Tally(spec)
+        headers = tuple(_subscribe_headers(spec).items())
+        client.send(Subscribe(spec.destination, id="1", ack=spec.ack, headers=headers))  # type: ignore[arg-type]
+        _say("ready")
+        tally.start()
+        client_ack = spec.ack != "auto"
+        while True:
+            message = client.expect(Message)
+            assert isinstance(message, Message)
+            done = tally.hit(_headers_get(message.headers, "x-ts"))
+            if client_ack:
+                client.sock.sendall(client.conn.ack(message))
+            if done:
+                break
+    else:
+        destination = spec.destination
+        _produce(
+            spec,
+            lambda headers: client.send(Send(destination, body, headers=tuple(headers.items()))),
+        )
+    client.send(Disconnect(receipt="bye"))
+    client.expect(Receipt)
+    client.sock.close()
+
+
 # the peers -------------------------------------------------------------------------------
 
 
@@ -356,6 +403,7 @@ RUNNERS: dict[str, Callable[[Spec], None]] = {
     "asyncio": run_asyncio,
     "trio": run_trio,
     "threads": run_threads,
+    "bare": run_bare,
     "stomp.py": run_stomppy,
     "stompman": run_stompman,
 }
@@ -778,6 +826,7 @@ COLOURS = {
     "asyncio": "#1f77b4",
     "trio": "#17becf",
     "threads": "#2ca02c",
+    "bare": "#7f7f7f",
     "stomp.py": "#d62728",
     "stompman": "#ff7f0e",
 }

@@ -11,7 +11,7 @@ Ready-made clients: :mod:`stomp_proto.asyncio`, :mod:`stomp_proto.trio`,
 :mod:`stomp_proto.broker`.
 """
 
-from ._client_core import (
+from ._client._core import (
     Backoff,
     BrokerError,
     ClientError,

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
-from ._client_core import ClientError, ClientOptions
+from ._client._core import ClientError, ClientOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version

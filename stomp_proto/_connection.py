@@ -16,9 +16,9 @@ session.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
@@ -40,9 +40,9 @@ from ._events import (
     Message,
     Nack,
     Receipt,
-    Send,
     Subscribe,
     Unsubscribe,
+    evolve,
 )
 from ._frame import VERSIONS, Frame, HeartBeat, Version
 from ._heartbeat import HeartBeatTimer, negotiate
@@ -75,21 +75,29 @@ class _PendingAcks:
 
     Keyed by what the version's ACK names: the ``ack`` header in 1.2, the
     ``message-id`` before.  Kept per subscription and in delivery order, as
-    client mode acknowledges cumulatively (1.2 §SUBSCRIBE ack Header).
+    client mode acknowledges cumulatively (1.2 §SUBSCRIBE ack Header).  A
+    client also keeps the :class:`Message` each came in, so that it can tell
+    a message of this connection from an equal-looking one of an earlier
+    connection (the one ledger of unacknowledged deliveries every client uses).
     """
 
     __slots__ = ("_by_subscription", "_owner")
 
     def __init__(self) -> None:
-        self._by_subscription: dict[str, dict[str, None]] = {}
+        self._by_subscription: dict[str, dict[str, Message | None]] = {}
         self._owner: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._owner)
 
-    def delivered(self, subscription: str, ident: str) -> None:
-        self._by_subscription.setdefault(subscription, {})[ident] = None
+    def delivered(self, subscription: str, ident: str, message: Message | None = None) -> None:
+        self._by_subscription.setdefault(subscription, {})[ident] = message
         self._owner[ident] = subscription
+
+    def message(self, subscription: str, ident: str) -> Message | None:
+        """The MESSAGE recorded with a pending delivery, if one was."""
+        pending = self._by_subscription.get(subscription)
+        return None if pending is None else pending.get(ident)
 
     def find(self, ident: str, subscription: str | None) -> str | None:
         """The subscription awaiting an (N)ACK for ``ident``, if any."""
@@ -159,6 +167,8 @@ class _Connection:
         self._transactions: set[str] = set()
         self._disconnect_receipt: str | None = None
         self._dropped = 0
+        #: Between the check of an ACK or NACK and its booking: what it settles.
+        self._acking: tuple[str, tuple[str, ...]] | None = None
 
     # -- inspection ------------------------------------------------------------
 
@@ -220,21 +230,27 @@ class _Connection:
 
     def send(self, event: Event) -> bytes:
         """The bytes that carry ``event`` to the peer; raises LocalProtocolError if not allowed."""
-        if isinstance(event, HeartBeat):
-            if self._state not in (CONNECTED, DISCONNECTING):
-                raise self._refuse_state(event)
-            self._note_sent()
-            return b"\n"
-        if not isinstance(event, FrameEvent):
-            raise LocalProtocolError(ErrorKind.BAD_STATE, f"{type(event).__name__} cannot be sent")
-        next_state = self._sends.get(self._state, {}).get(type(event))
+        # One path for every frame, kept cheap for the frames sent most (SEND,
+        # ACK, MESSAGE): a table lookup by type, hooks that dispatch on the
+        # type once, and no copy of the event.
+        next_state = self._sends.get(self._state, _NO_TRANSITIONS).get(type(event))
         if next_state is None:
+            if isinstance(event, HeartBeat):
+                if self._state not in (CONNECTED, DISCONNECTING):
+                    raise self._refuse_state(event)
+                self._note_sent()
+                return b"\n"
+            if not isinstance(event, FrameEvent):
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"{type(event).__name__} cannot be sent"
+                )
             next_state = self._send_outside_table(event)
+        assert isinstance(event, FrameEvent)
         # Check and encode everything before changing anything.
         event = self._check_send(event)
         frame = event.to_frame(self._version or "1.0")
         encoder = self._encoder
-        if isinstance(event, Connect) and event.frame_command == "STOMP":
+        if type(event) is Connect and event.frame_command == "STOMP":
             # STOMP is escaped (unlike CONNECT), by the rules of the best version offered.
             encoder = FrameEncoder(max(event.accept_versions))
         data = encoder.encode(frame, content_length=getattr(event, "content_length", True))
@@ -399,47 +415,79 @@ class _Connection:
     # only the error a violation raises differs (ours: Local; the peer's: Remote).
 
     def _check_client_frame(self, event: FrameEvent, error: _ErrorClass) -> FrameEvent:
-        """Check a client frame against the session; may complete it. No side effects."""
+        """Check a client frame against the session. No side effects."""
+        cls = type(event)
         transaction = getattr(event, "transaction", None)
-        if isinstance(event, Begin):
-            if transaction in self._transactions:
-                raise error(ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun")
-        elif transaction is not None and transaction not in self._transactions:
-            raise error(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
-        if isinstance(event, Subscribe):
-            if event.key in self._subscriptions:
-                raise error(ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use")
-        elif isinstance(event, Unsubscribe):
-            if event.key not in self._subscriptions:
-                raise error(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
-        elif isinstance(event, Ack):
-            event = self._with_covered(event, error)
+        if transaction is not None:
+            if cls is Begin:
+                if transaction in self._transactions:
+                    raise error(
+                        ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun"
+                    )
+            elif transaction not in self._transactions:
+                raise error(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
+        check = _CLIENT_FRAME_CHECKS.get(cls)
+        if check is not None:
+            check(self, event, error)
         return event
 
     def _apply_client_frame(
         self, event: FrameEvent, next_state: ConnectionState
     ) -> ConnectionState:
         """Record what a client frame changed; returns the new state."""
-        if isinstance(event, Subscribe):
-            self._subscriptions[event.key] = event
-        elif isinstance(event, Unsubscribe):
-            key = event.key
-            assert key is not None
-            del self._subscriptions[key]
-            self._pending.forget(key)
-        elif isinstance(event, Ack):
-            self._settle(event)
-        elif isinstance(event, Begin):
-            self._transactions.add(event.transaction)
-        elif isinstance(event, (Commit, Abort)):
-            self._transactions.discard(event.transaction)
-        elif isinstance(event, Disconnect):
-            # 1.2 §BEGIN: open transactions end with the session.
-            self._transactions.clear()
-            if event.receipt is None:
-                self._close()
-                return CLOSED
-            self._disconnect_receipt = event.receipt
+        book = _CLIENT_FRAME_BOOKS.get(type(event))
+        return next_state if book is None else book(self, event, next_state)
+
+    # One method per client frame that the books know; SEND needs none.
+
+    def _check_subscribe(self, event: Subscribe, error: _ErrorClass) -> None:
+        if event.key in self._subscriptions:
+            raise error(ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use")
+
+    def _check_unsubscribe(self, event: Unsubscribe, error: _ErrorClass) -> None:
+        if event.key not in self._subscriptions:
+            raise error(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+
+    def _check_ack(self, event: Ack, error: _ErrorClass) -> None:
+        # Kept for the booking that follows (and for a server, to tell the
+        # application what the ACK settled); each ACK is checked right before.
+        self._acking = self._ack_covers(event, error)
+
+    def _book_subscribe(self, event: Subscribe, next_state: ConnectionState) -> ConnectionState:
+        self._subscriptions[event.key] = event
+        return next_state
+
+    def _book_unsubscribe(
+        self, event: Unsubscribe, next_state: ConnectionState
+    ) -> ConnectionState:
+        key = event.key
+        assert key is not None
+        del self._subscriptions[key]
+        self._pending.forget(key)
+        return next_state
+
+    def _book_ack(self, event: Ack, next_state: ConnectionState) -> ConnectionState:
+        assert self._acking is not None
+        subscription, covered = self._acking
+        self._acking = None
+        self._pending.settle(subscription, covered)
+        return next_state
+
+    def _book_begin(self, event: Begin, next_state: ConnectionState) -> ConnectionState:
+        self._transactions.add(event.transaction)
+        return next_state
+
+    def _book_commit(self, event: Commit | Abort, next_state: ConnectionState) -> ConnectionState:
+        self._transactions.discard(event.transaction)
+        return next_state
+
+    def _book_disconnect(self, event: Disconnect, next_state: ConnectionState) -> ConnectionState:
+        # 1.2 §BEGIN: open transactions end with the session.
+        self._transactions.clear()
+        if event.receipt is None:
+            self._close()
+            return CLOSED
+        self._disconnect_receipt = event.receipt
         return next_state
 
     # -- acknowledgements, shared by both roles ----------------------------------
@@ -461,27 +509,36 @@ class _Connection:
             )
         return subscription, ident
 
-    def _with_covered(self, event: Ack, error: _ErrorClass) -> Ack:
-        """``event`` with ``covered`` filled in; raises ``error`` if it acknowledges nothing."""
+    def _ack_covers(self, event: Ack, error: _ErrorClass) -> tuple[str, tuple[str, ...]]:
+        """(subscription key, deliveries settled) for ``event``; raises ``error`` if none."""
         subscription, ident = self._ack_target(event, error)
         cumulative = self._subscriptions[subscription].ack == "client"
-        # Built directly: dataclasses.replace() costs several times more, on every ACK.
-        return type(event)(
-            id=event.id,
-            message_id=event.message_id,
-            subscription=event.subscription,
-            transaction=event.transaction,
-            receipt=event.receipt,
-            headers=event.headers,
-            covered=self._pending.covered(subscription, ident, cumulative),
-        )
-
-    def _settle(self, event: Ack) -> None:
-        subscription, _ = self._ack_target(event, LocalProtocolError)
-        self._pending.settle(subscription, event.covered)
+        return subscription, self._pending.covered(subscription, ident, cumulative)
 
 
 _SERVER_FRAMES = frozenset({Connected, Message, Receipt, Error})
+
+_Check = Callable[[_Connection, Any, _ErrorClass], None]
+_Book = Callable[[_Connection, Any, ConnectionState], ConnectionState]
+#: The session checks and books of client frames, by exact type (the
+#: transition tables are keyed the same way).
+_CLIENT_FRAME_CHECKS: dict[type[FrameEvent], _Check] = {
+    Subscribe: _Connection._check_subscribe,
+    Unsubscribe: _Connection._check_unsubscribe,
+    Ack: _Connection._check_ack,
+    Nack: _Connection._check_ack,
+}
+_CLIENT_FRAME_BOOKS: dict[type[FrameEvent], _Book] = {
+    Subscribe: _Connection._book_subscribe,
+    Unsubscribe: _Connection._book_unsubscribe,
+    Ack: _Connection._book_ack,
+    Nack: _Connection._book_ack,
+    Begin: _Connection._book_begin,
+    Commit: _Connection._book_commit,
+    Abort: _Connection._book_commit,
+    Disconnect: _Connection._book_disconnect,
+}
+_NO_TRANSITIONS: dict[type[Event], ConnectionState] = {}
 
 
 class ClientConnection(_Connection):
@@ -514,54 +571,50 @@ class ClientConnection(_Connection):
         """Receipt ids asked for and not yet received, with the event that asked; a copy."""
         return dict(self._receipts)
 
-    def send(self, event: Event) -> bytes:
-        # The frame a producer sends most - a SEND on an open session, outside
-        # a transaction, without a receipt - passes every check of the general
-        # path and changes nothing but the heart-beat timer: encode it directly.
-        if (
-            type(event) is Send
-            and self._state is CONNECTED
-            and event.receipt is None
-            and event.transaction is None
-        ):
-            frame = event.to_frame(self._version or "1.0")
-            data = self._encoder.encode(frame, content_length=event.content_length)
-            self._note_sent()
-            return data
-        # Likewise the frame a consumer sends most, a plain ACK: the same
-        # checks and books as the general path, without copying the event.
-        if (
-            type(event) is Ack
-            and self._state is CONNECTED
-            and event.receipt is None
-            and event.transaction is None
-        ):
-            subscription, ident = self._ack_target(event, LocalProtocolError)
-            cumulative = self._subscriptions[subscription].ack == "client"
-            covered = self._pending.covered(subscription, ident, cumulative)
-            data = self._encoder.encode(event.to_frame(self._version or "1.0"))
-            self._pending.settle(subscription, covered)
-            self._note_sent()
-            return data
-        return super().send(event)
-
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
-        """Acknowledge ``message`` with the headers the negotiated version requires."""
+        """Acknowledge ``message`` with the headers the negotiated version requires.
+
+        Raises LocalProtocolError when ``message`` did not come on this
+        connection, even if one with the same ids did (but other headers): after
+        a reconnect the broker redelivers it, and only that delivery can be
+        acknowledged.
+        """
+        self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
         """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
+
+    def check_delivered(self, message: Message) -> None:
+        """Raise LocalProtocolError if a different delivery with ``message``'s ids is pending.
+
+        :meth:`ack` and :meth:`nack` check this; a client that builds its
+        :class:`Ack` itself calls it first.  A message that awaits no
+        acknowledgement at all is refused by :meth:`send`.
+        """
+        ident = message.ack if self._version == "1.2" else message.message_id
+        if ident is None:
+            return  # the send refuses it, with the version's reason
+        delivered = self._pending.message(message.key, ident)
+        # The same object, or an equal copy (rebuilt, unpickled): the same delivery.
+        if delivered is not None and delivered is not message and delivered != message:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                "this message was not delivered on this connection (one with the same "
+                "ids was); after a reconnect the broker redelivers it",
+            )
 
     def _check_send(self, event: FrameEvent) -> FrameEvent:
         receipt = getattr(event, "receipt", None)
         if receipt is not None and receipt in self._receipts:
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending")
-        if isinstance(event, Connect):
+        if type(event) is Connect:
             if not event.accept_versions or any(v not in VERSIONS for v in event.accept_versions):
                 raise LocalProtocolError(
                     ErrorKind.BAD_VERSION, f"accept_versions {event.accept_versions!r} is not valid"
@@ -573,7 +626,7 @@ class ClientConnection(_Connection):
         receipt = getattr(event, "receipt", None)
         if receipt is not None:
             self._receipts[receipt] = event
-        if isinstance(event, Connect):
+        if type(event) is Connect:
             self._connect = event
             return next_state
         return self._apply_client_frame(event, next_state)
@@ -587,11 +640,11 @@ class ClientConnection(_Connection):
                     f"server chose STOMP {event.version}, which was not offered",
                 )
         elif isinstance(event, Message):
-            key = event.subscription if event.subscription is not None else event.destination
+            key = event.key
             subscription = self._subscriptions.get(key)
             if subscription is None:
                 # e.g. RabbitMQ's replies to /temp-queue/ destinations.
-                return dataclasses.replace(event, unknown_subscription=True)
+                return evolve(event, unknown_subscription=True)
             if subscription.ack != "auto":
                 ident = event.ack if self._version == "1.2" else event.message_id
                 if ident is None:
@@ -612,11 +665,11 @@ class ClientConnection(_Connection):
             self._agree(event.version)
             self._start_heartbeats(self._connect.heartbeat, event.heartbeat)
         elif isinstance(event, Message) and not event.unknown_subscription:
-            key = event.subscription if event.subscription is not None else event.destination
+            key = event.key
             if self._subscriptions[key].ack != "auto":
                 ident = event.ack if self._version == "1.2" else event.message_id
                 assert ident is not None
-                self._pending.delivered(key, ident)
+                self._pending.delivered(key, ident, event)
         elif isinstance(event, Receipt):
             self._receipts.pop(event.receipt_id, None)
             if event.receipt_id == self._disconnect_receipt:
@@ -678,20 +731,8 @@ class ServerConnection(_Connection):
             return CLOSED
         raise self._refuse_state(event)
 
-    def send(self, event: Event) -> bytes:
-        # The frame a broker sends most, a MESSAGE on an open session: the same
-        # checks and books as the general path, without its dispatch.
-        if type(event) is Message and self._state is CONNECTED:
-            self._check_message(event)
-            frame = event.to_frame(self._version or "1.0")
-            data = self._encoder.encode(frame, content_length=event.content_length)
-            self._book_message(event)
-            self._note_sent()
-            return data
-        return super().send(event)
-
     def _check_message(self, event: Message) -> None:
-        key = event.subscription if event.subscription is not None else event.destination
+        key = event.key
         subscription = self._subscriptions.get(key)
         if subscription is None:
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
@@ -702,18 +743,19 @@ class ServerConnection(_Connection):
 
     def _book_message(self, event: Message) -> None:
         """Remember a sent MESSAGE that awaits an acknowledgement."""
-        key = event.subscription if event.subscription is not None else event.destination
+        key = event.key
         if self._subscriptions[key].ack != "auto":
             ident = event.ack if self._version == "1.2" else event.message_id
             if ident is not None:
                 self._pending.delivered(key, ident)
 
     def _check_send(self, event: FrameEvent) -> FrameEvent:
-        event = super()._check_send(event)
-        if isinstance(event, Connected):
+        if type(event) is Message:  # first: the frame a broker sends most
+            self._check_message(event)
+        elif isinstance(event, Connected):
             assert self._offered is not None
             if event.version is None:
-                event = dataclasses.replace(event, version=self._offered)
+                event = evolve(event, version=self._offered)
             assert self._connect is not None
             # 1.2 §Protocol Negotiation: the highest version both sides have.
             if event.version != self._offered:
@@ -730,13 +772,12 @@ class ServerConnection(_Connection):
         return event
 
     def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
-        next_state = super()._after_send(event, next_state)
-        if isinstance(event, Connected):
+        if type(event) is Message:  # first: the frame a broker sends most
+            self._book_message(event)
+        elif isinstance(event, Connected):
             assert self._connect is not None and event.version is not None
             self._agree(event.version)
             self._start_heartbeats(event.heartbeat, self._connect.heartbeat)
-        elif isinstance(event, Message):
-            self._book_message(event)
         elif isinstance(event, Receipt):
             self._receipts_owed.discard(event.receipt_id)
             if event.receipt_id == self._disconnect_receipt:
@@ -767,9 +808,12 @@ class ServerConnection(_Connection):
             return event
         event = self._check_client_frame(event, RemoteProtocolError)
         if isinstance(event, Ack):
-            # Name the subscription the ACK settled (a 1.0 client may omit it).
-            subscription, _ = self._ack_target(event, RemoteProtocolError)
-            event = dataclasses.replace(event, subscription=self._subscriptions[subscription].id)
+            # Tell the application what the ACK settled, and on which
+            # subscription (a 1.0 client may leave that out).
+            assert self._acking is not None
+            subscription, covered = self._acking
+            named = self._subscriptions[subscription].id
+            event = evolve(event, subscription=named, covered=covered)
         return event
 
     def _after_receive(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:

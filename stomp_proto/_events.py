@@ -15,6 +15,7 @@ next to the fields it reads: ``to_frame(version)`` and ``from_frame(frame, versi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
@@ -95,6 +96,34 @@ class FrameEvent(Event):
     @classmethod
     def _from_frame(cls: type[_E], frame: Frame, fields: _Fields, version: Version) -> _E:
         raise NotImplementedError
+
+
+def evolve(event: _E, **changes: object) -> _E:
+    """A copy of ``event`` with ``changes``: :func:`dataclasses.replace`, made cheap.
+
+    Every field is carried over by name from the class's own field list, so a
+    field added later is never dropped; ``__init__`` is skipped (the values
+    came from a valid event, the changes from the connection's books), which
+    is what makes this several times faster than ``replace`` - it runs on
+    every ACK a broker receives.
+    """
+    cls = type(event)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        fields = _FIELDS[cls] = (names, frozenset(names))
+    names, known = fields
+    if not changes.keys() <= known:
+        unknown = sorted(changes.keys() - known)
+        raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
+    copy = object.__new__(cls)
+    for name in names:
+        object.__setattr__(copy, name, changes[name] if name in changes else getattr(event, name))
+    return copy
+
+
+#: Per event class: its field names in order, and as a set.
+_FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
 
 
 class _Fields:
@@ -583,6 +612,16 @@ class Message(FrameEvent):
 
     command: ClassVar[str] = "MESSAGE"
     _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
+
+    @property
+    def key(self) -> str:
+        """The subscription this belongs to, as :attr:`Subscribe.key` names it.
+
+        Its ``subscription`` header; in 1.0, where that header is optional, the
+        destination when it is absent.  An empty ``subscription`` is an id like
+        any other (the one rule, for client, broker and adapters alike).
+        """
+        return self.subscription if self.subscription is not None else self.destination
 
     def _to_frame(self, version: Version) -> Frame:
         if version != "1.0":

@@ -19,7 +19,7 @@ intervals on the wire are milliseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["HeartBeatTimer", "negotiate"]
 
@@ -51,6 +51,8 @@ class HeartBeatTimer:
     heard_at: float = 0.0
     sent_since_check: bool = False
     received_since_check: bool = False
+    #: ``last_check + period``, set by each check.
+    _deadline: float | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def active(self) -> bool:
@@ -63,11 +65,11 @@ class HeartBeatTimer:
         return min(intervals) / 2000.0
 
     def next_deadline(self) -> float | None:
-        if not self.active:
-            return None
+        # Asked before every wait for data, so once per read in every client:
+        # the deadline is kept from the last check rather than worked out again.
         if self.last_check is None:
-            return 0.0  # "now": the first check only learns the time
-        return self.last_check + self.period
+            return 0.0 if self.active else None  # "now": the first check learns the time
+        return self.last_check + self.period if self._deadline is None else self._deadline
 
     def check(self, now: float, reading: bool = True) -> tuple[bool, float | None]:
         """Run a check at ``now``: (send an EOL?, silence in seconds if the peer is gone).
@@ -77,6 +79,7 @@ class HeartBeatTimer:
         """
         if self.last_check is None:
             self.last_check = self.heard_at = now
+            self._deadline = now + self.period
             self.sent_since_check = self.received_since_check = False
             return False, None
         if now < self.last_check + self.period:
@@ -87,6 +90,7 @@ class HeartBeatTimer:
         silence = now - self.heard_at
         gone = bool(self.expect_ms) and silence * 1000.0 >= self.expect_ms * self.tolerance
         self.last_check = now
+        self._deadline = now + self.period
         self.sent_since_check = False
         self.received_since_check = False
         return beat, silence if gone else None

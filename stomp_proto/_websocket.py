@@ -14,8 +14,9 @@ subprotocol every configured version stays allowed.
 
 Three sans-IO pieces - :class:`ClientHandshake`, :class:`ServerHandshake` and
 :class:`WebSocketChannel` (the open connection) - hold all the protocol
-handling; :class:`WebSocketStream` puts the client side on top of any
-adapter's byte stream (asyncio, trio, threads), and the broker drives the
+handling, with no I/O; the clients put the client side on their byte streams
+(``_client._websocket_stream`` for asyncio and trio, ``_client._blocking``
+for threads), and the broker drives the
 server side in ``stomp_proto.broker._server``.
 
 wsproto is an optional dependency (the ``ws`` extra): it is imported when a
@@ -28,13 +29,10 @@ import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._errors import ErrorKind, RemoteProtocolError
 from ._frame import VERSIONS, Version
-
-if TYPE_CHECKING:
-    from ._async_client import Backend, Stream
 
 __all__ = [
     "SUBPROTOCOLS",
@@ -42,7 +40,6 @@ __all__ = [
     "Received",
     "ServerHandshake",
     "WebSocketChannel",
-    "WebSocketStream",
     "accepted_versions",
     "offered_subprotocols",
     "require_wsproto",
@@ -322,85 +319,3 @@ class ServerHandshake:
         except Exception:  # no HTTP answer is possible in this state: just close
             to_send = b""
         return Upgrade(to_send, error=_bad(message))
-
-
-class WebSocketStream:
-    """A client adapter's byte stream with STOMP over WebSocket on top.
-
-    Implements the ``Stream`` of ``stomp_proto._async_client`` over another
-    one, so the asyncio, trio and threads clients all get WebSocket from this
-    one class; ``backend`` provides the lock that keeps writes whole (the
-    reader writes pongs while callers write frames).
-    """
-
-    def __init__(self, inner: Stream, channel: WebSocketChannel, backend: Backend) -> None:
-        self._inner = inner
-        self._channel = channel
-        self._lock = backend.lock()
-        self._ended = False
-        self._error: RemoteProtocolError | None = None
-
-    @property
-    def subprotocol(self) -> str | None:
-        return self._channel.subprotocol
-
-    @classmethod
-    async def open(
-        cls,
-        inner: Stream,
-        backend: Backend,
-        host: str,
-        port: int,
-        path: str,
-        versions: tuple[Version, ...],
-    ) -> WebSocketStream:
-        """Upgrade ``inner`` to a WebSocket; RemoteProtocolError when the server refuses."""
-        handshake = ClientHandshake(host, port, path, versions)
-        await inner.send(handshake.request)
-        while True:
-            channel = handshake.receive_data(await inner.receive() or None)
-            if channel is not None:
-                return cls(inner, channel, backend)
-
-    async def receive(self) -> bytes:
-        """STOMP bytes; b"" once the WebSocket has closed cleanly (else RemoteProtocolError)."""
-        # b"" first: wsproto may hold messages that came with the handshake answer.
-        data: bytes | None = b""
-        while not self._ended:
-            got = self._channel.receive_data(data)
-            if got.to_send:
-                await self._write(got.to_send)
-            if got.closed:
-                # Data that came before the close is returned first, the end next time.
-                self._ended = True
-                self._error = got.error
-            if got.data:
-                return got.data
-            if not self._ended:
-                data = await self._inner.receive() or None
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-        return b""
-
-    async def send(self, data: bytes) -> None:
-        async with self._lock:
-            wire = self._channel.send(data)
-            if not wire and data:
-                raise OSError("the WebSocket is closed")
-            await self._inner.send(wire)
-
-    async def _write(self, wire: bytes) -> None:
-        async with self._lock:
-            await self._inner.send(wire)
-
-    async def aclose(self) -> None:
-        """Send a close frame (when still open), then close the transport."""
-        try:
-            wire = self._channel.close()
-            if wire:
-                await self._write(wire)
-        except OSError:
-            pass  # the transport is gone already: closing it is all that is left
-        finally:
-            await self._inner.aclose()

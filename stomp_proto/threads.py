@@ -9,38 +9,54 @@
                 client.ack(message)
                 break
 
-How it works: the client owns one background thread running a private
-asyncio event loop, and in it the same :class:`~stomp_proto.asyncio.AsyncClient`
-the asyncio adapter uses (reading, heart-beats, reconnects).  Every blocking
-method hands its work to that loop and waits for the result, so the client may
-be used from any number of threads at once, and there is exactly one extra
-thread - the reader - and one implementation of the client's behaviour.
+How it works: a socket (TCP, TLS or a WebSocket), one reader thread and a
+:class:`~stomp_proto.ClientConnection`.  The reader feeds the connection,
+hands messages to their subscription's bounded buffer, completes receipt
+waits, keeps heart-beats and reconnects.  Every call that writes - ``send``,
+``ack``, ``nack``, transactions - makes its frame and writes it from the
+caller's own thread, under a lock that keeps frames whole and in order; no
+other thread is involved.  The client may be used from any number of threads
+at once.  What it shares with the async clients (options, ids, routing,
+errors, the reconnect schedule) is in the sans-IO ``ClientCore``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
+import time
 from collections import deque
-from collections.abc import Coroutine, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Unpack
 
-from ._async_client import AsyncClient, AsyncSubscription, open_client
-from ._client_core import (
+from ._client._backend import BlockingStream
+from ._client._blocking import open_stream
+from ._client._core import (
+    CONNECT_WAITER,
     Backoff,
     BrokerError,
+    ClientCore,
     ClientError,
     ClientOptions,
     ConnectionLost,
     ConnectOptions,
+    End,
     HeartBeatLost,
+    Resolve,
 )
 from ._connection import ClientConnection
-from ._events import AckMode, Message
-from ._frame import Version
-from .asyncio import AsyncioBackend
+from ._errors import ProtocolError
+from ._events import (
+    Abort,
+    AckMode,
+    Begin,
+    FrameEvent,
+    Message,
+    Subscribe,
+)
+from ._frame import Event, Version
+from ._state import ConnectionState
 
 __all__ = [
     "Backoff",
@@ -53,196 +69,199 @@ __all__ = [
     "connect",
 ]
 
-T = TypeVar("T")
+#: The reader thread's name (one per connected client).
+READER_THREAD = "stomp_proto-reader"
 
 
-class _LoopThread:
-    """A private event loop in one daemon thread."""
+class _Waiter:
+    """One thread waits for a result another thread sets (a receipt, CONNECTED)."""
+
+    __slots__ = ("_done", "_error", "_value")
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="stomp_proto-reader", daemon=True
-        )
-        self._thread.start()
+        self._done = threading.Event()
+        self._value: Event | Message | None = None
+        self._error: BaseException | None = None
 
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        if self.loop.is_closed():
-            coroutine.close()
-            raise ConnectionLost("the client is closed")
-        if threading.current_thread() is self._thread:
-            coroutine.close()
-            raise RuntimeError("blocking client called from its own reader thread")
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+    def set_result(self, value: Event | Message) -> None:
+        if not self._done.is_set():
+            self._value = value
+            self._done.set()
 
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+    def set_exception(self, error: BaseException) -> None:
+        if not self._done.is_set():
+            self._error = error
+            self._done.set()
 
-    @contextmanager
-    def enter(self, manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
-        """Run an async context manager's enter and exit on the loop, around a block."""
-        value = self.call(manager.__aenter__())
-        try:
-            yield value
-        except BaseException as exc:
-            if self.loop.is_closed():
-                raise  # the client was closed inside the block: nothing to leave
-            if not self.call(manager.__aexit__(type(exc), exc, exc.__traceback__)):
-                raise
-        else:
-            if not self.loop.is_closed():
-                self.call(manager.__aexit__(None, None, None))
-
-
-#: Most messages one trip to the reader thread hands to a subscription's reader.
-_BATCH = 64
-
-
-async def _take(subscription: AsyncSubscription, timeout: float | None) -> list[Message | None]:
-    """The next message, and those queued behind it (up to :data:`_BATCH`).
-
-    A trip between threads costs far more than handling a message, so a
-    reader that is behind takes what is waiting in one go.  The end marker
-    (``None``, last in the queue) is left there: the ``get`` that reaches it
-    reports the end, or the error, exactly as before.
-    """
-    first = await subscription.get(timeout)
-    batch = [first]
-    queue = subscription._queue
-    while first is not None and len(batch) < _BATCH and not queue.empty():
-        item = queue.get_nowait()
-        if item is None:
-            queue.put_nowait(None)  # room: one was just taken
-            break
-        batch.append(item)
-    return batch
+    def wait(self, timeout: float | None) -> Event | Message | None:
+        if not self._done.wait(timeout):
+            raise TimeoutError("no answer from the broker in time")
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 class Subscription:
-    """Messages of one subscription: ``for message in subscription``."""
+    """Messages of one subscription: ``for message in subscription``.
 
-    def __init__(self, runner: _LoopThread, subscription: AsyncSubscription) -> None:
-        self._runner = runner
-        self._subscription = subscription
-        #: Messages already handed over by the reader thread, not yet returned.
-        self._taken: deque[Message | None] = deque()
+    Its buffer holds up to ``max_pending_messages``; when it is full the
+    reader stops reading from the socket (heart-beats go on) until the
+    consumer catches up.  Any thread may take messages.
+    """
+
+    def __init__(self, client: Client, event: Subscribe) -> None:
+        self._client = client
+        self._event = event
+        self._limit = client._options.max_pending_messages
+        self._messages: deque[Message] = deque()
+        lock = threading.Lock()
+        self._lock = lock
+        self._arrived = threading.Condition(lock)
+        self._room = threading.Condition(lock)
+        self._takers = 0  # threads waiting in get(): notify only when there are some
+        self._ended = False
+        self._error: ClientError | None = None
+        self._active = False
+        #: The receipt id of its SUBSCRIBE while that is awaited.
+        self._receipt: str | None = None
 
     @property
     def id(self) -> str:
-        return self._subscription.id
+        """The subscription id sent to the broker."""
+        return self._event.key
 
     @property
     def destination(self) -> str:
-        return self._subscription.destination
+        return self._event.destination
 
     def get(self, timeout: float | None = None) -> Message | None:
         """The next message, waiting up to ``timeout`` seconds (TimeoutError after).
 
-        ``None`` once the subscription has ended cleanly.
+        ``None`` once the subscription has ended cleanly; the error that ended
+        the session if it did not.
         """
-        if self._taken:
-            return self._taken.popleft()
-        first, *rest = self._runner.call(_take(self._subscription, timeout))
-        self._taken.extend(rest)
-        return first
+        with self._lock:
+            messages = self._messages
+            if not messages and not self._ended:
+                self._takers += 1
+                try:
+                    if not self._arrived.wait_for(lambda: messages or self._ended, timeout):
+                        raise TimeoutError("no message in time")
+                finally:
+                    self._takers -= 1
+            if messages:
+                if len(messages) == self._limit:
+                    self._room.notify()  # the reader may be waiting for room
+                return messages.popleft()
+            if self._error is not None:
+                raise self._error
+            return None
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
             yield message
 
+    def _put(self, message: Message, timeout: float | None = None, *, wait: bool = False) -> bool:
+        """Buffer ``message``; False if full (after waiting ``timeout`` for room)."""
+        with self._lock:
+            messages = self._messages
+            if len(messages) >= self._limit and not self._ended:
+                if not wait:
+                    return False
+                self._room.wait(timeout)
+                if len(messages) >= self._limit and not self._ended:
+                    return False
+            if not self._ended:  # after the end, nobody takes it: dropped
+                messages.append(message)
+                if self._takers:
+                    self._arrived.notify()
+            return True
+
+    def _end(self, error: ClientError | None) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            self._error = error
+            self._active = False
+            self._arrived.notify_all()
+            self._room.notify_all()
+
 
 class Client:
-    """A connected, blocking STOMP client; make one with :func:`connect`."""
+    """A connected, blocking STOMP client; make one with :func:`connect`.
 
-    def __init__(self, runner: _LoopThread, client: AsyncClient) -> None:
-        self._runner = runner
-        self._client = client
+    Safe to use from many threads at once.
+    """
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self._options = options
+        self._core: ClientCore[Subscription] = ClientCore(options)
+        #: Guards the ClientConnection (the reader and writers both use it); never
+        #: held across I/O.
+        self._state_lock = threading.Lock()
+        #: Keeps "make the frame, write it" atomic: frames reach the wire whole
+        #: and in the order the connection made them.
+        self._write_lock = threading.Lock()
+        self._stream: BlockingStream | None = None
+        self._reader: threading.Thread | None = None
+        self._waiters: dict[str, _Waiter] = {}
+        #: Set while a session is open: writers wait for it during a reconnect.
+        self._ready = threading.Event()
+        #: Set by close(): interrupts the reconnect schedule's waits.
+        self._stopping = threading.Event()
+        self._closed = False
+        self._connected_once = False
+        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
+        #: /temp-queue/ replies); the oldest are dropped when it is full.
+        self.unsolicited: deque[Message] = deque(maxlen=options.max_pending_messages)
+
+    # -- inspection --------------------------------------------------------------
 
     @property
     def version(self) -> Version | None:
-        return self._client.version
+        """The negotiated STOMP version of the current connection."""
+        return self._core.conn.version
 
     @property
     def connection(self) -> ClientConnection:
-        return self._client.connection
+        """The current sans-IO connection (for inspection)."""
+        return self._core.conn
 
-    def send(
-        self,
-        destination: str,
-        body: bytes | str = b"",
-        *,
-        content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        transaction: str | None = None,
-        receipt: bool = False,
-        content_length: bool = True,
-    ) -> None:
-        """Send a message; see :meth:`stomp_proto.asyncio.AsyncClient.send`."""
-        self._runner.call(
-            self._client.send(
-                destination,
-                body,
-                content_type=content_type,
-                headers=headers,
-                transaction=transaction,
-                receipt=receipt,
-                content_length=content_length,
-            )
+    # -- lifecycle ---------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Connect, start the reader, wait for CONNECTED (the first connect)."""
+        stream = self._start(self._core.conn)
+        connected = self._expect(CONNECT_WAITER)
+        self._reader = threading.Thread(
+            target=self._run, args=(stream, self._core.conn), name=READER_THREAD, daemon=True
         )
+        self._reader.start()
+        connected.wait(self._options.timeout)
 
-    @contextmanager
-    def subscribe(
-        self,
-        destination: str,
-        *,
-        ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
-        id: str | None = None,
-    ) -> Iterator[Subscription]:
-        """Subscribe for the duration of a ``with`` block."""
-        manager = self._client.subscribe(destination, ack=ack, headers=headers, id=id)
-        with self._runner.enter(manager) as subscription:
-            yield Subscription(self._runner, subscription)
-
-    def ack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
-    ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
-        self._runner.call(self._client.ack(message, transaction=transaction, receipt=receipt))
-
-    def nack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
-    ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
-        self._runner.call(self._client.nack(message, transaction=transaction, receipt=receipt))
-
-    @contextmanager
-    def transaction(self) -> Iterator[str]:
-        """``with client.transaction() as tx``: COMMIT on success, ABORT on an exception."""
-        with self._runner.enter(self._client.transaction()) as tx:
-            yield tx
-
-    def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt) and stop the reader thread."""
-        if self._runner.loop.is_closed():
-            return  # already closed: like the async clients, a no-op
+    def _start(self, conn: ClientConnection) -> BlockingStream:
+        """Open a stream and write the CONNECT on it."""
+        stream, versions = open_stream(self._options)
         try:
-            self._runner.call(self._client.disconnect())
-        finally:
-            self._runner.stop()
+            with self._state_lock:
+                data = conn.send(self._options.connect_event(versions))
+            stream.send(data)
+        except BaseException:
+            stream.close()
+            raise
+        self._stream = stream
+        return stream
 
-    def close(self) -> None:
-        """Drop the connection at once and stop the reader thread."""
-        if self._runner.loop.is_closed():
-            return
-        try:
-            self._runner.call(self._client.close())
-        finally:
-            self._runner.stop()
+    def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """CONNECTED came (reader thread): restore subscriptions, let writers in."""
+        with self._write_lock:
+            for subscribe in self._core.restore_subscriptions():
+                with self._state_lock:
+                    data = conn.send(subscribe)
+                stream.send(data)
+        self._connected_once = True
+        self._ready.set()
 
     def __enter__(self) -> Client:
         return self
@@ -255,6 +274,314 @@ class Client:
         else:
             self.close()
 
+    def disconnect(self) -> None:
+        """Leave gracefully (DISCONNECT and its receipt), then close."""
+        if self._closed:
+            return  # already closed: like the async clients, a no-op
+        try:
+            if self._ready.is_set() and self._core.error is None:
+                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
+                    self._send(*self._core.disconnect_event())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the connection at once (no DISCONNECT) and stop the reader thread.
+
+        Any thread may call it; blocked calls return (a waiting ``get`` returns
+        ``None``, a receipt wait raises ConnectionLost).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping.set()
+        self._ready.clear()
+        stream = self._stream
+        if stream is not None:
+            stream.shutdown()  # the reader sees the end and leaves
+        self._finish(None)  # wakes a reader waiting for room, and every consumer
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join()
+        if stream is not None:
+            with suppress(Exception):
+                stream.close()
+        self._fail_waiters(ConnectionLost("the client is closed"))
+
+    # -- reading (the reader thread) ---------------------------------------------
+
+    def _run(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """The reader thread: read sessions one after another while reconnecting."""
+        delays: Iterator[float] | None = None
+        while True:
+            connected, error = self._read(stream, conn)
+            with self._state_lock:
+                self._ready.clear()
+            self._fail_waiters(error)
+            with suppress(Exception):
+                stream.close()
+            backoff = self._options.reconnect
+            if self._closed:
+                return
+            if backoff is None or not self._connected_once:
+                self._finish(error)
+                return
+            if connected or delays is None:
+                delays = backoff.delays()  # a working session restarts the schedule
+            else:
+                error = ConnectionLost(f"reconnect failed: {error}")
+            while True:
+                delay = next(delays, None)
+                if delay is None:
+                    self._finish(error)
+                    return
+                if self._stopping.wait(delay):
+                    return
+                with self._state_lock:
+                    conn = self._core.new_connection()
+                try:
+                    stream = self._start(conn)
+                    break
+                except (OSError, ClientError, ProtocolError) as exc:
+                    error = ConnectionLost(f"reconnect failed: {exc}")
+            if self._closed:  # close() came while connecting: it did not see this stream
+                stream.close()
+                return
+
+    def _read(self, stream: BlockingStream, conn: ClientConnection) -> tuple[bool, ClientError]:
+        """Read one session until it ends; whether it got CONNECTED, and why it ended."""
+        connected = False
+        timeout = self._options.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        events: list[Event] = []
+        try:
+            while True:
+                failure: ProtocolError | None = None
+                with self._state_lock:
+                    try:
+                        while (event := conn.next_event()) is not None:
+                            events.append(event)
+                    except ProtocolError as exc:
+                        failure = exc  # what came before it is still handled
+                for event in events:
+                    route = self._core.route(event)
+                    if type(route) is Message:
+                        self._deliver(route, stream, conn)
+                    elif type(route) is Resolve:
+                        if route.key == CONNECT_WAITER:
+                            self._connected(stream, conn)
+                            connected = True
+                        waiter = self._waiters.pop(route.key, None)
+                        if waiter is not None:
+                            waiter.set_result(route.value)
+                    elif type(route) is End:
+                        return connected, route.error
+                events.clear()
+                if failure is not None:
+                    raise failure
+                if not connected and deadline is not None and time.monotonic() > deadline:
+                    return connected, ConnectionLost("no CONNECTED from the broker in time")
+                wait = self._until_timer(conn)
+                if not connected and deadline is not None:
+                    left = max(0.0, deadline - time.monotonic())
+                    wait = left if wait is None else min(wait, left)
+                if not stream.wait_readable(wait):
+                    self._on_timer(stream, conn, reading=True)
+                    continue
+                data = stream.receive()
+                with self._state_lock:
+                    conn.receive_data(data)
+        except (ProtocolError, OSError) as exc:
+            error = ConnectionLost(f"connection failed: {exc}")
+            error.__cause__ = exc
+        except Exception as exc:  # a bug must not leave waiters hanging
+            error = ConnectionLost(f"client failed: {exc!r}")
+            error.__cause__ = exc
+        return connected, error
+
+    def _until_timer(self, conn: ClientConnection) -> float | None:
+        deadline = conn.get_timer()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _on_timer(self, stream: BlockingStream, conn: ClientConnection, *, reading: bool) -> None:
+        with self._state_lock:
+            beat = conn.handle_timer(time.monotonic(), reading=reading)
+        # A writer holding the lock is sending bytes, which count as a beat.
+        if beat and self._write_lock.acquire(blocking=False):
+            try:
+                stream.send(beat)
+            finally:
+                self._write_lock.release()
+
+    def _deliver(self, message: Message, stream: BlockingStream, conn: ClientConnection) -> None:
+        subscription, receipt = self._core.target(message)
+        if subscription is None:
+            self.unsolicited.append(message)
+            return
+        if receipt is not None:
+            waiter = self._waiters.pop(receipt, None)
+            if waiter is not None:
+                waiter.set_result(message)
+        if subscription._put(message):
+            return  # the common case: room in the buffer
+        # A full buffer pauses reading (back-pressure) but not heart-beats.
+        while not subscription._put(message, self._until_timer(conn), wait=True):
+            self._on_timer(stream, conn, reading=False)
+
+    def _fail_waiters(self, error: ClientError) -> None:
+        with self._state_lock:
+            waiters = list(self._waiters.values())
+            self._waiters.clear()
+        for waiter in waiters:
+            waiter.set_exception(error)
+
+    def _finish(self, error: ClientError | None) -> None:
+        self._core.finish(error)
+
+    # -- writing (any thread) -------------------------------------------------------
+
+    def _expect(self, key: str) -> _Waiter:
+        waiter = _Waiter()
+        self._waiters[key] = waiter
+        return waiter
+
+    def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> Event | Message | None:
+        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
+
+        ``settles``: the message an ACK or NACK is for (it must have come on
+        the current connection).
+        """
+        if not self._ready.is_set():
+            if self._core.error is not None:
+                raise self._core.error
+            if self._closed:
+                raise ConnectionLost("the client is closed")
+            if not self._ready.wait(self._options.timeout):
+                raise self._core.error or TimeoutError("not connected to the broker in time")
+        waiter: _Waiter | None = None
+        with self._write_lock:
+            with self._state_lock:
+                conn = self._core.conn
+                stream = self._stream
+                if conn.state is ConnectionState.CLOSED or stream is None:
+                    raise self._core.error or ConnectionLost("the connection is closed")
+                if settles is not None:
+                    conn.check_delivered(settles)
+                data = conn.send(event)
+                if receipt is not None:
+                    waiter = self._waiters[receipt] = _Waiter()
+            try:
+                stream.send(data)
+            except OSError as exc:
+                self._waiters.pop(receipt or "", None)
+                raise ConnectionLost(f"connection failed: {exc}") from exc
+        if waiter is None:
+            return None
+        try:
+            return waiter.wait(self._options.timeout)
+        finally:
+            self._waiters.pop(receipt or "", None)
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        transaction: str | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """Send a message; with ``receipt=True``, return once the broker has it.
+
+        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        that header (ActiveMQ then delivers a text message).
+        """
+        event, receipt_id = self._core.send_event(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=transaction,
+            receipt=receipt,
+            content_length=content_length,
+        )
+        self._send(event, receipt_id)
+
+    @contextmanager
+    def subscribe(
+        self,
+        destination: str,
+        *,
+        ack: AckMode = "auto",
+        headers: Mapping[str, str] | None = None,
+        id: str | None = None,
+    ) -> Iterator[Subscription]:
+        """Subscribe for the duration of a ``with`` block.
+
+        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        """
+        subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
+        self._subscribe(subscription)
+        try:
+            yield subscription
+        finally:
+            self._unsubscribe(subscription)
+
+    def _subscribe(self, subscription: Subscription) -> None:
+        event, receipt = self._core.subscribing(subscription)
+        try:
+            self._send(event, receipt)
+        except BaseException:
+            self._core.subscribe_done(subscription, ok=False)
+            raise
+        self._core.subscribe_done(subscription, ok=True)
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        unsubscribe = self._core.unsubscribing(subscription)
+        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                self._send(unsubscribe)
+        subscription._end(None)
+
+    def ack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Acknowledge ``message``; the headers follow the negotiated version."""
+        self._settle(message, transaction, receipt, nack=False)
+
+    def nack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Reject ``message`` (STOMP 1.1 and later)."""
+        self._settle(message, transaction, receipt, nack=True)
+
+    def _settle(
+        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+    ) -> None:
+        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        self._send(event, receipt_id, message)
+
+    @contextmanager
+    def transaction(self) -> Iterator[str]:
+        """``with client.transaction() as tx``: COMMIT on success, ABORT on an exception.
+
+        Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
+        block.  The COMMIT waits for the broker's receipt.
+        """
+        tx = self._core.next_id("tx")
+        self._send(Begin(tx))
+        try:
+            yield tx
+        except BaseException:
+            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                self._send(Abort(tx))
+            raise
+        self._send(*self._core.commit_event(tx))
+
 
 def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]) -> Client:
     """Connect and log in; returns a :class:`Client` (use it in a ``with`` block).
@@ -262,12 +589,17 @@ def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[Client
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
     are :class:`ConnectionLost` and :class:`BrokerError`.
     """
-    runner = _LoopThread()
+    client = Client(ConnectOptions.build(host, port, options))
     try:
-        client = runner.call(
-            open_client(ConnectOptions.build(host, port, options), AsyncioBackend())
-        )
-    except BaseException:
-        runner.stop()
+        client._open()
+    except ClientError:
+        client.close()
         raise
-    return Client(runner, client)
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        client.close()
+        raise ConnectionLost(f"cannot connect to {host}:{port}: {exc}") from exc
+    except BaseException:
+        client.close()
+        raise
+    return client
+

@@ -258,41 +258,21 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await future
 
 
-def _leave_after_close(manager: AbstractContextManager[Any]) -> None:
-    """Leave a block of a closed threads client, working around the known bug.
-
-    The blocking client's ``with`` blocks hand their exit to its event loop;
-    after ``close()`` that loop is gone and the exit raises ConnectionLost
-    ("the client is closed"), where the async clients leave quietly.  It is
-    swallowed here, and only here; ``test_blocks_after_close`` in
-    test_adapters.py shows the bug.
-    """
-    try:
-        manager.__exit__(None, None, None)
-    except ConnectionLost as exc:
-        if "the client is closed" not in str(exc):
-            raise
-
-
 @asynccontextmanager
-async def _threaded(
-    manager: AbstractContextManager[T], closed: Callable[[], bool] = lambda: False
-) -> AsyncIterator[T]:
-    """A blocking context manager, entered and left in worker threads."""
+async def _threaded(manager: AbstractContextManager[T]) -> AsyncIterator[T]:
+    """A blocking context manager, entered and left in worker threads.
+
+    Left the same way after the client was closed inside the block: that
+    must not raise, as with the async clients (``test_blocks_after_close``).
+    """
     value = await in_thread(manager.__enter__)
     try:
         yield value
     except BaseException as exc:
-        if closed():
-            _leave_after_close(manager)
-            raise
         if not await in_thread(manager.__exit__, type(exc), exc, exc.__traceback__):
             raise
     else:
-        if closed():
-            _leave_after_close(manager)
-        else:
-            await in_thread(manager.__exit__, None, None, None)
+        await in_thread(manager.__exit__, None, None, None)
 
 
 class ThreadsSubscription:
@@ -323,19 +303,10 @@ class ThreadsSubscription:
 
 
 class ThreadsClient:
-    """A :class:`stomp_proto.threads.Client` with the AsyncClient API.
-
-    Known bug worked around here (see ``test_blocks_after_close`` in
-    test_adapters.py): once ``close()`` or ``disconnect()`` has stopped the
-    blocking client's event loop, leaving its ``with`` block or a subscription's
-    raises ConnectionLost.  After either call this wrapper therefore leaves the
-    client's block without calling it, and a subscription's or transaction's
-    through :func:`_leave_after_close`.
-    """
+    """A :class:`stomp_proto.threads.Client` with the AsyncClient API."""
 
     def __init__(self, client: stomp_threads.Client) -> None:
         self._client = client
-        self.finished = False
 
     @property
     def version(self) -> Version | None:
@@ -351,7 +322,7 @@ class ThreadsClient:
     @asynccontextmanager
     async def subscribe(self, destination: str, **options: Any) -> AsyncIterator[Any]:
         manager = self._client.subscribe(destination, **options)
-        async with _threaded(manager, lambda: self.finished) as subscription:
+        async with _threaded(manager) as subscription:
             yield ThreadsSubscription(subscription)
 
     async def ack(self, message: Message, **options: Any) -> None:
@@ -361,14 +332,12 @@ class ThreadsClient:
         await in_thread(self._client.nack, message, **options)
 
     def transaction(self) -> AbstractAsyncContextManager[str]:
-        return _threaded(self._client.transaction(), lambda: self.finished)
+        return _threaded(self._client.transaction())
 
     async def disconnect(self) -> None:
-        self.finished = True
         await in_thread(self._client.disconnect)
 
     async def close(self) -> None:
-        self.finished = True
         await in_thread(self._client.close)
 
 
@@ -378,12 +347,9 @@ async def _connect_threads(port: int, options: dict[str, Any]) -> AsyncIterator[
     try:
         yield client
     except BaseException:
-        if not client.finished:
-            client.finished = True
-            await in_thread(client._client.close)
+        await client.close()
         raise
-    if not client.finished:
-        await client.disconnect()
+    await client.disconnect()  # a no-op when the scenario closed it already
 
 
 # -- the harness ----------------------------------------------------------------------

@@ -655,3 +655,26 @@ def test_connect_event_is_what_server_reads() -> None:
     frame = decoder.next_frame()
     assert isinstance(frame, Frame)
     assert Connect.from_frame(frame, "1.0") == event
+
+
+def test_evolve_carries_every_field_of_every_event() -> None:
+    # The connection copies events with evolve() (a server's ACK gets its
+    # ``covered``): every field must come across, including any added later.
+    from stomp_proto._events import EVENT_FOR_COMMAND, Ack, evolve
+
+    for cls in set(EVENT_FOR_COMMAND.values()):
+        fields = dataclasses.fields(cls)
+        missing = dataclasses.MISSING
+        values = {
+            f.name: "x" for f in fields if f.default is missing and f.default_factory is missing
+        }
+        event = cls(**values)
+        copy = evolve(event)
+        assert copy == event and copy is not event
+        for field in fields:
+            assert getattr(copy, field.name) == getattr(event, field.name)
+    ack = Ack(id="1", headers=(("a", "b"),))
+    changed = evolve(ack, covered=("1",), subscription="s")
+    assert changed == dataclasses.replace(ack, covered=("1",), subscription="s")
+    with pytest.raises(TypeError, match="colour"):
+        evolve(ack, colour="red")

@@ -15,100 +15,36 @@ wire in the order the connection made them.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from typing import Protocol, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
 
-from ._client_core import (
+from .._connection import ClientConnection
+from .._errors import ProtocolError
+from .._events import (
+    Abort,
+    AckMode,
+    Begin,
+    FrameEvent,
+    Message,
+    Subscribe,
+)
+from .._frame import Event, Version
+from .._state import ConnectionState
+from .._websocket import accepted_versions
+from ._backend import Backend, Stream, Task, Waiter
+from ._core import (
     CONNECT_WAITER,
     Backoff,
     ClientCore,
     ClientError,
     ConnectionLost,
     ConnectOptions,
-    Deliver,
     End,
     Resolve,
 )
-from ._connection import ClientConnection
-from ._errors import ProtocolError
-from ._events import (
-    Abort,
-    AckMode,
-    Begin,
-    Commit,
-    Disconnect,
-    FrameEvent,
-    Message,
-    Subscribe,
-    Unsubscribe,
-)
-from ._frame import Event, Version
-from ._state import ConnectionState
-from ._websocket import WebSocketStream, accepted_versions
+from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
-
-READ_SIZE = 256 * 1024
-
-T = TypeVar("T")
-
-
-# -- what a backend provides -----------------------------------------------------
-
-
-class Stream(Protocol):
-    async def receive(self) -> bytes:
-        """Some bytes; b"" at end of stream."""
-
-    async def send(self, data: bytes) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-class Waiter(Protocol[T]):
-    def done(self) -> bool: ...
-    def set_result(self, value: T) -> None: ...
-    def set_exception(self, error: BaseException) -> None: ...
-    async def wait(self) -> T: ...
-
-
-class Queue(Protocol[T]):
-    async def put(self, item: T) -> None: ...
-    def put_nowait(self, item: T) -> bool:
-        """False when full."""
-
-    async def get(self) -> T: ...
-    def get_nowait(self) -> T | None: ...
-    def empty(self) -> bool: ...
-
-
-class Flag(Protocol):
-    def is_set(self) -> bool: ...
-    def set(self) -> None: ...
-    def clear(self) -> None: ...
-    async def wait(self) -> object: ...
-
-
-class Task(Protocol):
-    def cancel(self) -> None: ...
-    async def join(self) -> None: ...
-
-
-class Backend(Protocol):
-    async def open_stream(self, options: ConnectOptions) -> Stream: ...
-    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
-        """Raise TimeoutError when the block takes longer than ``seconds``."""
-
-    def now(self) -> float: ...
-    async def sleep(self, seconds: float) -> None: ...
-    def waiter(self) -> Waiter[Event]: ...
-    def queue(self, size: int) -> Queue[Message | None]: ...
-    def flag(self) -> Flag: ...
-    def lock(self) -> AbstractAsyncContextManager[object]: ...
-    def spawn(self, function: Callable[[], Awaitable[None]]) -> Task: ...
-
 
 # -- the client ------------------------------------------------------------------
 
@@ -181,19 +117,17 @@ class AsyncClient:
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
     def __init__(self, options: ConnectOptions, backend: Backend) -> None:
-        self._core = ClientCore(options)
+        self._core: ClientCore[AsyncSubscription] = ClientCore(options)
         self._options = options
-        self._backend = backend
+        self._backend: Backend = backend
         self._stream: Stream | None = None
         self._write_lock = backend.lock()
         self._reader: Task | None = None
         self._reconnector: Task | None = None
         self._waiters: dict[str, Waiter[Event]] = {}
-        self._subscriptions: dict[str, AsyncSubscription] = {}
         self._ready = backend.flag()
         self._closing = False
         self._reconnecting = False
-        self._error: ClientError | None = None
         #: Messages for subscriptions this client did not make (e.g. RabbitMQ
         #: /temp-queue/ replies); the oldest are dropped when it is full.
         self.unsolicited = backend.queue(options.max_pending_messages)
@@ -248,10 +182,9 @@ class AsyncClient:
         if self._closing:
             return
         try:
-            if self._ready.is_set() and self._error is None:
+            if self._ready.is_set() and self._core.error is None:
                 with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    receipt = self._core.next_id("disconnect")
-                    await self._send(Disconnect(receipt=receipt), receipt)
+                    await self._send(*self._core.disconnect_event())
         finally:
             await self.close()
 
@@ -285,7 +218,7 @@ class AsyncClient:
                     conn.receive_data(data or None)
                     continue
                 route = self._core.route(event)
-                if isinstance(route, Deliver):
+                if type(route) is Message:
                     await self._deliver(route, stream, conn)
                 elif isinstance(route, Resolve):
                     waiter = self._waiters.pop(route.key, None)
@@ -316,28 +249,24 @@ class AsyncClient:
             if data:
                 await stream.send(data)
 
-    async def _deliver(self, route: Deliver, stream: Stream, conn: ClientConnection) -> None:
-        subscription = self._subscriptions.get(route.subscription)
+    async def _deliver(self, message: Message, stream: Stream, conn: ClientConnection) -> None:
+        subscription, receipt = self._core.target(message)
         if subscription is None:
-            if not self.unsolicited.put_nowait(route.message):
+            if not self.unsolicited.put_nowait(message):
                 self.unsolicited.get_nowait()
-                self.unsolicited.put_nowait(route.message)
+                self.unsolicited.put_nowait(message)
             return
-        if subscription._receipt is not None:
-            # A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may
-            # sit behind more messages than the queue holds, and a full queue
-            # stops reading: waiting for it could never end.
-            waiter = self._waiters.pop(subscription._receipt, None)
-            subscription._receipt = None
+        if receipt is not None:
+            waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
-                waiter.set_result(route.message)
-        if subscription._queue.put_nowait(route.message):
+                waiter.set_result(message)
+        if subscription._queue.put_nowait(message):
             return  # the common case: room in the queue, no timeout to arm
         # A full queue pauses reading (back-pressure) but not heart-beats.
         while True:
             try:
                 async with self._backend.timeout(self._until_timer(conn)):
-                    await subscription._queue.put(route.message)
+                    await subscription._queue.put(message)
                 return
             except TimeoutError:
                 await self._write_timer(stream, conn, reading=False)
@@ -378,12 +307,7 @@ class AsyncClient:
             self._reconnecting = False
 
     def _finish(self, error: ClientError | None) -> None:
-        """End every subscription: cleanly (``None``) or with ``error``."""
-        if self._error is None and error is not None:
-            self._error = error
-        for subscription in self._subscriptions.values():
-            subscription._end(error)
-        self._subscriptions.clear()
+        self._core.finish(error)
 
     # -- writing -----------------------------------------------------------------
 
@@ -392,10 +316,16 @@ class AsyncClient:
         self._waiters[key] = waiter
         return waiter
 
-    async def _send(self, event: FrameEvent, receipt: str | None = None) -> None:
-        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
-        if self._error is not None:
-            raise self._error
+    async def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it.
+
+        ``settles``: the message an ACK or NACK is for (it must have come on
+        the current connection).
+        """
+        if self._core.error is not None:
+            raise self._core.error
         if not self._ready.is_set():
             if self._closing:
                 raise ConnectionLost("the client is closed")
@@ -406,9 +336,12 @@ class AsyncClient:
         waiter = self._expect(receipt) if receipt is not None else None
         try:
             async with self._write_lock:
-                if self._core.conn.state is ConnectionState.CLOSED:
-                    raise self._error or ConnectionLost("the connection is closed")
-                await stream.send(self._core.conn.send(event))
+                conn = self._core.conn
+                if conn.state is ConnectionState.CLOSED:
+                    raise self._core.error or ConnectionLost("the connection is closed")
+                if settles is not None:
+                    conn.check_delivered(settles)
+                await stream.send(conn.send(event))
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
             raise ConnectionLost(f"connection failed: {exc}") from exc
@@ -436,14 +369,13 @@ class AsyncClient:
         A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
-        receipt_id = self._core.next_id("receipt") if receipt else None
-        event = self._core.send_event(
+        event, receipt_id = self._core.send_event(
             destination,
             body,
             content_type=content_type,
             headers=headers,
             transaction=transaction,
-            receipt=receipt_id,
+            receipt=receipt,
             content_length=content_length,
         )
         await self._send(event, receipt_id)
@@ -463,30 +395,19 @@ class AsyncClient:
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
-        receipt = self._core.next_id("receipt")
-        event = subscription._event
-        # Registered before the SUBSCRIBE goes out: a broker may deliver
-        # messages before it sends the RECEIPT (RabbitMQ does).
-        self._subscriptions[event.key] = subscription
-        self._core.subscribed(event)
-        subscription._receipt = receipt
+        event, receipt = self._core.subscribing(subscription)
         try:
-            await self._send(dataclasses.replace(event, receipt=receipt), receipt)
+            await self._send(event, receipt)
         except BaseException:
-            self._subscriptions.pop(event.key, None)
-            self._core.unsubscribed(event.key)
+            self._core.subscribe_done(subscription, ok=False)
             raise
-        finally:
-            subscription._receipt = None
-        subscription._active = True
+        self._core.subscribe_done(subscription, ok=True)
 
     async def _unsubscribe(self, subscription: AsyncSubscription) -> None:
-        self._core.unsubscribed(subscription.id)
-        self._subscriptions.pop(subscription.id, None)
-        if subscription._active and self._ready.is_set() and self._error is None:
-            subscription._active = False
+        unsubscribe = self._core.unsubscribing(subscription)
+        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
             with suppress(ClientError, ProtocolError, OSError):
-                await self._send(Unsubscribe(id=subscription._event.id))
+                await self._send(unsubscribe)
         subscription._end(None)
 
     async def ack(
@@ -504,12 +425,8 @@ class AsyncClient:
     async def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
-        self._core.check_ack(message)
-        receipt_id = self._core.next_id("receipt") if receipt else None
-        await self._send(
-            self._core.ack_event(message, transaction, receipt_id, nack=nack), receipt_id
-        )
-        self._core.acked(message)
+        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        await self._send(event, receipt_id, message)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:
@@ -526,8 +443,7 @@ class AsyncClient:
             with suppress(ClientError, ProtocolError, OSError):
                 await self._send(Abort(tx))
             raise
-        receipt = self._core.next_id("receipt")
-        await self._send(Commit(tx, receipt=receipt), receipt)
+        await self._send(*self._core.commit_event(tx))
 
 
 async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:

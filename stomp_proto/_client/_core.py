@@ -15,21 +15,23 @@ session.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import ssl as _ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias, TypedDict
+from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
-from ._connection import DEFAULT_TOLERANCE, ClientConnection
-from ._errors import ErrorKind, LocalProtocolError
-from ._events import (
+from .._connection import DEFAULT_TOLERANCE, ClientConnection
+from .._events import (
     Ack,
     AckMode,
+    Commit,
     Connect,
     Connected,
     ConnectionClosed,
+    Disconnect,
     Error,
     HeartBeatTimeout,
     Message,
@@ -37,9 +39,10 @@ from ._events import (
     Receipt,
     Send,
     Subscribe,
+    Unsubscribe,
 )
-from ._frame import VERSIONS, Event, HeartBeat, Version
-from ._limits import Limits
+from .._frame import VERSIONS, Event, HeartBeat, Version
+from .._limits import Limits
 
 __all__ = [
     "Backoff",
@@ -137,7 +140,7 @@ class ConnectOptions:
 
     def __post_init__(self) -> None:
         if self.websocket is not None:
-            from ._websocket import check_path, require_wsproto
+            from .._websocket import check_path, require_wsproto
 
             check_path(self.websocket)
             require_wsproto()  # fail at connect(), with how to install it
@@ -196,14 +199,6 @@ class ClientOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True, slots=True)
-class Deliver:
-    """Put ``message`` on the queue of subscription ``subscription``."""
-
-    subscription: str
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
 class Resolve:
     """Complete the waiter ``key`` (``"connect"`` or a receipt id) with ``value``."""
 
@@ -218,12 +213,31 @@ class End:
     error: ClientError
 
 
-Route: TypeAlias = Deliver | Resolve | End | None
+#: What to do with one event: a :class:`Message` goes to the buffer of the
+#: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
+#: waiter, an :class:`End` ends the session, ``None``: nothing.
+Route: TypeAlias = Message | Resolve | End | None
 
 CONNECT_WAITER = "connect"
 
 
-class ClientCore:
+class Handle(Protocol):
+    """What the core needs of an adapter's subscription object."""
+
+    _event: Subscribe
+    #: The receipt id of its SUBSCRIBE while that is awaited.
+    _receipt: str | None
+    #: Whether the broker knows it (its SUBSCRIBE was confirmed, no UNSUBSCRIBE yet).
+    _active: bool
+
+    def _end(self, error: ClientError | None) -> None:
+        """No more messages: after those buffered, end cleanly or raise ``error``."""
+
+
+S = TypeVar("S", bound=Handle)
+
+
+class ClientCore(Generic[S]):
     """One client's protocol-side state, across reconnects.
 
     ``conn`` is the ClientConnection of the current transport; :meth:`new_connection`
@@ -238,11 +252,11 @@ class ClientCore:
         self.generation = 0
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
-        self._subscriptions: dict[str, Subscribe] = {}
-        # Client-acknowledged messages delivered on this connection, per
-        # subscription in delivery order: acking one from an earlier connection
-        # must fail, even if ids repeat.
-        self._unacked: dict[str, dict[int, Message]] = {}
+        #: Open subscriptions by key, each the adapter's handle for it.
+        self.subscriptions: dict[str, S] = {}
+        #: The error that ended the client for good (None while it lives, or
+        #: when it was closed on purpose).
+        self.error: ClientError | None = None
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -253,13 +267,15 @@ class ClientCore:
         """Start over on a new transport: a fresh ClientConnection, same subscriptions."""
         self.generation += 1
         self.conn = self._make_connection()
-        self._unacked.clear()
         return self.conn
 
     # -- ids and events --------------------------------------------------------
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
+
+    def _receipt(self, wanted: bool) -> str | None:
+        return self.next_id("receipt") if wanted else None
 
     def subscribe_event(
         self,
@@ -283,84 +299,112 @@ class ClientCore:
         content_type: str | None,
         headers: Mapping[str, str] | None,
         transaction: str | None,
-        receipt: str | None,
+        receipt: bool,
         content_length: bool,
-    ) -> Send:
-        """The SEND for one ``send()`` call; a ``str`` body is sent as UTF-8 text."""
+    ) -> tuple[Send, str | None]:
+        """The SEND for one ``send()`` call, and its receipt id if one is wanted.
+
+        A ``str`` body is sent as UTF-8 text.
+        """
         if isinstance(body, str):
             body = body.encode("utf-8")
             if content_type is None:
                 content_type = "text/plain;charset=utf-8"
-        return Send(
+        receipt_id = self._receipt(receipt)
+        event = Send(
             destination,
             bytes(body),
             content_type=content_type,
             transaction=transaction,
-            receipt=receipt,
+            receipt=receipt_id,
             headers=tuple((headers or {}).items()),
             content_length=content_length,
         )
+        return event, receipt_id
 
-    def subscribed(self, event: Subscribe) -> None:
-        """Remember an open subscription (call after its SUBSCRIBE was written)."""
-        self._subscriptions[event.key] = event
+    def settle_event(
+        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+    ) -> tuple[Ack, str | None]:
+        """The ACK (or NACK) of ``message``, and its receipt id if one is wanted.
 
-    def unsubscribed(self, key: str) -> None:
-        self._subscriptions.pop(key, None)
-        # The connection forgets what the subscription still awaited as well.
-        self._unacked.pop(key, None)
+        The connection writes the headers of the negotiated version; the
+        adapter passes ``message`` along so that it checks the delivery came on
+        the current connection (:meth:`ClientConnection.check_delivered`).
+        """
+        receipt_id = self._receipt(receipt)
+        kind = Nack if nack else Ack
+        return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
+
+    def disconnect_event(self) -> tuple[Disconnect, str]:
+        receipt = self.next_id("disconnect")
+        return Disconnect(receipt=receipt), receipt
+
+    def commit_event(self, transaction: str) -> tuple[Commit, str]:
+        """The COMMIT that ends a ``transaction()`` block; it always asks for a receipt."""
+        receipt = self.next_id("receipt")
+        return Commit(transaction, receipt=receipt), receipt
+
+    # -- the registry of subscriptions -------------------------------------------
+
+    def subscribing(self, handle: S) -> tuple[Subscribe, str]:
+        """Register ``handle`` before its SUBSCRIBE goes out; that SUBSCRIBE and its receipt.
+
+        Registered first: a broker may deliver messages before it sends the
+        RECEIPT (RabbitMQ does).
+        """
+        receipt = self.next_id("receipt")
+        self.subscriptions[handle._event.key] = handle
+        handle._receipt = receipt
+        return dataclasses.replace(handle._event, receipt=receipt), receipt
+
+    def subscribe_done(self, handle: S, *, ok: bool) -> None:
+        """The SUBSCRIBE was confirmed (``ok``) or failed: it is then forgotten."""
+        handle._receipt = None
+        if ok:
+            handle._active = True
+        else:
+            self.subscriptions.pop(handle._event.key, None)
+
+    def unsubscribing(self, handle: S) -> Unsubscribe | None:
+        """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it."""
+        self.subscriptions.pop(handle._event.key, None)
+        if not handle._active:
+            return None
+        handle._active = False
+        return Unsubscribe(id=handle._event.id)
+
+    def target(self, message: Message) -> tuple[S | None, str | None]:
+        """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.
+
+        A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may sit
+        behind more messages than the buffer holds, and a full buffer stops
+        reading: waiting for it could never end.
+        """
+        handle = self.subscriptions.get(message.key)
+        if handle is None or handle._receipt is None:
+            return handle, None
+        receipt, handle._receipt = handle._receipt, None
+        return handle, receipt
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription."""
-        return list(self._subscriptions.values())
+        return [handle._event for handle in self.subscriptions.values()]
 
-    def check_ack(self, message: Message) -> None:
-        """Refuse to acknowledge a message that came on an earlier connection."""
-        unacked = self._unacked.get(_subscription_of(message), {})
-        if unacked.get(id(message)) is not message:
-            raise LocalProtocolError(
-                ErrorKind.BAD_STATE,
-                "this message was not delivered on the current connection "
-                "(or is already acknowledged); after a reconnect the broker redelivers it",
-            )
-
-    def ack_event(
-        self, message: Message, transaction: str | None, receipt: str | None, *, nack: bool
-    ) -> Ack:
-        """The ACK (or NACK) of ``message``; the connection picks the version's headers."""
-        kind = Nack if nack else Ack
-        return kind.of(message, transaction=transaction, receipt=receipt)
-
-    def unacked_count(self) -> int:
-        """How many delivered messages still await an (N)ACK on this connection."""
-        return sum(len(messages) for messages in self._unacked.values())
-
-    def acked(self, message: Message) -> None:
-        """Forget ``message`` (and, in ``client`` mode, every earlier delivery)."""
-        subscription = _subscription_of(message)
-        unacked = self._unacked.get(subscription)
-        if not unacked or id(message) not in unacked:
-            return
-        if self._subscriptions.get(subscription, _AUTO).ack != "client":
-            del unacked[id(message)]
-            return
-        # client mode is cumulative (1.2 SUBSCRIBE "ack Header"): the (N)ACK
-        # also settled every earlier delivery, the oldest entries here.
-        while unacked:
-            key = next(iter(unacked))
-            del unacked[key]
-            if key == id(message):
-                break
+    def finish(self, error: ClientError | None) -> None:
+        """End every subscription: cleanly (``None``) or with ``error``, which is kept."""
+        if self.error is None and error is not None:
+            self.error = error
+        handles = list(self.subscriptions.values())
+        self.subscriptions.clear()
+        for handle in handles:
+            handle._end(error)
 
     # -- routing ---------------------------------------------------------------
 
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
-        if isinstance(event, Message):
-            subscription = _subscription_of(event)
-            if self._subscriptions.get(subscription, _AUTO).ack != "auto":
-                self._unacked.setdefault(subscription, {})[id(event)] = event
-            return Deliver(subscription, event)
+        if type(event) is Message:
+            return event
         if isinstance(event, Receipt):
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):
@@ -374,11 +418,3 @@ class ClientCore:
         if isinstance(event, HeartBeat):
             return None
         raise AssertionError(f"unexpected event {event!r}")  # pragma: no cover
-
-
-_AUTO = Subscribe("", id="", ack="auto")
-
-
-def _subscription_of(message: Message) -> str:
-    """The subscription key a MESSAGE belongs to (1.0 has no ``subscription``)."""
-    return message.subscription or message.destination

@@ -1,0 +1,14 @@
+"""The client machinery behind ``stomp_proto.asyncio``, ``.trio`` and ``.threads``.
+
+* ``_core`` - what every client shares, without I/O: options, ids, the
+  registry of subscriptions, routing of events, errors, the reconnect schedule.
+* ``_backend`` - the interfaces the clients are written against (Backend,
+  Stream, BlockingStream); imports no client.
+* ``_async`` - the async client, written once for asyncio and trio;
+  ``_asyncio`` and ``_trio`` - its two backends.
+* ``_blocking`` - the threads client's sockets: TCP, TLS, WebSocket.
+* ``_websocket_stream`` - STOMP over WebSocket for the async clients.
+
+The sans-IO core (frames, codec, connection, WebSocket handshakes and
+channel) never imports from here.
+"""

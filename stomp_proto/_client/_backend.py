@@ -1,0 +1,95 @@
+"""What a client needs from its I/O, and nothing else: the neutral interfaces.
+
+:class:`Backend` and :class:`Stream` are what the async client
+(``_client._async``) is written against; ``_client._asyncio`` and
+``_client._trio`` implement them, and the WebSocket stream wraps a
+:class:`Stream` in another.  :class:`BlockingStream` is the same idea for the
+threads client.  Nothing here imports a client, so every layer can depend on
+these without depending on each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from .._events import Message
+from .._frame import Event
+
+if TYPE_CHECKING:
+    from ._core import ConnectOptions
+
+__all__ = ["Backend", "BlockingStream", "Flag", "Queue", "Stream", "Task", "Waiter"]
+
+#: Bytes one read asks for, in every client.
+READ_SIZE = 256 * 1024
+
+T = TypeVar("T")
+
+
+class Stream(Protocol):
+    async def receive(self) -> bytes:
+        """Some bytes; b"" at end of stream."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Waiter(Protocol[T]):
+    def done(self) -> bool: ...
+    def set_result(self, value: T) -> None: ...
+    def set_exception(self, error: BaseException) -> None: ...
+    async def wait(self) -> T: ...
+
+
+class Queue(Protocol[T]):
+    async def put(self, item: T) -> None: ...
+    def put_nowait(self, item: T) -> bool:
+        """False when full."""
+
+    async def get(self) -> T: ...
+    def get_nowait(self) -> T | None: ...
+    def empty(self) -> bool: ...
+
+
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    async def wait(self) -> object: ...
+
+
+class Task(Protocol):
+    def cancel(self) -> None: ...
+    async def join(self) -> None: ...
+
+
+class Backend(Protocol):
+    async def open_stream(self, options: ConnectOptions) -> Stream: ...
+    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
+        """Raise TimeoutError when the block takes longer than ``seconds``."""
+
+    def now(self) -> float: ...
+    async def sleep(self, seconds: float) -> None: ...
+    def waiter(self) -> Waiter[Event]: ...
+    def queue(self, size: int) -> Queue[Message | None]: ...
+    def flag(self) -> Flag: ...
+    def lock(self) -> AbstractAsyncContextManager[object]: ...
+    def spawn(self, function: Callable[[], Awaitable[None]]) -> Task: ...
+
+
+class BlockingStream(Protocol):
+    def wait_readable(self, timeout: float | None) -> bool:
+        """Whether ``receive()`` has work within ``timeout`` seconds (None: wait)."""
+
+    def receive(self) -> bytes | None:
+        """Some bytes (possibly none yet); ``None`` at the end of the stream."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def shutdown(self) -> None:
+        """Wake a reader blocked on this stream (it then sees the end); any thread."""
+
+    def close(self) -> None: ...

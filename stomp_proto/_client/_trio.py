@@ -1,0 +1,255 @@
+"""trio's primitives for the async client: streams, events, memory channels, tasks, deadlines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import trio
+
+from .._events import Message
+from .._frame import Event
+from ._backend import READ_SIZE as _READ_SIZE
+from ._backend import Stream
+from ._core import ConnectOptions
+
+__all__ = ["TrioBackend"]
+
+
+
+#: Bytes of frames gathered before they are written at once.
+_WRITE_BATCH = 64 * 1024
+
+
+class _TrioStream:
+    """A trio stream; small frames are gathered and written together.
+
+    ``send_all`` per frame costs two passes of trio's scheduler, most of the
+    cost of sending a small message.  So ``send`` keeps the bytes, and a flush
+    task (started in the client's nursery when the first bytes wait) writes
+    all that has gathered once the sender lets other tasks run; a sender that
+    does not, writes them itself each :data:`_WRITE_BATCH` bytes.  ``send``
+    stays a cancellation point.  A lock keeps one ``send_all`` at a time, in
+    the order the bytes came; a failed write fails the next ``send``.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, nursery: trio.Nursery) -> None:
+        self._stream = stream
+        self._nursery = nursery
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._flush_started = False
+        self._lock = trio.Lock()
+        self._error: OSError | None = None
+
+    async def receive(self) -> bytes:
+        try:
+            return bytes(await self._stream.receive_some(_READ_SIZE))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise OSError(str(exc) or "connection closed") from exc
+
+    async def send(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._pending.append(data)
+        self._pending_size += len(data)
+        if self._pending_size >= _WRITE_BATCH:
+            await self._flush()
+            if self._error is not None:
+                raise self._error
+        elif not self._flush_started:
+            self._flush_started = True
+            self._nursery.start_soon(self._flush_task)
+
+    async def _flush_task(self) -> None:
+        self._flush_started = False
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            if not self._pending or self._error is not None:
+                return
+            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending.clear()
+            self._pending_size = 0
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._error = OSError(str(exc) or "connection closed")
+
+    async def aclose(self) -> None:
+        try:
+            # A write in progress may never end (say, a TLS handshake the peer
+            # dropped): closing the stream is what ends it, so do not wait for it.
+            if not self._lock.locked():
+                await self._flush()
+        finally:
+            await self._stream.aclose()
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: Event | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set_result(self, value: Event) -> None:
+        self._value = value
+        self._event.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._event.set()
+
+    async def wait(self) -> Event:
+        await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class _Queue:
+    def __init__(self, size: int) -> None:
+        self._send, self._receive = trio.open_memory_channel[Message | None](size)
+
+    async def put(self, item: Message | None) -> None:
+        await self._send.send(item)
+
+    def put_nowait(self, item: Message | None) -> bool:
+        try:
+            self._send.send_nowait(item)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def get(self) -> Message | None:
+        return await self._receive.receive()
+
+    def get_nowait(self) -> Message | None:
+        try:
+            return self._receive.receive_nowait()
+        except trio.WouldBlock:
+            return None
+
+    def empty(self) -> bool:
+        return self._send.statistics().current_buffer_used == 0
+
+
+class _Flag:
+    """A trio.Event that can be cleared (by replacing it)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        if self._event.is_set():
+            self._event = trio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class _Lock:
+    """trio.Lock without the scheduling pass when it is free.
+
+    ``trio.Lock.acquire`` always lets other tasks run first; the client takes
+    its write lock once per frame, and that pass would cost as much as the
+    frame.  A free lock is taken at once; a held one is waited for as usual.
+    """
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class _Task:
+    def __init__(self, nursery: trio.Nursery, function: Callable[[], Awaitable[None]]) -> None:
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+
+        async def run() -> None:
+            try:
+                with self._scope:
+                    await function()
+            finally:
+                self._done.set()
+
+        nursery.start_soon(run)
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    async def join(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._done.wait()
+
+
+@asynccontextmanager
+async def _fail_after(seconds: float | None) -> AsyncIterator[None]:
+    # trio says TooSlowError; the client (and asyncio) say TimeoutError.
+    try:
+        with trio.fail_after(math.inf if seconds is None else seconds):
+            yield
+    except trio.TooSlowError:
+        raise TimeoutError from None
+
+
+class TrioBackend:
+    """trio's primitives for :class:`AsyncClient`; tasks run in ``nursery``."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    async def open_stream(self, options: ConnectOptions) -> Stream:
+        stream: trio.abc.Stream
+        if options.ssl is not None:
+            stream = await trio.open_ssl_over_tcp_stream(
+                options.host, options.port, ssl_context=options.ssl
+            )
+        else:
+            stream = await trio.open_tcp_stream(options.host, options.port)
+        return _TrioStream(stream, self._nursery)
+
+    def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
+        return _fail_after(seconds)
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+    def waiter(self) -> _Waiter:
+        return _Waiter()
+
+    def queue(self, size: int) -> _Queue:
+        return _Queue(size)
+
+    def flag(self) -> _Flag:
+        return _Flag()
+
+    def lock(self) -> _Lock:
+        return _Lock()
+
+    def spawn(self, function: Callable[[], Awaitable[None]]) -> _Task:
+        return _Task(self._nursery, function)

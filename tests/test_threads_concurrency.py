@@ -1,0 +1,271 @@
+"""The blocking client under concurrency: many threads on one client at once.
+
+Writes happen in the caller's thread under the client's write lock, the
+reader thread hands messages over to whoever iterates, and ``close()`` may come
+from any thread.  Each test runs against the embedded broker (in an event loop
+of its own, in a daemon thread) and ends by checking that the client left
+nothing behind: no thread of its own, no open socket or other file descriptor,
+no ResourceWarning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import queue
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from stomp_proto import threads as stomp_threads
+from stomp_proto.broker import Broker
+from stomp_proto.threads import ConnectionLost
+
+HOST = "127.0.0.1"
+WAIT = 20.0
+
+
+class BrokerThread:
+    """The embedded broker in its own event loop and daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="test-broker")
+        self._thread.start()
+        self._broker = Broker(HOST, 0)
+        self._call(self._broker.__aenter__())
+        self.port = self._broker.port
+
+    def _call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(WAIT)
+
+    def close(self) -> None:
+        self._call(self._broker.__aexit__(None, None, None))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(WAIT)
+        self.loop.close()
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerThread]:
+    """The broker, and the check that the client under test leaked nothing."""
+    service = BrokerThread()
+    threads_before = set(threading.enumerate())
+    fds_before = _open_fds()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            yield service
+        finally:
+            gc.collect()  # an unclosed socket warns when it is collected
+    leaked_threads = [
+        t for t in set(threading.enumerate()) - threads_before if t.name != "test-broker"
+    ]
+    resource = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    # The broker's own sockets come and go in its thread: compare after it stops.
+    service.close()
+    fds_after = _open_fds()
+    assert not leaked_threads, f"threads left running: {leaked_threads}"
+    assert not resource, resource
+    assert fds_after <= fds_before, f"file descriptors left open: {fds_after - fds_before}"
+
+
+def _run_all(workers: list[Callable[[], None]]) -> None:
+    """Run each worker in a thread of its own; raise the first failure."""
+    errors: list[BaseException] = []
+
+    def guarded(work: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # reported below, in the test's thread
+                errors.append(exc)
+
+        return run
+
+    started = [threading.Thread(target=guarded(w), name="test-worker") for w in workers]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join(WAIT * 3)
+    assert not [t for t in started if t.is_alive()], "a worker never finished"
+    if errors:
+        raise errors[0]
+
+
+def test_many_threads_send_and_ack_at_once(broker: BrokerThread) -> None:
+    senders, per_sender, ackers = 8, 150, 4
+    total = senders * per_sender
+    handed: queue.Queue[Any] = queue.Queue()
+    bodies: Counter[bytes] = Counter()
+    with stomp_threads.connect(HOST, broker.port) as client:
+        with client.subscribe("/queue/many", ack="client-individual") as messages:
+
+            def send(n: int) -> Callable[[], None]:
+                def work() -> None:
+                    for i in range(per_sender):
+                        # Every tenth with a receipt: waits interleave with writes.
+                        client.send("/queue/many", f"{n}-{i}", receipt=i % 10 == 0)
+
+                return work
+
+            def consume() -> None:
+                for count, message in enumerate(messages, 1):
+                    bodies[message.body] += 1
+                    handed.put(message)
+                    if count == total:
+                        break
+                for _ in range(ackers):
+                    handed.put(None)
+
+            def ack() -> None:
+                while (message := handed.get(timeout=WAIT)) is not None:
+                    client.ack(message, receipt=message.body.endswith(b"-7"))
+
+            _run_all([send(n) for n in range(senders)] + [consume] + [ack] * ackers)
+            assert len(bodies) == total and set(bodies.values()) == {1}
+            assert client.connection.pending_acks(messages.id) == ()
+        # Everything was acknowledged: nothing comes back to a new subscriber.
+        with (
+            client.subscribe("/queue/many", ack="client-individual") as again,
+            pytest.raises(TimeoutError),
+        ):
+            again.get(timeout=0.5)
+
+
+def test_threads_share_one_subscription(broker: BrokerThread) -> None:
+    total, readers = 600, 3
+    seen: list[list[bytes]] = [[] for _ in range(readers)]
+    with (
+        stomp_threads.connect(HOST, broker.port, max_pending_messages=16) as client,
+        client.subscribe("/queue/shared") as messages,
+    ):
+
+        def read(k: int) -> Callable[[], None]:
+            def work() -> None:
+                while (message := messages.get(timeout=WAIT)) is not None:
+                    seen[k].append(message.body)
+                    if message.body == b"last":
+                        client.close()  # ends the iteration of every reader
+
+            return work
+
+        def produce() -> None:
+            for i in range(total - 1):
+                client.send("/queue/shared", str(i))
+            client.send("/queue/shared", "last")
+
+        _run_all([read(k) for k in range(readers)] + [produce])
+    everything = [body for bodies in seen for body in bodies]
+    # The buffer (16 here) hands each message to exactly one reader, in order overall.
+    assert len(everything) == total and len(set(everything)) == total
+
+
+def test_consumer_iterates_while_others_ack_and_nack(broker: BrokerThread) -> None:
+    total = 400
+    rejected = {str(i).encode() for i in range(0, total, 5)}  # NACKed once, then redelivered
+    expected = total + len(rejected)
+    with stomp_threads.connect(HOST, broker.port) as client:
+        for i in range(total):
+            client.send("/queue/settle", str(i))
+        handed: queue.Queue[Any] = queue.Queue()
+        settled = Counter[str]()
+        lock = threading.Lock()
+        with client.subscribe("/queue/settle", ack="client-individual") as messages:
+
+            def consume() -> None:
+                for count, message in enumerate(messages, 1):
+                    handed.put(message)
+                    if count == expected:
+                        break
+                handed.put(None)
+                handed.put(None)
+
+            def settle() -> None:
+                while (message := handed.get(timeout=WAIT)) is not None:
+                    with lock:
+                        first_time = message.body in rejected
+                        rejected.discard(message.body)
+                        settled["nack" if first_time else "ack"] += 1
+                    if first_time:
+                        client.nack(message)
+                    else:
+                        client.ack(message)
+
+            _run_all([consume, settle, settle])
+            assert settled == {"nack": total // 5, "ack": total}
+            assert client.connection.pending_acks(messages.id) == ()
+
+
+def test_close_from_another_thread_ends_every_blocked_call(broker: BrokerThread) -> None:
+    client = stomp_threads.connect(HOST, broker.port)
+    outcomes: dict[str, object] = {}
+    entered = threading.Barrier(4)
+
+    def iterate(messages: stomp_threads.Subscription) -> Callable[[], None]:
+        def work() -> None:
+            entered.wait(WAIT)
+            outcomes["iterate"] = list(messages)  # blocks: nothing is sent
+
+        return work
+
+    def keep_sending() -> None:
+        entered.wait(WAIT)
+        sent = 0
+        try:
+            while True:
+                client.send("/queue/elsewhere", b"x", receipt=sent % 50 == 0)
+                sent += 1
+        except ConnectionLost as exc:
+            outcomes["send"] = exc
+
+    def wait_with_timeout(messages: stomp_threads.Subscription) -> Callable[[], None]:
+        def work() -> None:
+            entered.wait(WAIT)
+            outcomes["get"] = messages.get(timeout=WAIT)
+
+        return work
+
+    def closer() -> None:
+        entered.wait(WAIT)
+        time.sleep(0.3)  # everyone is blocked or busy by now
+        client.close()
+
+    with client.subscribe("/queue/quiet") as quiet, client.subscribe("/queue/other") as other:
+        _run_all([iterate(quiet), keep_sending, wait_with_timeout(other), closer])
+    assert outcomes["iterate"] == []  # the iteration ended cleanly
+    assert outcomes["get"] is None  # the end of the subscription, not a timeout
+    assert isinstance(outcomes["send"], ConnectionLost)
+    client.close()  # again: a no-op
+    client.disconnect()  # likewise
+
+
+def test_disconnect_while_another_thread_waits_for_a_receipt(broker: BrokerThread) -> None:
+    with stomp_threads.connect(HOST, broker.port) as client:
+        done = threading.Event()
+
+        def send_many() -> None:
+            try:
+                for _ in range(2000):
+                    client.send("/queue/busy", b"y" * 512, receipt=True)
+            except ConnectionLost:
+                pass
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=send_many, name="test-worker")
+        worker.start()
+        time.sleep(0.2)
+        client.disconnect()
+        assert done.wait(WAIT)
+        worker.join(WAIT)
