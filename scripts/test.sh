@@ -122,7 +122,7 @@ fi
 run_tests() {
     local venv="$1" log="$2" status=0
     shift 2
-    (cd tests && STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_SDIST="$ROOT/$SDIST" \
+    (cd tests && STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_SDIST="$ROOT/$SDIST" STOMP_PROTO_WHEEL="$ROOT/$WHEEL" \
         "$ROOT/$venv/bin/python" -m pytest "$@") 2>&1 | tee "$log" || status=$?
     if [ "$status" -eq 5 ]; then
         echo "error: pytest collected no tests" >&2
