@@ -8,9 +8,10 @@
 # for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against the built
 # wheel, never the checkout: the whole suite in .venv-wheel (Python 3.11, dev
 # extras), and the core, client and broker tests in .venv-3.12, .venv-3.13 ...
-# (test extras), one venv per CPython found.  Extra arguments go to the whole
-# suite's pytest run.  STOMP_PYTHONS="3.12" (say) narrows the other Pythons;
-# "none" skips them.  Stops at the first failing step with a non-zero exit status.
+# (test extras), one venv per CPython found.  Extra arguments go to every pytest
+# run (-k heartbeat, tests/test_cli.py ...).  STOMP_PYTHONS="3.12" (say) narrows
+# the other Pythons; "none" skips them.  See docs/development.rst.
+# Stops at the first failing step with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -34,8 +35,9 @@ bash scripts/ensure-java.sh || true
 # and root); they run `npm ci` in tests/js themselves.  Same rule: skip, or fail under CI.
 bash scripts/ensure-node.sh || true
 
+# Each heading shows the seconds since the start, so the log tells what each step cost.
 section() {
-    printf '\n==> %s\n' "$*"
+    printf '\n==> %s  [%ss]\n' "$*" "$SECONDS"
 }
 
 section "ruff check"
@@ -95,14 +97,12 @@ for path in "${NOT_EVERY_PYTHON[@]}"; do
 done
 
 section "venvs: the wheel on every Python"
-ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev
 declare -A PYTHON_OF=()
-MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)")
+MATRIX=()
 missing=()
 for version in "${OTHER_PYTHONS[@]}"; do
     if python=$(find_python "$version"); then
         PYTHON_OF[$version]=$python
-        ensure_wheel_venv ".venv-$version" "$python" "$WHEEL" test
     elif [ "${CI:-}" = true ] && [[ " ${REQUIRED_IN_CI[*]} " == *" $version "* ]]; then
         missing+=("$version")
     else
@@ -114,6 +114,28 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "error: CI=true and no CPython ${missing[*]} on this machine (tried python${missing[0]} on PATH, pyenv, /usr/local/bin, /usr/bin)" >&2
     exit 1
 fi
+# The venvs are made side by side (pip waits on the network and the disk more than on
+# the CPU), each with its own log, shown when it is done.
+venv_logs=$(mktemp -d)
+declare -A VENV_JOB=()
+ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev > "$venv_logs/wheel" 2>&1 &
+VENV_JOB[wheel]=$!
+for version in "${!PYTHON_OF[@]}"; do
+    ensure_wheel_venv ".venv-$version" "${PYTHON_OF[$version]}" "$WHEEL" test \
+        > "$venv_logs/$version" 2>&1 &
+    VENV_JOB[$version]=$!
+done
+for name in "${!VENV_JOB[@]}"; do
+    status=0
+    wait "${VENV_JOB[$name]}" || status=$?
+    cat "$venv_logs/$name"
+    if [ "$status" -ne 0 ]; then
+        echo "error: making the venv for $name failed (exit $status)" >&2
+        exit "$status"
+    fi
+done
+rm -rf "$venv_logs"
+MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)" "${MATRIX[@]}")
 
 # run_tests VENV LOG [pytest arguments...]: pytest in VENV against its installed wheel.
 # It runs from tests/, so neither pytest nor a subprocess the tests start (python -m
@@ -161,8 +183,8 @@ for version in "${OTHER_PYTHONS[@]}"; do
     full=$(".venv-$version/bin/python" -c 'import platform; print(platform.python_version())')
     section "pytest: Python $full, core, client and broker tests, installed wheel"
     # Many of these tests wait on sockets and timers: 4 workers keep 2 cores busy.
-    run_tests ".venv-$version" "$logs/$version" -q -p no:cacheprovider -n 4 "${ignores[@]}" ||
-        exit $?
+    run_tests ".venv-$version" "$logs/$version" -q -p no:cacheprovider -n 4 "${ignores[@]}" \
+        "${pytest_args[@]}" || exit $?
     MATRIX+=("$full  core, client and broker (.venv-$version): $(summary "$logs/$version")")
 done
 rm -rf "$logs"
