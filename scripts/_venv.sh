@@ -156,8 +156,10 @@ ensure_wheel_venv() {
     wanted="$extras $(cksum < pyproject.toml)"
     if ! grep -qxF -- "$wanted" "$stamp" 2>/dev/null; then
         _venv_say "==> installing the dependencies of ${wheel##*/}[$extras] into $dir"
-        "$dir/bin/python" -m pip install --quiet "$wheel[$extras]"
+        # --no-compile: byte-compiling every module of every dependency (pyspark has
+        # thousands) costs more than compiling on import the few the tests load.
+        "$dir/bin/python" -m pip install --quiet --no-compile "$wheel[$extras]"
         printf '%s\n' "$wanted" > "$stamp"
     fi
-    "$dir/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
+    "$dir/bin/python" -m pip install --quiet --no-compile --force-reinstall --no-deps "$wheel"
 }

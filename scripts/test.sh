@@ -97,8 +97,7 @@ for path in "${NOT_EVERY_PYTHON[@]}"; do
 done
 
 section "venvs: the wheel on every Python"
-declare -A PYTHON_OF=()
-MATRIX=()
+declare -A PYTHON_OF=() MATRIX_ROW=()
 missing=()
 for version in "${OTHER_PYTHONS[@]}"; do
     if python=$(find_python "$version"); then
@@ -107,7 +106,7 @@ for version in "${OTHER_PYTHONS[@]}"; do
         missing+=("$version")
     else
         echo "Python $version: not on this machine, skipped"
-        MATRIX+=("$version     not on this machine: skipped")
+        MATRIX_ROW[$version]="$version     not on this machine: skipped"
     fi
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -135,7 +134,7 @@ for name in "${!VENV_JOB[@]}"; do
     fi
 done
 rm -rf "$venv_logs"
-MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)" "${MATRIX[@]}")
+MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)")
 
 # run_tests VENV LOG [pytest arguments...]: pytest in VENV against its installed wheel.
 # It runs from tests/, so neither pytest nor a subprocess the tests start (python -m
@@ -185,7 +184,10 @@ for version in "${OTHER_PYTHONS[@]}"; do
     # Many of these tests wait on sockets and timers: 4 workers keep 2 cores busy.
     run_tests ".venv-$version" "$logs/$version" -q -p no:cacheprovider -n 4 "${ignores[@]}" \
         "${pytest_args[@]}" || exit $?
-    MATRIX+=("$full  core, client and broker (.venv-$version): $(summary "$logs/$version")")
+    MATRIX_ROW[$version]="$full  core, client and broker (.venv-$version): $(summary "$logs/$version")"
+done
+for version in "${OTHER_PYTHONS[@]}"; do
+    MATRIX+=("${MATRIX_ROW[$version]}")
 done
 rm -rf "$logs"
 
