@@ -10,6 +10,11 @@
 # extras.  Afterwards VENV_BIN points at .venv/bin.  The install is skipped when
 # an earlier run already installed the same requirement from the same
 # pyproject.toml (a stamp file inside .venv records that).
+#
+# scripts/test.sh also uses find_python (a working CPython of a given minor
+# version: on PATH, under pyenv, or in /usr/local/bin and /usr/bin) and
+# ensure_wheel_venv (a venv that holds the package only as installed from a
+# built wheel, never the checkout).
 
 VENV_DIR=".venv"
 VENV_BIN="$VENV_DIR/bin"
@@ -32,8 +37,8 @@ _venv_pick_python() {
 }
 
 _venv_create() {
-    local python="$1"
-    "$python" -m venv "$VENV_DIR"
+    local python="$1" dir="${2:-$VENV_DIR}"
+    "$python" -m venv "$dir"
 }
 
 _venv_install_venv_support() {
@@ -105,4 +110,56 @@ ensure_venv() {
     fi
     "$VENV_BIN/python" -m pip "${pip_args[@]}"
     printf '%s\n' "$wanted" >> "$stamp"
+}
+
+# find_python 3.12: prints the path of a working CPython 3.12, or fails.  A pyenv
+# shim on PATH that is not selected fails to run, so every candidate is run once;
+# pyenv's own versions are tried newest patch release first.
+find_python() {
+    local version="$1" candidate
+    local -a candidates=("python$version")
+    local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+    if [ -d "$pyenv_root/versions" ]; then
+        while IFS= read -r candidate; do
+            candidates+=("$candidate")
+        done < <(find "$pyenv_root/versions" -maxdepth 3 -path "*/versions/$version.*/bin/python$version" 2>/dev/null | sort -rV)
+    fi
+    candidates+=("/usr/local/bin/python$version" "/usr/bin/python$version")
+    for candidate in "${candidates[@]}"; do
+        if "$candidate" -c "
+import platform, sys
+sys.exit('%d.%d' % sys.version_info[:2] != '$version' or platform.python_implementation() != 'CPython')
+" >/dev/null 2>&1; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# ensure_wheel_venv DIR PYTHON WHEEL EXTRAS: DIR becomes a venv of PYTHON (created when
+# missing) holding WHEEL's dependencies with EXTRAS, installed when pyproject.toml
+# changed since the last run, and the package itself reinstalled from WHEEL on every
+# call, so a file missing from the wheel is missing there too.
+ensure_wheel_venv() {
+    local dir="$1" python="$2" wheel="$3" extras="$4" stamp wanted
+    if ! "$dir/bin/python" -m pip --version >/dev/null 2>&1; then
+        rm -rf "$dir"
+        _venv_say "==> creating $dir with $python"
+        if ! _venv_create "$python" "$dir"; then
+            rm -rf "$dir"
+            _venv_install_venv_support "$python" || return 1
+            _venv_create "$python" "$dir" || return 1
+        fi
+    fi
+    stamp="$dir/.stomp-proto-installed"
+    wanted="$extras $(cksum < pyproject.toml)"
+    if ! grep -qxF -- "$wanted" "$stamp" 2>/dev/null; then
+        _venv_say "==> installing the dependencies of ${wheel##*/}[$extras] into $dir"
+        # --no-compile: byte-compiling every module of every dependency (pyspark has
+        # thousands) costs more than compiling on import the few the tests load.
+        "$dir/bin/python" -m pip install --quiet --no-compile "$wheel[$extras]"
+        printf '%s\n' "$wanted" > "$stamp"
+    fi
+    "$dir/bin/python" -m pip install --quiet --no-compile --force-reinstall --no-deps "$wheel"
 }

@@ -3,12 +3,18 @@
     python scripts/build_mypyc.py --inplace     # compile next to the sources (stomp_proto/*.so)
     python scripts/build_mypyc.py --clean       # remove what --inplace built
     python scripts/build_mypyc.py --target DIR  # copy stomp_proto to DIR and compile it there
+    python scripts/build_mypyc.py --wheel dist/stomp_proto-*-py3-none-any.whl
+                                                # a compiled wheel for this Python, beside it
 
 The compiled modules import under the same names (``stomp_proto._decoder`` ...): Python
 picks an extension module over the ``.py`` file next to it, so after ``--inplace`` the
 whole package - tests included - runs on the compiled codec; after ``--clean`` it is pure
 Python again.  ``--target`` leaves the working tree alone (``benchmarks/codec.py --mypyc``
-uses it to time both builds in one run).
+uses it to time both builds in one run).  ``--wheel`` takes the pure wheel that
+``python -m build`` made, compiles the same modules inside it and writes a wheel tagged
+for this interpreter and platform (``stomp_proto-VERSION-cp311-cp311-linux_x86_64.whl``,
+say): the same files and metadata, plus the extension modules.  It is a local build, not
+a manylinux one: install it where it was built.
 
 Needs mypy (which ships mypyc), setuptools and a C compiler with the Python headers.
 Each module is compiled on its own (``separate=True``), so no extra top-level runtime
@@ -19,11 +25,14 @@ temporary directory.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,17 +109,68 @@ def copy_package(target: Path) -> Path:
     return target
 
 
+def wheel_tag() -> str:
+    """The tag of a wheel holding extension modules for this interpreter."""
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    abi = python + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{python}-{abi}-{platform}"
+
+
+def _record_line(root: Path, path: Path) -> str:
+    data = path.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path.relative_to(root).as_posix()},sha256={digest},{len(data)}"
+
+
+def compile_wheel(pure: Path, out_dir: Path, *, quiet: bool = True) -> Path:
+    """Compile MODULES inside the pure wheel ``pure``; return the platform wheel written."""
+    name, version, *_ = pure.name.split("-")
+    tag = wheel_tag()
+    with tempfile.TemporaryDirectory(prefix="stomp-proto-wheel-") as work:
+        root = Path(work)
+        with zipfile.ZipFile(pure) as archive:
+            archive.extractall(root)
+        build(root, quiet=quiet)
+        dist_info = root / f"{name}-{version}.dist-info"
+        metadata = (dist_info / "WHEEL").read_text().splitlines()
+        metadata = [
+            line.replace("true", "false") if line.startswith("Root-Is-Purelib:") else line
+            for line in metadata
+            if not line.startswith("Tag:")
+        ]
+        (dist_info / "WHEEL").write_text("\n".join([*metadata, f"Tag: {tag}"]) + "\n")
+        record = dist_info / "RECORD"
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p != record)
+        lines = [_record_line(root, p) for p in files]
+        record.write_text("\n".join([*lines, f"{record.relative_to(root).as_posix()},,"]) + "\n")
+        wheel = out_dir / f"{name}-{version}-{tag}.whl"
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in [*files, record]:
+                archive.write(path, path.relative_to(root).as_posix())
+    return wheel
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--inplace", action="store_true", help="compile next to the sources")
     action.add_argument("--clean", action="store_true", help="remove the compiled modules")
     action.add_argument("--target", type=Path, metavar="DIR", help="copy the package and compile")
+    action.add_argument(
+        "--wheel", type=Path, metavar="WHEEL", help="compile inside a pure wheel, write it beside"
+    )
     parser.add_argument("--verbose", action="store_true", help="show the compiler's output")
     args = parser.parse_args(argv)
     if args.clean:
         for path in clean(ROOT):
             print(f"removed {path.relative_to(ROOT)}")
+        return 0
+    if args.wheel:
+        wheel = compile_wheel(
+            args.wheel.resolve(), args.wheel.resolve().parent, quiet=not args.verbose
+        )
+        print(f"built {wheel}")
         return 0
     root = ROOT if args.inplace else copy_package(args.target.resolve())
     for path in build(root, quiet=not args.verbose):

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Run the whole stomp-proto check suite: lint, type check, docs, doctests, tests.
+# Run the whole stomp-proto check suite: lint, type check, docs, doctests, the
+# built distributions, the tests on every CPython 3.11+ found, fuzzing.
 #
 #     bash scripts/test.sh [extra pytest arguments...]
 #
-# Creates ./.venv and installs the project with its dev extras when needed.
+# Creates ./.venv (Python 3.11, the package installed editable with its dev extras)
+# for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against the built
+# wheel, never the checkout: the whole suite in .venv-wheel (Python 3.11, dev
+# extras), and the core, client and broker tests in .venv-3.12, .venv-3.13 ...
+# (test extras), one venv per CPython found.  Extra arguments go to every pytest
+# run (-k heartbeat, tests/test_cli.py ...).  STOMP_PYTHONS="3.12" (say) narrows
+# the other Pythons; "none" skips them.  See docs/development.rst.
 # Stops at the first failing step with a non-zero exit status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
 # shellcheck source=scripts/_venv.sh
 source scripts/_venv.sh
@@ -27,8 +35,9 @@ bash scripts/ensure-java.sh || true
 # and root); they run `npm ci` in tests/js themselves.  Same rule: skip, or fail under CI.
 bash scripts/ensure-node.sh || true
 
+# Each heading shows the seconds since the start, so the log tells what each step cost.
 section() {
-    printf '\n==> %s\n' "$*"
+    printf '\n==> %s  [%ss]\n' "$*" "$SECONDS"
 }
 
 section "ruff check"
@@ -43,22 +52,152 @@ section "sphinx html"
 section "sphinx doctest"
 "$VENV_BIN/sphinx-build" -W -b doctest docs docs/_build/doctest -q
 
+# The sdist and the wheel, built as a release would be (the wheel from the sdist, each
+# in an isolated build environment) and checked as PyPI would check them.
+section "build: sdist and wheel"
+rm -rf dist
+build_log=$(mktemp)
+"$VENV_BIN/python" -m build --outdir dist . > "$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
+rm -f "$build_log"
+ls -l dist
+SDIST=$(echo dist/stomp_proto-*.tar.gz)
+WHEEL=$(echo dist/stomp_proto-*-py3-none-any.whl)
+"$VENV_BIN/twine" check --strict "$SDIST" "$WHEEL"
+
+# Every CPython 3.11+ on the machine, each in a venv of its own holding the wheel.
+# 3.11 runs the whole suite; the others the core, client and broker tests (everything
+# but the layers below, which need peers, brokers, Spark, atheris or a long run; the
+# 3.11 run covers them).  Under CI=true a missing 3.12 or 3.13 fails the run.
+OTHER_PYTHONS=(${STOMP_PYTHONS:-3.12 3.13 3.14})
+[ "${OTHER_PYTHONS[*]}" = none ] && OTHER_PYTHONS=()
+REQUIRED_IN_CI=(3.12 3.13)
+NOT_EVERY_PYTHON=(
+    # interop with real brokers and third-party clients (stomp.py, stompman, stompjs ...)
+    tests/test_interop_brokers.py
+    tests/test_interop_websocket.py
+    tests/test_stompjs_interop.py
+    tests/test_stomppy_interop.py
+    tests/test_stompman_interop.py
+    tests/test_client_matrix.py
+    tests/test_client_mistakes.py
+    # the PySpark data source
+    tests/test_spark_integration.py
+    tests/test_spark_logic.py
+    # fuzzing, benchmarks, the mypyc build and the docs
+    tests/test_decoder_fuzz.py
+    tests/test_fuzz_properties.py
+    tests/fuzzing
+    tests/test_benchmarks_smoke.py
+    tests/test_mypyc_build.py
+    tests/test_api_documented.py
+)
+for path in "${NOT_EVERY_PYTHON[@]}"; do
+    # A renamed or moved file would silently join the other Pythons' runs.
+    [ -e "$path" ] || { echo "error: scripts/test.sh names $path, which is gone" >&2; exit 1; }
+done
+
+section "venvs: the wheel on every Python"
+declare -A PYTHON_OF=() MATRIX_ROW=()
+missing=()
+for version in "${OTHER_PYTHONS[@]}"; do
+    if python=$(find_python "$version"); then
+        PYTHON_OF[$version]=$python
+    elif [ "${CI:-}" = true ] && [[ " ${REQUIRED_IN_CI[*]} " == *" $version "* ]]; then
+        missing+=("$version")
+    else
+        echo "Python $version: not on this machine, skipped"
+        MATRIX_ROW[$version]="$version     not on this machine: skipped"
+    fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "error: CI=true and no CPython ${missing[*]} on this machine (tried python${missing[0]} on PATH, pyenv, /usr/local/bin, /usr/bin)" >&2
+    exit 1
+fi
+# The venvs are made side by side (pip waits on the network and the disk more than on
+# the CPU), each with its own log, shown when it is done.
+venv_logs=$(mktemp -d)
+declare -A VENV_JOB=()
+ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev > "$venv_logs/wheel" 2>&1 &
+VENV_JOB[wheel]=$!
+for version in "${!PYTHON_OF[@]}"; do
+    ensure_wheel_venv ".venv-$version" "${PYTHON_OF[$version]}" "$WHEEL" test \
+        > "$venv_logs/$version" 2>&1 &
+    VENV_JOB[$version]=$!
+done
+for name in "${!VENV_JOB[@]}"; do
+    status=0
+    wait "${VENV_JOB[$name]}" || status=$?
+    cat "$venv_logs/$name"
+    if [ "$status" -ne 0 ]; then
+        echo "error: making the venv for $name failed (exit $status)" >&2
+        exit "$status"
+    fi
+done
+rm -rf "$venv_logs"
+MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)")
+
+# run_tests VENV LOG [pytest arguments...]: pytest in VENV against its installed wheel.
+# It runs from tests/, so neither pytest nor a subprocess the tests start (python -m
+# stomp_proto ...) finds the checkout's stomp_proto on sys.path; conftest.py stops the
+# run if stomp_proto is imported from outside the venv all the same.
+run_tests() {
+    local venv="$1" log="$2" status=0
+    shift 2
+    (cd tests && STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_SDIST="$ROOT/$SDIST" STOMP_PROTO_WHEEL="$ROOT/$WHEEL" \
+        "$ROOT/$venv/bin/python" -m pytest "$@") 2>&1 | tee "$log" || status=$?
+    if [ "$status" -eq 5 ]; then
+        echo "error: pytest collected no tests" >&2
+    fi
+    return "$status"
+}
+
+# summary LOG: pytest's closing counts ("2024 passed, 3 skipped in 61.2s").
+summary() {
+    tail -n 1 "$1" | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s.*$//'
+}
+
+# The user's pytest arguments name paths from the repository root; pytest runs from tests/.
+pytest_args=()
+for arg in "$@"; do
+    if [[ "$arg" != -* ]] && [ -e "${arg%%::*}" ]; then
+        arg="$ROOT/$arg"
+    fi
+    pytest_args+=("$arg")
+done
+
 section "brokers"
 brokers_ready
 
-section "pytest"
-status=0
-"$VENV_BIN/python" -m pytest "$@" || status=$?
-if [ "$status" -eq 5 ]; then
-    echo "error: pytest collected no tests" >&2
-fi
-if [ "$status" -ne 0 ]; then
-    exit "$status"
-fi
+logs=$(mktemp -d)
+section "pytest: Python $(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())'), whole suite, installed wheel"
+run_tests .venv-wheel "$logs/3.11" "${pytest_args[@]}" || exit $?
+MATRIX[0]="${MATRIX[0]}: $(summary "$logs/3.11")"
+
+ignores=()
+for path in "${NOT_EVERY_PYTHON[@]}"; do
+    ignores+=("--ignore=$ROOT/$path")
+done
+for version in "${OTHER_PYTHONS[@]}"; do
+    [ -n "${PYTHON_OF[$version]:-}" ] || continue
+    full=$(".venv-$version/bin/python" -c 'import platform; print(platform.python_version())')
+    section "pytest: Python $full, core, client and broker tests, installed wheel"
+    # Many of these tests wait on sockets and timers: 4 workers keep 2 cores busy.
+    run_tests ".venv-$version" "$logs/$version" -q -p no:cacheprovider -n 4 "${ignores[@]}" \
+        "${pytest_args[@]}" || exit $?
+    MATRIX_ROW[$version]="$full  core, client and broker (.venv-$version): $(summary "$logs/$version")"
+done
+for version in "${OTHER_PYTHONS[@]}"; do
+    MATRIX+=("${MATRIX_ROW[$version]}")
+done
+rm -rf "$logs"
+
 
 # Fuzzing: each atheris harness for a bounded time (hypothesis when atheris is
 # missing); a crash fails the run.  See scripts/fuzz.sh.
 section "fuzz"
 PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci
+
+section "Python matrix"
+printf '  %s\n' "${MATRIX[@]}"
 
 section "all checks passed"

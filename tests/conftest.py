@@ -36,3 +36,18 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config: object) -> None:
+    """Under ``STOMP_PROTO_TEST_INSTALLED=1`` refuse to run against the checkout.
+
+    ``scripts/test.sh`` sets it when it runs the suite against the built wheel; a
+    ``stomp_proto`` imported from anywhere but the venv's site-packages would test the
+    source tree instead, and a file missing from the wheel would go unnoticed.
+    """
+    if os.environ.get("STOMP_PROTO_TEST_INSTALLED") == "1":
+        from packaging_checks import installed_location_problem
+
+        problem = installed_location_problem()
+        if problem:
+            raise SystemExit(f"STOMP_PROTO_TEST_INSTALLED=1 but {problem}")

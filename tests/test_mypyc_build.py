@@ -1,9 +1,11 @@
 """scripts/build_mypyc.py builds a codec that behaves exactly like the pure-Python one.
 
-The build is compiled into a temporary copy of the package (about 15 s), then the same
-script decodes and encodes the same inputs under both builds, each in a subprocess, and
-the outputs must be identical.  Skipped where mypyc, setuptools or a C compiler is
-missing.  (The whole codec suite can also be run on the compiled build: see
+The build is compiled (about 15 s) into the wheel that ``scripts/test.sh`` built (named
+in ``STOMP_PROTO_WHEEL``; ``build_mypyc.py --wheel``), installed with pip, or else into a
+temporary copy of the package (``--target``); then the same script decodes and encodes
+the same inputs under both builds, each in a subprocess, and the outputs must be
+identical.  Skipped where mypyc, setuptools or a C compiler is missing.  (The whole
+codec suite can also be run on the compiled build: see
 ``scripts/build_mypyc.py --inplace``.)
 """
 
@@ -15,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 from types import ModuleType
 
@@ -100,19 +103,63 @@ def probe(path: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
-@pytest.mark.timeout(600)
-def test_compiled_codec_matches_pure_python(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the compiled package: the compiled wheel installed there by
+    pip when scripts/test.sh names the built wheel, else a compiled copy of the sources."""
     build_mypyc = load_build_script()
-    target = build_mypyc.copy_package(tmp_path)
-    files = build_mypyc.build(target)
-    assert {f.name.split(".")[0] for f in files} >= {"_decoder", "_encoder"}
-    compiled = probe(target)
+    target = tmp_path_factory.mktemp("compiled")
+    if "STOMP_PROTO_WHEEL" not in os.environ:
+        files = build_mypyc.build(build_mypyc.copy_package(target))
+        assert {f.name.split(".")[0] for f in files} >= {"_decoder", "_encoder"}
+        return target
+    pure = Path(os.environ["STOMP_PROTO_WHEEL"])
+    out = tmp_path_factory.mktemp("wheel")
+    wheel = build_mypyc.compile_wheel(pure, out)
+    # pip refuses a wheel whose tags do not fit this interpreter.
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"),
+            *("--target", str(target), str(wheel)),
+        ],
+        check=True,
+        timeout=300,
+    )
+    return target
+
+
+@pytest.mark.timeout(600)
+def test_compiled_codec_matches_pure_python(compiled: Path) -> None:
+    compiled = probe(compiled)
     pure = probe(ROOT)
     assert compiled[0] == "compiled compiled"
     assert pure[0] == "pure pure"
     assert len(compiled) == len(pure) > 100
     for got, want in zip(compiled[1:], pure[1:], strict=True):
         assert got == want
+
+
+@pytest.mark.skipif(
+    "STOMP_PROTO_WHEEL" not in os.environ,
+    reason="scripts/test.sh names the built pure wheel in STOMP_PROTO_WHEEL",
+)
+def test_compiled_wheel_differs_from_the_pure_one_only_by_the_extensions(
+    compiled: Path,
+) -> None:
+    with zipfile.ZipFile(os.environ["STOMP_PROTO_WHEEL"]) as pure:
+        pure_files = {n for n in pure.namelist() if not n.endswith((".dist-info/RECORD", "/WHEEL"))}
+    installed = {
+        path.relative_to(compiled).as_posix()
+        for path in compiled.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    extensions = {name for name in installed - pure_files if name.endswith(".so")}
+    assert {name.split("/")[-1].split(".")[0] for name in extensions} >= {"_decoder", "_encoder"}
+    # Every file of the pure wheel is there (pip adds INSTALLER and the like).
+    assert pure_files <= installed
+    tag = load_build_script().wheel_tag()
+    wheel_file = next(compiled.glob("*.dist-info")) / "WHEEL"
+    assert f"Tag: {tag}" in wheel_file.read_text().splitlines()
 
 
 def test_clean_removes_only_built_modules(tmp_path: Path) -> None:
