@@ -33,6 +33,7 @@ from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
 from ._frame import (
     BODY_COMMANDS,
     COMMANDS,
+    COMMANDS_BY_VERSION,
     HEARTBEAT,
     UNESCAPED_COMMANDS,
     VERSIONS,
@@ -116,6 +117,7 @@ class FrameDecoder:
         "_body_start",
         "_buf",
         "_command",
+        "_commands",
         "_content_length",
         "_crlf",
         "_eof",
@@ -148,6 +150,7 @@ class FrameDecoder:
         self._version: Version = "1.2"
         self._crlf = True
         self._unescapes: dict[str, str] | None = _UNESCAPES_12
+        self._commands = COMMANDS
         self._reset_head()
         self.version = version
 
@@ -167,6 +170,7 @@ class FrameDecoder:
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
+        self._commands = COMMANDS_BY_VERSION[version]
         # Whatever was searched or parsed under the old rules is done again,
         # so a large body received so far goes back into the buffer after its head.
         big = self._big
@@ -329,32 +333,46 @@ class FrameDecoder:
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
+        # A NUL ends the frame for the peer: inside a head, it is refused
+        # whether or not a blank line follows (see _refuse_nul).
+        nul = buf.find(b"\0", pos, head_end)
+        if nul >= 0:
+            raise self._refuse_nul(nul)
         if head_end - pos > limits.max_line_length:
             # A long head may hold a long line: check lines in order, as for
             # partial heads (one more LF ends the last line).
             self._check_lines(head_end + 1)
+        try:
+            return self._whole_head(buf, pos, end, head_end, body_start)
+        except RemoteProtocolError:
+            # Fed in pieces, the lines of this head would have been checked one
+            # by one as they completed, and the first bad line reported: so
+            # that the same error comes out however the bytes were split, that
+            # check runs first, over the lines not checked yet.
+            self._check_lines(head_end + 1)
+            raise
 
+    def _whole_head(
+        self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
+    ) -> Frame | HeartBeat | None:
+        limits = self._limits
         try:
             text = buf[pos:head_end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            if self._strict:  # a bad command line is reported first, as in _check_lines
-                lf = buf.find(b"\n", pos, head_end)
-                line_end = head_end if lf < 0 else lf
-                if self._crlf and buf[line_end - 1] == _CR:
-                    line_end -= 1
-                self._check_command_line(pos, line_end)
             raise _error(ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}") from None
         if self._crlf and "\r" in text:
             text = self._strip_crlf(text)
         command, _, block = text.partition("\n")
         strict = self._strict
         if strict:
-            if command not in COMMANDS:
+            if command not in self._commands:
                 raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
+            if text.count("\n") > limits.max_headers:
+                # Counted before blank lines ahead of the command are skipped, as
+                # _check_lines counts them.
+                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
             command, block = self._lenient_command(command, block)
-        if "\0" in block:
-            raise self._nul_in_head()
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
@@ -459,6 +477,10 @@ class FrameDecoder:
     def _check_partial_head(self, end: int, window: int) -> None:
         """Apply the head limits to a head whose blank line has not arrived yet."""
         limits = self._limits
+        buf = self._buf
+        nul = buf.find(b"\0", max(self._pos, self._scan - 1), min(end, window))
+        if nul >= 0:
+            raise self._refuse_nul(nul)
         if end >= window:
             # The lines completed inside the window come first: fed in pieces,
             # they would have been checked before the window filled up.
@@ -467,7 +489,6 @@ class FrameDecoder:
             raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
         self._check_lines(end)
         # The line still growing; a trailing CR may be the start of a CRLF.
-        buf = self._buf
         length = end - self._line_start
         if self._crlf and length and buf[end - 1] == _CR:
             length -= 1
@@ -485,15 +506,24 @@ class FrameDecoder:
         buf = self._buf
         limits = self._limits
         start = self._line_start
-        lf = buf.find(b"\n", self._scan, end)
+        # The growing line has no LF before _scan; lines before _line_start are done.
+        lf = buf.find(b"\n", max(self._scan, start), end)
         while lf >= 0:
             length = lf - start
             if self._crlf and length and buf[lf - 1] == _CR:
                 length -= 1
             if length > limits.max_line_length:
                 raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
-            if start == self._pos and self._strict:
-                self._check_command_line(start, start + length)
+            if self._strict:
+                if start == self._pos:
+                    self._check_command_line(start, start + length)
+                elif buf.find(b":", start, start + length) <= start:
+                    # 1.0-1.2 §Augmented BNF: header = name ":" value, name at
+                    # least one octet.  Before 1.2 only LF ends a line, so a
+                    # line holding just a CR is such a line, without a colon.
+                    raise self._bad_header_line(
+                        [buf[start : start + length].decode("utf-8", "replace")]
+                    )
             self._head_lines += 1
             # Complete lines: the command line and the header lines.
             if self._head_lines > limits.max_headers + 1:
@@ -507,8 +537,29 @@ class FrameDecoder:
             command = self._buf[start:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _error(ErrorKind.BAD_ENCODING, f"command is not UTF-8: {exc.reason}") from None
-        if command not in COMMANDS:
+        if command not in self._commands:
             raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+
+    def _refuse_nul(self, nul: int) -> RemoteProtocolError:
+        """The error for a NUL at ``nul``, inside a head that has no blank line before it.
+
+        The grammar allows a NUL in a header value, but peers that end a frame
+        at the first NUL would then see other frames than we do (and no
+        encoder writes one: ours refuses).  It is reported as soon as it
+        arrives - never waiting for a blank line that a peer which has ended its
+        frame will not send - after the lines completed before it, so that the
+        outcome does not depend on how the bytes were split.
+        """
+        self._check_lines(nul)
+        start = self._line_start
+        length = nul - start
+        if self._crlf and length and self._buf[nul - 1] == _CR:
+            length -= 1
+        if length > self._limits.max_line_length:
+            return _error(ErrorKind.TOO_LARGE, f"line exceeds {self._limits.max_line_length} bytes")
+        if start == self._pos:
+            return _error(ErrorKind.BAD_COMMAND, "NUL in the command line")
+        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     def _strip_crlf(self, text: str) -> str:
         # CRLF line endings (1.2, or any version in lenient mode).  The last
@@ -532,12 +583,6 @@ class FrameDecoder:
         if not command or "\0" in command:
             raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
         return command.upper(), block
-
-    @staticmethod
-    def _nul_in_head() -> RemoteProtocolError:
-        # The grammar allows it, but peers that end a frame at the first NUL would
-        # then see other frames than we do; no encoder writes one (ours refuses).
-        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     @staticmethod
     def _bad_header_line(lines: list[str]) -> RemoteProtocolError:
