@@ -71,6 +71,27 @@ def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(kind, message)
 
 
+def _too_large(limits: Limits, limit: str, what: str) -> RemoteProtocolError:
+    """A TOO_LARGE error that names the Limits field crossed, in ``limit`` and the message."""
+    bound = getattr(limits, limit)
+    return RemoteProtocolError(
+        ErrorKind.TOO_LARGE, f"{what}: exceeds the limit Limits.{limit} = {bound}", limit=limit
+    )
+
+
+def _body_limit(limits: Limits, head_size: int) -> tuple[int, str]:
+    """The most body bytes a frame with this head may have, and the limit that sets it."""
+    room = limits.max_frame_size - head_size
+    if limits.max_body_size <= room:
+        return limits.max_body_size, "max_body_size"
+    return room, "max_frame_size"
+
+
+def _head_limit(limits: Limits) -> str:
+    """The limit that bounds a head: the smaller of the head and frame sizes."""
+    return "max_head_size" if limits.max_head_size <= limits.max_frame_size else "max_frame_size"
+
+
 def _unescape_flat(flat: str, cr: bool) -> str | None:
     """Undo the escapes of a whole head at once; ``None`` if that cannot be done here.
 
@@ -371,7 +392,7 @@ class FrameDecoder:
             if text.count("\n") > limits.max_headers:
                 # Counted before blank lines ahead of the command are skipped, as
                 # _check_lines counts them.
-                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             command, block = self._lenient_command(command, block)
 
         headers: tuple[tuple[str, str], ...] = ()
@@ -380,7 +401,7 @@ class FrameDecoder:
             lines = block.split("\n")
             count = len(lines)
             if count > limits.max_headers:
-                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             unescapes = self._unescapes
             if unescapes is not None and not (
                 "\\" in block
@@ -486,14 +507,16 @@ class FrameDecoder:
             # they would have been checked before the window filled up.
             self._check_lines(window)
             size = window - self._pos
-            raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
+            raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
         # The line still growing; a trailing CR may be the start of a CRLF.
         length = end - self._line_start
         if self._crlf and length and buf[end - 1] == _CR:
             length -= 1
         if length > limits.max_line_length:
-            raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
+            raise _too_large(
+                limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+            )
         self._scan = end
         self._check_truncated()
 
@@ -513,7 +536,9 @@ class FrameDecoder:
             if self._crlf and length and buf[lf - 1] == _CR:
                 length -= 1
             if length > limits.max_line_length:
-                raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
+                raise _too_large(
+                    limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+                )
             if self._strict:
                 if start == self._pos:
                     self._check_command_line(start, start + length)
@@ -527,7 +552,7 @@ class FrameDecoder:
             self._head_lines += 1
             # Complete lines: the command line and the header lines.
             if self._head_lines > limits.max_headers + 1:
-                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             start = lf + 1
             lf = buf.find(b"\n", start, end)
         self._line_start = start
@@ -555,8 +580,11 @@ class FrameDecoder:
         length = nul - start
         if self._crlf and length and self._buf[nul - 1] == _CR:
             length -= 1
-        if length > self._limits.max_line_length:
-            return _error(ErrorKind.TOO_LARGE, f"line exceeds {self._limits.max_line_length} bytes")
+        limits = self._limits
+        if length > limits.max_line_length:
+            return _too_large(
+                limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+            )
         if start == self._pos:
             return _error(ErrorKind.BAD_COMMAND, "NUL in the command line")
         return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
@@ -644,14 +672,14 @@ class FrameDecoder:
             value = value.strip(" \t\r")
         if not (value.isascii() and value.isdigit()):
             raise _error(ErrorKind.BAD_CONTENT_LENGTH, f"content-length {value[:40]!r}")
-        limits = self._limits
-        body_limit = min(limits.max_body_size, limits.max_frame_size - (body_start - pos))
+        body_limit, limit = _body_limit(self._limits, body_start - pos)
         # int() refuses very long digit strings, so they are refused first.
         digits = value.lstrip("0")
         if len(digits) > 20 or int(value) > body_limit:
-            raise _error(
-                ErrorKind.TOO_LARGE,
-                f"content-length {value[:40]} exceeds the limit of {body_limit} bytes",
+            raise _too_large(
+                self._limits,
+                limit,
+                f"content-length {value[:40]}, room for {body_limit} bytes",
             )
         length = int(value)
         if length:
@@ -685,15 +713,14 @@ class FrameDecoder:
                     ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
                 )
         else:
-            limits = self._limits
-            body_limit = min(limits.max_body_size, limits.max_frame_size - (start - self._pos))
+            body_limit, limit = _body_limit(self._limits, start - self._pos)
             stop = min(end, start + body_limit + 1)
             nul = buf.find(b"\0", self._scan, stop)
             if nul < 0:
                 if end > start:
                     self._check_body_allowed(command)
                 if end > start + body_limit:
-                    raise _error(ErrorKind.TOO_LARGE, f"body exceeds {body_limit} bytes")
+                    raise _too_large(self._limits, limit, f"body longer than {body_limit} bytes")
                 self._scan = end
                 self._check_truncated()
                 return None
