@@ -16,12 +16,16 @@ How the buffer is read, and why it stays linear:
 * Limits are checked while the head or body is still incomplete, on what has
   arrived so far, so a peer cannot make the decoder buffer more than the limits
   allow, however it splits its bytes.
-* A large body whose ``content-length`` is known (``_LARGE_BODY`` bytes or more)
-  that has not fully arrived is not appended to the buffer: ``receive_data``
-  writes each read straight into a ``bytes`` object of the final size (held by
-  an ``io.BytesIO``), which becomes the frame's body without another copy.  So
-  every body byte is copied once, and the decoder holds one copy of the body
-  instead of the buffer plus the body copied out of it.
+* A body whose ``content-length`` is known, once ``_LARGE_BODY`` bytes of it
+  have arrived and more are missing, leaves the buffer: ``receive_data``
+  writes each read straight into a ``bytes`` object (held by an
+  ``io.BytesIO``) that becomes the frame's body without another copy.  That
+  object is a reservation that grows with what arrives - up to ``_GROWTH``
+  times the bytes received, never more than the declared length - so a peer
+  that declares 64 MiB and sends 1 KiB costs 1 KiB, not 64 MiB.  It grows by ``realloc``
+  (seek past the end and write), which extends in place or remaps pages for
+  large blocks, so every body byte is still copied about once, and the
+  decoder holds one copy of the body, not the buffer plus a copy of it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ _CR = 13
 # arriving take the one-copy route (see the module docstring).  Below it, the
 # buffer and one slice copy are cheaper than a BytesIO per frame.
 _LARGE_BODY = 64 * 1024
+# How a large body's reservation grows: to this many times what it holds (never
+# past the declared length).  4 keeps the copies made by growing under a third
+# of the body, and memory within 4x what the peer sent.
+_GROWTH = 4
 
 # 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
 _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
@@ -150,6 +158,7 @@ class FrameDecoder:
         "_line_start",
         "_need",
         "_pos",
+        "_room",
         "_scan",
         "_strict",
         "_unescapes",
@@ -164,6 +173,8 @@ class FrameDecoder:
         # The large body being received, and how many of its bytes are missing.
         self._big: io.BytesIO | None = None
         self._need = 0
+        # Bytes the large body's reservation can still take without growing.
+        self._room = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
@@ -240,6 +251,10 @@ class FrameDecoder:
             big = self._big
             assert big is not None
             size = len(data) if type(data) is not memoryview else data.nbytes
+            take = size if size <= need else need
+            if take > self._room:
+                self._grow_large_body(big, take)
+            self._room -= take
             if size <= need:
                 big.write(data)
                 self._need = need - size
@@ -704,7 +719,7 @@ class FrameDecoder:
                 return self._end_large_body(big)
             nul = start + length
             if nul >= end:
-                if nul > end and length >= _LARGE_BODY:
+                if nul > end and end - start >= _LARGE_BODY:
                     self._start_large_body(start, end, length)
                 self._check_truncated()
                 return None
@@ -738,16 +753,31 @@ class FrameDecoder:
         return frame
 
     def _start_large_body(self, start: int, end: int, length: int) -> None:
-        # bytes(length) is passed to BytesIO as its only reference, so BytesIO
+        # The reservation is passed to BytesIO as its only reference, so BytesIO
         # writes into it in place, and getvalue() returns that very object once
-        # it is full.  The head stays in the buffer, for a version change.
-        big = io.BytesIO(bytes(length))
+        # it is full (it ends exactly ``length`` long).  The head stays in the
+        # buffer, for a version change.
+        received = end - start
+        size = min(length, _GROWTH * received)
+        big = io.BytesIO(bytes(size))
         buf = self._buf
         with memoryview(buf) as view:
             big.write(view[start:end])
         del buf[start:]
         self._big = big
-        self._need = length - (end - start)
+        self._need = length - received
+        self._room = size - received
+
+    def _grow_large_body(self, big: io.BytesIO, take: int) -> None:
+        """Make room for ``take`` more bytes: at least double, at most the declared length."""
+        written = self._content_length - self._need
+        size = min(self._content_length, max(_GROWTH * (written + self._room), written + take))
+        # Writing the last byte makes BytesIO resize its bytes object to the new
+        # size (a realloc: in place, or a page remap for large blocks).
+        big.seek(size - 1)
+        big.write(b"\0")
+        big.seek(written)
+        self._room = size - written
 
     def _end_large_body(self, big: io.BytesIO) -> Frame | None:
         # The bytes after the body start where the body would be in the buffer.
