@@ -22,10 +22,10 @@ How the buffer is read, and why it stays linear:
   ``io.BytesIO``) that becomes the frame's body without another copy.  That
   object is a reservation that grows with what arrives - up to ``_GROWTH``
   times the bytes received, never more than the declared length - so a peer
-  that declares 64 MiB and sends 1 KiB costs 1 KiB, not 64 MiB.  It grows by ``realloc``
-  (seek past the end and write), which extends in place or remaps pages for
-  large blocks, so every body byte is still copied about once, and the
-  decoder holds one copy of the body, not the buffer plus a copy of it.
+  that declares 64 MiB and sends 1 KiB costs 1 KiB, not 64 MiB.  It grows by
+  ``realloc`` (seek past the end and write), which extends in place or remaps
+  pages for large blocks, so every body byte is still copied about once, and
+  the decoder holds one copy of the body, not the buffer plus a copy of it.
 """
 
 from __future__ import annotations
