@@ -151,6 +151,7 @@ class FrameDecoder:
         "_crlf",
         "_eof",
         "_error",
+        "_full_at",
         "_handshake",
         "_head_lines",
         "_headers",
@@ -158,7 +159,6 @@ class FrameDecoder:
         "_line_start",
         "_need",
         "_pos",
-        "_room",
         "_scan",
         "_strict",
         "_unescapes",
@@ -173,8 +173,8 @@ class FrameDecoder:
         # The large body being received, and how many of its bytes are missing.
         self._big: io.BytesIO | None = None
         self._need = 0
-        # Bytes the large body's reservation can still take without growing.
-        self._room = 0
+        # The value of _need at which the large body's reservation is full.
+        self._full_at = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
@@ -251,14 +251,15 @@ class FrameDecoder:
             big = self._big
             assert big is not None
             size = len(data) if type(data) is not memoryview else data.nbytes
-            take = size if size <= need else need
-            if take > self._room:
-                self._grow_large_body(big, take)
-            self._room -= take
             if size <= need:
+                left = need - size
+                if left < self._full_at:
+                    self._grow_large_body(big, left)
                 big.write(data)
-                self._need = need - size
+                self._need = left
                 return
+            if self._full_at:
+                self._grow_large_body(big, 0)
             view = memoryview(data).cast("B")
             big.write(view[:need])
             self._need = 0
@@ -766,18 +767,21 @@ class FrameDecoder:
         del buf[start:]
         self._big = big
         self._need = length - received
-        self._room = size - received
+        self._full_at = length - size
 
-    def _grow_large_body(self, big: io.BytesIO, take: int) -> None:
-        """Make room for ``take`` more bytes: at least double, at most the declared length."""
-        written = self._content_length - self._need
-        size = min(self._content_length, max(_GROWTH * (written + self._room), written + take))
+    def _grow_large_body(self, big: io.BytesIO, left: int) -> None:
+        """Grow the reservation to hold all but ``left`` bytes of the body.
+
+        It grows _GROWTH-fold at least, and never past the declared length.
+        """
+        length = self._content_length
+        size = min(length, max(_GROWTH * (length - self._full_at), length - left))
         # Writing the last byte makes BytesIO resize its bytes object to the new
         # size (a realloc: in place, or a page remap for large blocks).
         big.seek(size - 1)
         big.write(b"\0")
-        big.seek(written)
-        self._room = size - written
+        big.seek(length - self._need)
+        self._full_at = length - size
 
     def _end_large_body(self, big: io.BytesIO) -> Frame | None:
         # The bytes after the body start where the body would be in the buffer.
