@@ -143,6 +143,22 @@ def deep_seeds() -> None:
                     )
                 if strict:  # one per version: each takes seconds under instrumentation
                     write(target, Case.encode(long, version=version, chunk_seed=9))  # type: ignore[arg-type]
+                elif target == "stream":
+                    # Default limits and large bodies (the decoder's large-body path),
+                    # one of them damaged, then repeated.
+                    big = bytes(
+                        [7 | (30 << 3), 7 | (29 << 3), 4 | (3 << 3), 7 | (31 << 3), 5 | (3 << 3)]
+                    )
+                    write(
+                        target,
+                        Case.encode(
+                            big,
+                            version=version,
+                            strict=True,  # type: ignore[arg-type]
+                            default_limits=True,
+                            chunk_seed=11,
+                        ),
+                    )
 
 
 _SERVER = {b"CONNECTED", b"MESSAGE", b"RECEIPT", b"ERROR"}

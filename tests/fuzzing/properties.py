@@ -68,6 +68,7 @@ ROOMY_LIMITS = Limits(
     max_body_size=8192,
     max_frame_size=12288,
 )
+DEFAULT_LIMITS = Limits()
 #: What a decoder may hold beyond one partial frame: a CR waiting for its LF, and so on.
 SLACK = 16
 
@@ -83,8 +84,10 @@ class Case:
 
     Byte 0: bits 0-1 the version (3 is read as 1.2), bit 2 lenient, bit 3 the
     roomy limits instead of the small ones, bits 4-5 the ack mode the client
-    target subscribes with.  Byte 1: 0 feeds the stream whole; otherwise it
-    seeds the random chunking (chunks of 1 to ``byte % 32 + 1`` bytes).
+    target subscribes with, bit 6 the default limits (64 MiB bodies: the only
+    ones that reach the decoder's large-body path, from 64 KiB).  Byte 1: 0
+    feeds the stream whole; otherwise it seeds the random chunking (chunks of 1
+    to ``byte % 32 + 1`` bytes).
     """
 
     version: Version
@@ -100,7 +103,7 @@ class Case:
         return cls(
             version=VERSIONS[min(config & 3, 2)],
             strict=not config & 4,
-            limits=ROOMY_LIMITS if config & 8 else SMALL_LIMITS,
+            limits=DEFAULT_LIMITS if config & 64 else ROOMY_LIMITS if config & 8 else SMALL_LIMITS,
             ack_mode=(config >> 4) & 3,
             chunk_seed=data[1] if len(data) > 1 else 0,
             stream=data[2:],
@@ -115,9 +118,11 @@ class Case:
         roomy: bool = True,
         ack_mode: int = 0,
         chunk_seed: int = 0,
+        default_limits: bool = False,
     ) -> bytes:
         """The fuzz input that :meth:`from_bytes` reads back as these settings."""
         config = VERSIONS.index(version) | (0 if strict else 4) | (8 if roomy else 0)
+        config |= 64 if default_limits else 0
         return bytes([config | (ack_mode & 3) << 4, chunk_seed & 255]) + stream
 
     def chunks(self) -> Iterator[bytes]:

@@ -54,7 +54,14 @@ def _text(rng: random.Random, escaped: bool) -> str:
     return "".join(rng.choice(pool) for _ in range(n))
 
 
-def valid_frame(rng: random.Random, version: Version, command: str) -> bytes:
+#: Size of the large bodies a recipe can ask for: past the decoder's 64 KiB
+#: large-body threshold (reached with the default limits only).
+LARGE_BODY = 80 * 1024
+
+
+def valid_frame(
+    rng: random.Random, version: Version, command: str, *, large: bool = False
+) -> bytes:
     """The bytes of a valid ``command`` frame of ``version`` (written by our encoder).
 
     Headers are random, typed or not; bodies (where the version allows one)
@@ -72,11 +79,11 @@ def valid_frame(rng: random.Random, version: Version, command: str) -> bytes:
             continue
         headers.append((name, _text(rng, escaped)))
     body = b""
-    if command in BODY_COMMANDS or (version == "1.0" and command == "SUBSCRIBE"):
+    if large:
+        body = rng.randbytes(LARGE_BODY + rng.randrange(4 * LARGE_BODY))
+    elif command in BODY_COMMANDS or (version == "1.0" and command == "SUBSCRIBE"):
         size = rng.choice((0, 1, 5, 16, 300))
-        body = rng.choice(
-            (b"hello", b"a\x00b", b"\n\r\n", bytes(rng.randrange(256) for _ in range(size)))
-        )
+        body = rng.choice((b"hello", b"a\x00b", b"\n\r\n", rng.randbytes(size)))
     content_length = b"\x00" in body or rng.random() < 0.7
     encoder = FrameEncoder(version)
     try:
@@ -143,7 +150,8 @@ def recipe_stream(recipe: bytes, version: Version, seed: bytes) -> bytes:
     * 4: mutate the previous piece (``arg % 4 + 1`` mutations);
     * 5: repeat the previous piece (see :func:`repeats`);
     * 6: a snippet;
-    * 7: a valid frame of a random command of the version.
+    * 7: a valid frame of a random command of the version; with an argument
+      of 28 or more, a MESSAGE with a body of 80 to 400 KiB.
     """
     rng = random.Random(seed)
     pieces: list[bytes] = []
@@ -169,6 +177,8 @@ def recipe_stream(recipe: bytes, version: Version, seed: bytes) -> bytes:
             piece = last * times
         elif action == 6:
             piece = SNIPPETS[arg % len(SNIPPETS)]
+        elif arg >= 28:
+            piece = valid_frame(rng, version, "MESSAGE", large=True)
         else:
             piece = valid_frame(rng, version, rng.choice(commands))
         if size + len(piece) > MAX_STREAM:
