@@ -2,9 +2,10 @@
 # Fuzz the decoder, the connections, long structured streams and whole sessions.
 #
 #     bash scripts/fuzz.sh --ci                 # CI: every target, bounded (~2.5 min in all)
-#     bash scripts/fuzz.sh --long [SECONDS]     # a local campaign: every target, nice'd,
-#                                               # SECONDS each (default 3600), summary in
-#                                               # .fuzz/campaign.txt
+#     bash scripts/fuzz.sh --long [SECONDS [TARGET...]]
+#                                               # a local campaign: every target (or those
+#                                               # named), nice'd, SECONDS each (default
+#                                               # 3600), summary in .fuzz/campaign.txt
 #     bash scripts/fuzz.sh [TARGET] [SECONDS]   # locally, longer: default all targets, 600 s each
 #
 # Targets (tests/fuzzing/properties.py): decoder, server, client (arbitrary bytes)
@@ -43,6 +44,7 @@ if [ $mode = ci ]; then
 elif [ $mode = long ]; then
     selected=("${TARGETS[@]}")
     seconds=${1:-3600}
+    if [ $# -gt 1 ]; then selected=("${@:2}"); fi
     # A campaign shares the machine: lowest priority.
     NICE=(nice -n 19)
     summary=.fuzz/campaign.txt
