@@ -78,8 +78,11 @@ for target in "${selected[@]}"; do
     printf '\n==> fuzz %s for %ss (atheris)\n' "$target" "$seconds"
     log=$(mktemp)
     started=$(date +%s)
+    # -timeout=120: the structure-aware targets build streams of over 1 MB, a
+    # second's work uninstrumented and tens of seconds instrumented on a loaded
+    # machine (a nice'd campaign hit 29 s); a real hang still stops the run.
     if "${NICE[@]}" "$PYTHON" tests/fuzzing/run.py "$target" -max_total_time="$seconds" \
-        -print_final_stats=1 -artifact_prefix="$artifacts" -timeout=20 -report_slow_units=100000 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$artifacts" -timeout=120 -report_slow_units=100000 -rss_limit_mb=2048 \
         "$work" "tests/fuzzing/corpus/$target" >"$log" 2>&1; then
         stats=$(grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)' "$log" || true)
         # libFuzzer's last status line: executions, coverage (cov: edges, ft: features), corpus.
