@@ -158,6 +158,7 @@ class _Connection:
         self._version: Version | None = None
         self._tolerance = heartbeat_tolerance
         self._timer: HeartBeatTimer | None = None
+        self._heartbeat: tuple[int, int] | None = None
         self._queued: deque[Event] = deque()
         self._eof = False
         self._closed_reported = False
@@ -183,11 +184,14 @@ class _Connection:
         return self._version
 
     @property
-    def heartbeat(self) -> tuple[int, int]:
-        """Negotiated ``(send every ms, expect every ms)``; ``(0, 0)`` for none."""
-        if self._timer is None:
-            return (0, 0)
-        return (self._timer.send_ms, self._timer.expect_ms)
+    def heartbeat(self) -> tuple[int, int] | None:
+        """Negotiated ``(send every ms, expect every ms)``; ``None`` before negotiation.
+
+        ``None`` until the CONNECTED frame is sent (server) or received
+        (client); then what was agreed, ``(0, 0)`` when neither side beats.
+        It keeps that value after the session closes (``state`` says so).
+        """
+        return self._heartbeat
 
     @property
     def subscriptions(self) -> dict[str, Subscribe]:
@@ -263,6 +267,10 @@ class _Connection:
 
     def _refuse_state(self, event: Event) -> LocalProtocolError:
         name = getattr(event, "command", type(event).__name__)
+        if self._state is CLOSED:
+            return LocalProtocolError(
+                ErrorKind.CLOSED, f"cannot send {name}: the connection is closed"
+            )
         return LocalProtocolError(
             ErrorKind.BAD_STATE, f"cannot send {name} when the connection is {self._state.value}"
         )
@@ -284,7 +292,11 @@ class _Connection:
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add bytes received from the peer; ``None`` means the peer closed the stream."""
         if self._eof:
-            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
+            raise LocalProtocolError(ErrorKind.CLOSED, "data received after end of stream")
+        if self._error is not None:
+            raise LocalProtocolError(
+                ErrorKind.CLOSED, f"the connection failed ({self._error}); it takes no more data"
+            )
         if data is None:
             self._eof = True
         elif not data:
@@ -402,6 +414,7 @@ class _Connection:
 
     def _start_heartbeats(self, ours: tuple[int, int], theirs: tuple[int, int]) -> None:
         send_ms, expect_ms = negotiate(ours, theirs)
+        self._heartbeat = (send_ms, expect_ms)
         if send_ms or expect_ms:
             self._timer = HeartBeatTimer(send_ms, expect_ms, self._tolerance)
 

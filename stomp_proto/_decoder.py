@@ -16,12 +16,16 @@ How the buffer is read, and why it stays linear:
 * Limits are checked while the head or body is still incomplete, on what has
   arrived so far, so a peer cannot make the decoder buffer more than the limits
   allow, however it splits its bytes.
-* A large body whose ``content-length`` is known (``_LARGE_BODY`` bytes or more)
-  that has not fully arrived is not appended to the buffer: ``receive_data``
-  writes each read straight into a ``bytes`` object of the final size (held by
-  an ``io.BytesIO``), which becomes the frame's body without another copy.  So
-  every body byte is copied once, and the decoder holds one copy of the body
-  instead of the buffer plus the body copied out of it.
+* A body whose ``content-length`` is known, once ``_LARGE_BODY`` bytes of it
+  have arrived and more are missing, leaves the buffer: ``receive_data``
+  writes each read straight into a ``bytes`` object (held by an
+  ``io.BytesIO``) that becomes the frame's body without another copy.  That
+  object is a reservation that grows with what arrives - up to ``_GROWTH``
+  times the bytes received, never more than the declared length - so a peer
+  that declares 64 MiB and sends 1 KiB costs 1 KiB, not 64 MiB.  It grows by
+  ``realloc`` (seek past the end and write), which extends in place or remaps
+  pages for large blocks, so every body byte is still copied about once, and
+  the decoder holds one copy of the body, not the buffer plus a copy of it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
 from ._frame import (
     BODY_COMMANDS,
     COMMANDS,
+    COMMANDS_BY_VERSION,
     HEARTBEAT,
     UNESCAPED_COMMANDS,
     VERSIONS,
@@ -54,6 +59,10 @@ _CR = 13
 # arriving take the one-copy route (see the module docstring).  Below it, the
 # buffer and one slice copy are cheaper than a BytesIO per frame.
 _LARGE_BODY = 64 * 1024
+# How a large body's reservation grows: to this many times what it holds (never
+# past the declared length).  4 keeps the copies made by growing under a third
+# of the body, and memory within 4x what the peer sent.
+_GROWTH = 4
 
 # 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
 _UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
@@ -68,6 +77,27 @@ _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(kind, message)
+
+
+def _too_large(limits: Limits, limit: str, what: str) -> RemoteProtocolError:
+    """A TOO_LARGE error that names the Limits field crossed, in ``limit`` and the message."""
+    bound = getattr(limits, limit)
+    return RemoteProtocolError(
+        ErrorKind.TOO_LARGE, f"{what}: exceeds the limit Limits.{limit} = {bound}", limit=limit
+    )
+
+
+def _body_limit(limits: Limits, head_size: int) -> tuple[int, str]:
+    """The most body bytes a frame with this head may have, and the limit that sets it."""
+    room = limits.max_frame_size - head_size
+    if limits.max_body_size <= room:
+        return limits.max_body_size, "max_body_size"
+    return room, "max_frame_size"
+
+
+def _head_limit(limits: Limits) -> str:
+    """The limit that bounds a head: the smaller of the head and frame sizes."""
+    return "max_head_size" if limits.max_head_size <= limits.max_frame_size else "max_frame_size"
 
 
 def _unescape_flat(flat: str, cr: bool) -> str | None:
@@ -116,10 +146,12 @@ class FrameDecoder:
         "_body_start",
         "_buf",
         "_command",
+        "_commands",
         "_content_length",
         "_crlf",
         "_eof",
         "_error",
+        "_full_at",
         "_handshake",
         "_head_lines",
         "_headers",
@@ -141,6 +173,8 @@ class FrameDecoder:
         # The large body being received, and how many of its bytes are missing.
         self._big: io.BytesIO | None = None
         self._need = 0
+        # The value of _need at which the large body's reservation is full.
+        self._full_at = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
@@ -148,6 +182,7 @@ class FrameDecoder:
         self._version: Version = "1.2"
         self._crlf = True
         self._unescapes: dict[str, str] | None = _UNESCAPES_12
+        self._commands = COMMANDS
         self._reset_head()
         self.version = version
 
@@ -167,6 +202,7 @@ class FrameDecoder:
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
         self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
+        self._commands = COMMANDS_BY_VERSION[version]
         # Whatever was searched or parsed under the old rules is done again,
         # so a large body received so far goes back into the buffer after its head.
         big = self._big
@@ -216,9 +252,14 @@ class FrameDecoder:
             assert big is not None
             size = len(data) if type(data) is not memoryview else data.nbytes
             if size <= need:
+                left = need - size
+                if left < self._full_at:
+                    self._grow_large_body(big, left)
                 big.write(data)
-                self._need = need - size
+                self._need = left
                 return
+            if self._full_at:
+                self._grow_large_body(big, 0)
             view = memoryview(data).cast("B")
             big.write(view[:need])
             self._need = 0
@@ -329,32 +370,46 @@ class FrameDecoder:
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
+        # A NUL ends the frame for the peer: inside a head, it is refused
+        # whether or not a blank line follows (see _refuse_nul).
+        nul = buf.find(b"\0", pos, head_end)
+        if nul >= 0:
+            raise self._refuse_nul(nul)
         if head_end - pos > limits.max_line_length:
             # A long head may hold a long line: check lines in order, as for
             # partial heads (one more LF ends the last line).
             self._check_lines(head_end + 1)
+        try:
+            return self._whole_head(buf, pos, end, head_end, body_start)
+        except RemoteProtocolError:
+            # Fed in pieces, the lines of this head would have been checked one
+            # by one as they completed, and the first bad line reported: so
+            # that the same error comes out however the bytes were split, that
+            # check runs first, over the lines not checked yet.
+            self._check_lines(head_end + 1)
+            raise
 
+    def _whole_head(
+        self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
+    ) -> Frame | HeartBeat | None:
+        limits = self._limits
         try:
             text = buf[pos:head_end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            if self._strict:  # a bad command line is reported first, as in _check_lines
-                lf = buf.find(b"\n", pos, head_end)
-                line_end = head_end if lf < 0 else lf
-                if self._crlf and buf[line_end - 1] == _CR:
-                    line_end -= 1
-                self._check_command_line(pos, line_end)
             raise _error(ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}") from None
         if self._crlf and "\r" in text:
             text = self._strip_crlf(text)
         command, _, block = text.partition("\n")
         strict = self._strict
         if strict:
-            if command not in COMMANDS:
+            if command not in self._commands:
                 raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
+            if text.count("\n") > limits.max_headers:
+                # Counted before blank lines ahead of the command are skipped, as
+                # _check_lines counts them.
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             command, block = self._lenient_command(command, block)
-        if "\0" in block:
-            raise self._nul_in_head()
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
@@ -362,7 +417,7 @@ class FrameDecoder:
             lines = block.split("\n")
             count = len(lines)
             if count > limits.max_headers:
-                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             unescapes = self._unescapes
             if unescapes is not None and not (
                 "\\" in block
@@ -459,20 +514,25 @@ class FrameDecoder:
     def _check_partial_head(self, end: int, window: int) -> None:
         """Apply the head limits to a head whose blank line has not arrived yet."""
         limits = self._limits
+        buf = self._buf
+        nul = buf.find(b"\0", max(self._pos, self._scan - 1), min(end, window))
+        if nul >= 0:
+            raise self._refuse_nul(nul)
         if end >= window:
             # The lines completed inside the window come first: fed in pieces,
             # they would have been checked before the window filled up.
             self._check_lines(window)
             size = window - self._pos
-            raise _error(ErrorKind.TOO_LARGE, f"frame head exceeds {size} bytes")
+            raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
         # The line still growing; a trailing CR may be the start of a CRLF.
-        buf = self._buf
         length = end - self._line_start
         if self._crlf and length and buf[end - 1] == _CR:
             length -= 1
         if length > limits.max_line_length:
-            raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
+            raise _too_large(
+                limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+            )
         self._scan = end
         self._check_truncated()
 
@@ -485,19 +545,30 @@ class FrameDecoder:
         buf = self._buf
         limits = self._limits
         start = self._line_start
-        lf = buf.find(b"\n", self._scan, end)
+        # The growing line has no LF before _scan; lines before _line_start are done.
+        lf = buf.find(b"\n", max(self._scan, start), end)
         while lf >= 0:
             length = lf - start
             if self._crlf and length and buf[lf - 1] == _CR:
                 length -= 1
             if length > limits.max_line_length:
-                raise _error(ErrorKind.TOO_LARGE, f"line exceeds {limits.max_line_length} bytes")
-            if start == self._pos and self._strict:
-                self._check_command_line(start, start + length)
+                raise _too_large(
+                    limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+                )
+            if self._strict:
+                if start == self._pos:
+                    self._check_command_line(start, start + length)
+                elif buf.find(b":", start, start + length) <= start:
+                    # 1.0-1.2 §Augmented BNF: header = name ":" value, name at
+                    # least one octet.  Before 1.2 only LF ends a line, so a
+                    # line holding just a CR is such a line, without a colon.
+                    raise self._bad_header_line(
+                        [buf[start : start + length].decode("utf-8", "replace")]
+                    )
             self._head_lines += 1
             # Complete lines: the command line and the header lines.
             if self._head_lines > limits.max_headers + 1:
-                raise _error(ErrorKind.TOO_LARGE, f"more than {limits.max_headers} headers")
+                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             start = lf + 1
             lf = buf.find(b"\n", start, end)
         self._line_start = start
@@ -507,8 +578,32 @@ class FrameDecoder:
             command = self._buf[start:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _error(ErrorKind.BAD_ENCODING, f"command is not UTF-8: {exc.reason}") from None
-        if command not in COMMANDS:
+        if command not in self._commands:
             raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+
+    def _refuse_nul(self, nul: int) -> RemoteProtocolError:
+        """The error for a NUL at ``nul``, inside a head that has no blank line before it.
+
+        The grammar allows a NUL in a header value, but peers that end a frame
+        at the first NUL would then see other frames than we do (and no
+        encoder writes one: ours refuses).  It is reported as soon as it
+        arrives - never waiting for a blank line that a peer which has ended its
+        frame will not send - after the lines completed before it, so that the
+        outcome does not depend on how the bytes were split.
+        """
+        self._check_lines(nul)
+        start = self._line_start
+        length = nul - start
+        if self._crlf and length and self._buf[nul - 1] == _CR:
+            length -= 1
+        limits = self._limits
+        if length > limits.max_line_length:
+            return _too_large(
+                limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
+            )
+        if start == self._pos:
+            return _error(ErrorKind.BAD_COMMAND, "NUL in the command line")
+        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     def _strip_crlf(self, text: str) -> str:
         # CRLF line endings (1.2, or any version in lenient mode).  The last
@@ -532,12 +627,6 @@ class FrameDecoder:
         if not command or "\0" in command:
             raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
         return command.upper(), block
-
-    @staticmethod
-    def _nul_in_head() -> RemoteProtocolError:
-        # The grammar allows it, but peers that end a frame at the first NUL would
-        # then see other frames than we do; no encoder writes one (ours refuses).
-        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     @staticmethod
     def _bad_header_line(lines: list[str]) -> RemoteProtocolError:
@@ -599,14 +688,14 @@ class FrameDecoder:
             value = value.strip(" \t\r")
         if not (value.isascii() and value.isdigit()):
             raise _error(ErrorKind.BAD_CONTENT_LENGTH, f"content-length {value[:40]!r}")
-        limits = self._limits
-        body_limit = min(limits.max_body_size, limits.max_frame_size - (body_start - pos))
+        body_limit, limit = _body_limit(self._limits, body_start - pos)
         # int() refuses very long digit strings, so they are refused first.
         digits = value.lstrip("0")
         if len(digits) > 20 or int(value) > body_limit:
-            raise _error(
-                ErrorKind.TOO_LARGE,
-                f"content-length {value[:40]} exceeds the limit of {body_limit} bytes",
+            raise _too_large(
+                self._limits,
+                limit,
+                f"content-length {value[:40]}, room for {body_limit} bytes",
             )
         length = int(value)
         if length:
@@ -631,7 +720,7 @@ class FrameDecoder:
                 return self._end_large_body(big)
             nul = start + length
             if nul >= end:
-                if nul > end and length >= _LARGE_BODY:
+                if nul > end and end - start >= _LARGE_BODY:
                     self._start_large_body(start, end, length)
                 self._check_truncated()
                 return None
@@ -640,15 +729,14 @@ class FrameDecoder:
                     ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
                 )
         else:
-            limits = self._limits
-            body_limit = min(limits.max_body_size, limits.max_frame_size - (start - self._pos))
+            body_limit, limit = _body_limit(self._limits, start - self._pos)
             stop = min(end, start + body_limit + 1)
             nul = buf.find(b"\0", self._scan, stop)
             if nul < 0:
                 if end > start:
                     self._check_body_allowed(command)
                 if end > start + body_limit:
-                    raise _error(ErrorKind.TOO_LARGE, f"body exceeds {body_limit} bytes")
+                    raise _too_large(self._limits, limit, f"body longer than {body_limit} bytes")
                 self._scan = end
                 self._check_truncated()
                 return None
@@ -666,16 +754,34 @@ class FrameDecoder:
         return frame
 
     def _start_large_body(self, start: int, end: int, length: int) -> None:
-        # bytes(length) is passed to BytesIO as its only reference, so BytesIO
+        # The reservation is passed to BytesIO as its only reference, so BytesIO
         # writes into it in place, and getvalue() returns that very object once
-        # it is full.  The head stays in the buffer, for a version change.
-        big = io.BytesIO(bytes(length))
+        # it is full (it ends exactly ``length`` long).  The head stays in the
+        # buffer, for a version change.
+        received = end - start
+        size = min(length, _GROWTH * received)
+        big = io.BytesIO(bytes(size))
         buf = self._buf
         with memoryview(buf) as view:
             big.write(view[start:end])
         del buf[start:]
         self._big = big
-        self._need = length - (end - start)
+        self._need = length - received
+        self._full_at = length - size
+
+    def _grow_large_body(self, big: io.BytesIO, left: int) -> None:
+        """Grow the reservation to hold all but ``left`` bytes of the body.
+
+        It grows _GROWTH-fold at least, and never past the declared length.
+        """
+        length = self._content_length
+        size = min(length, max(_GROWTH * (length - self._full_at), length - left))
+        # Writing the last byte makes BytesIO resize its bytes object to the new
+        # size (a realloc: in place, or a page remap for large blocks).
+        big.seek(size - 1)
+        big.write(b"\0")
+        big.seek(length - self._need)
+        self._full_at = length - size
 
     def _end_large_body(self, big: io.BytesIO) -> Frame | None:
         # The bytes after the body start where the body would be in the buffer.

@@ -15,7 +15,15 @@ from collections.abc import Callable
 from itertools import chain
 
 from ._errors import ErrorKind, LocalProtocolError
-from ._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame, HeartBeat, Version
+from ._frame import (
+    BODY_COMMANDS,
+    COMMANDS_BY_VERSION,
+    UNESCAPED_COMMANDS,
+    VERSIONS,
+    Frame,
+    HeartBeat,
+    Version,
+)
 
 __all__ = ["FrameEncoder", "unescaped_header_fault"]
 
@@ -73,11 +81,13 @@ class FrameEncoder:
     Anything that cannot be sent as given raises :class:`LocalProtocolError`.
     """
 
-    __slots__ = ("_escape", "_version")
+    __slots__ = ("_bodies", "_commands", "_escape", "_version")
 
     def __init__(self, version: Version = "1.2") -> None:
         self._version: Version = "1.2"
         self._escape: Callable[[str], str] | None = _escape_12
+        self._commands = COMMANDS_BY_VERSION["1.2"]
+        self._bodies = BODY_COMMANDS
         self.version = version
 
     @property
@@ -91,16 +101,25 @@ class FrameEncoder:
             raise _refuse(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
         self._version = version
         self._escape = _ESCAPES[version]
+        self._commands = COMMANDS_BY_VERSION[version]
+        # 1.0 §SUBSCRIBE: "The body of the SUBSCRIBE command is ignored" - so it
+        # may have one.  From 1.1 only SEND, MESSAGE and ERROR do (§Body).
+        self._bodies = BODY_COMMANDS | {"SUBSCRIBE"} if version == "1.0" else BODY_COMMANDS
 
     def encode(self, frame: Frame | HeartBeat, *, content_length: bool = True) -> bytes:
         """The wire bytes of ``frame`` (a heart-beat is a single LF)."""
         if isinstance(frame, HeartBeat):
             return b"\n"
         command, headers, body = frame
-        if command not in COMMANDS:
-            raise _refuse(ErrorKind.BAD_COMMAND, f"unknown command {command!r}")
-        if body and command not in BODY_COMMANDS:
-            raise _refuse(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
+        if command not in self._commands:
+            raise _refuse(
+                ErrorKind.BAD_COMMAND, f"unknown command {command!r} in STOMP {self._version}"
+            )
+        if body and command not in self._bodies:
+            raise _refuse(
+                ErrorKind.UNEXPECTED_BODY,
+                f"{command} frame must not have a body in STOMP {self._version}",
+            )
         if not content_length and 0 in body:
             raise _refuse(
                 ErrorKind.BAD_CONTENT_LENGTH, "a body containing NUL needs a content-length header"

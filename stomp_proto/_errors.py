@@ -28,11 +28,13 @@ class ErrorKind(enum.Enum):
     BAD_CONTENT_LENGTH = "invalid content-length"
     MISSING_NUL = "frame not terminated by NUL"
     UNEXPECTED_BODY = "body on a frame that must not have one"
+    #: A :class:`~stomp_proto.Limits` bound was crossed; ``error.limit`` names it.
     TOO_LARGE = "limit exceeded"
     TRUNCATED = "stream ended inside a frame"
     BAD_STATE = "not allowed in the current state"
     MISSING_HEADER = "required header missing or invalid"
     BAD_VERSION = "no common protocol version"
+    #: The connection is over (closed, failed, or its stream ended) and was used anyway.
     CLOSED = "connection closed"
     BAD_WEBSOCKET = "bad WebSocket handshake or data"
 
@@ -41,16 +43,22 @@ class ProtocolError(Exception):
     """Base class of every error this library raises about the STOMP protocol.
 
     ``kind`` classifies the problem; ``str(error)`` is a human-readable message.
+    For ``TOO_LARGE``, ``limit`` is the name of the :class:`~stomp_proto.Limits`
+    field that was crossed (``"max_line_length"``, ``"max_headers"``,
+    ``"max_head_size"``, ``"max_body_size"`` or ``"max_frame_size"``), and the
+    message names it too; it is ``None`` for every other kind.
     Not raised directly: it is always one of the two subclasses.
     """
 
     kind: ErrorKind
+    limit: str | None
 
-    def __init__(self, kind: ErrorKind, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str, *, limit: str | None = None) -> None:
         if type(self) is ProtocolError:
             raise TypeError("raise LocalProtocolError or RemoteProtocolError instead")
         super().__init__(message)
         self.kind = kind
+        self.limit = limit
 
     @property
     def message(self) -> str:
@@ -78,6 +86,13 @@ class RemoteProtocolError(ProtocolError):
     codec or a client connection.
     """
 
-    def __init__(self, kind: ErrorKind, message: str, *, event_hint: Error | None = None) -> None:
-        super().__init__(kind, message)
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        event_hint: Error | None = None,
+        limit: str | None = None,
+    ) -> None:
+        super().__init__(kind, message, limit=limit)
         self.event_hint = event_hint

@@ -300,13 +300,18 @@ class Send(FrameEvent):
 
 @dataclass(frozen=True, slots=True)
 class Subscribe(FrameEvent):
-    """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1)."""
+    """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1).
+
+    ``body`` is allowed in STOMP 1.0 only, whose §SUBSCRIBE says "The body of
+    the SUBSCRIBE command is ignored"; from 1.1 a SUBSCRIBE has none.
+    """
 
     destination: str
     id: str | None = None
     ack: AckMode = "auto"
     receipt: str | None = None
     headers: Headers = ()
+    body: bytes = b""
 
     command: ClassVar[str] = "SUBSCRIBE"
     _typed = frozenset({"destination", "id", "ack", "receipt"})
@@ -329,6 +334,7 @@ class Subscribe(FrameEvent):
                 ("receipt", self.receipt),
             ],
             self.headers,
+            self.body,
         )
 
     @classmethod
@@ -341,6 +347,7 @@ class Subscribe(FrameEvent):
             ack=mode,
             receipt=fields.get("receipt"),
             headers=fields.extra,
+            body=frame.body,
         )
 
 

@@ -10,6 +10,7 @@ __all__ = [
     "BODY_COMMANDS",
     "CLIENT_COMMANDS",
     "COMMANDS",
+    "COMMANDS_BY_VERSION",
     "SERVER_COMMANDS",
     "UNESCAPED_COMMANDS",
     "VERSIONS",
@@ -41,6 +42,15 @@ CLIENT_COMMANDS = frozenset(
 )
 SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
 COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
+
+#: The commands of each version.  1.0 §Augmented BNF lists no NACK and no STOMP
+#: (both came in 1.1); its ``client-command`` list also omits CONNECT, which
+#: the 1.0 text defines (§Connecting), so CONNECT is kept.
+COMMANDS_BY_VERSION: dict[Version, frozenset[str]] = {
+    "1.0": COMMANDS - {"NACK", "STOMP"},
+    "1.1": COMMANDS,
+    "1.2": COMMANDS,
+}
 
 #: 1.1/1.2 §Body: only these frames may carry a body.
 BODY_COMMANDS = frozenset({"SEND", "MESSAGE", "ERROR"})

@@ -119,7 +119,16 @@ def unrepresentable(draw: st.DrawFn) -> tuple[Version, Frame, bool]:
             st.sampled_from(COMMANDS_10)
         )
     elif case == "body-on-non-body":
-        command = draw(st.sampled_from([c for c in COMMANDS_12 if c not in BODY_COMMANDS]))
+        # 1.0 §SUBSCRIBE: its body "is ignored", so a 1.0 SUBSCRIBE may carry one.
+        command = draw(
+            st.sampled_from(
+                [
+                    c
+                    for c in COMMANDS_12
+                    if c not in BODY_COMMANDS and not (version == "1.0" and c == "SUBSCRIBE")
+                ]
+            )
+        )
     elif case == "nul-body-no-cl":
         command = draw(st.sampled_from(BODY_COMMANDS))
     elif case == "unknown-command":

@@ -95,7 +95,7 @@ def test_initial_state() -> None:
     client = ClientConnection()
     assert client.state is S.IDLE
     assert client.version is None
-    assert client.heartbeat == (0, 0)
+    assert client.heartbeat is None  # not negotiated yet
     assert client.get_timer() is None
     assert client.subscriptions == {} and client.transactions == frozenset()
     assert client.pending_receipts == {}
@@ -244,7 +244,7 @@ def test_error_instead_of_connected_closes() -> None:
     assert isinstance(event, Error) and event.message == "Bad CONNECT"
     assert event.body == b"Access refused"
     assert client.state is S.CLOSED
-    refused(client, lambda: client.send(Send("/q")), ErrorKind.BAD_STATE)
+    refused(client, lambda: client.send(Send("/q")), ErrorKind.CLOSED)  # used after close
 
 
 @pytest.mark.parametrize(
@@ -618,7 +618,7 @@ def test_disconnect_without_receipt_closes_at_once() -> None:
     client = connected_client("1.1")
     assert client.send(Disconnect()) == b"DISCONNECT\n\n\x00"
     assert client.state is S.CLOSED
-    refused(client, lambda: client.send(HB), ErrorKind.BAD_STATE)
+    refused(client, lambda: client.send(HB), ErrorKind.CLOSED)  # used after close
 
 
 def test_error_closes_the_session() -> None:
@@ -633,7 +633,7 @@ def test_error_closes_the_session() -> None:
     )
     assert client.state is S.CLOSED
     assert client.get_timer() is None
-    refused(client, lambda: client.send(Send("/q")), ErrorKind.BAD_STATE)
+    refused(client, lambda: client.send(Send("/q")), ErrorKind.CLOSED)  # used after close
 
 
 def test_error_while_disconnecting_closes() -> None:
@@ -712,7 +712,7 @@ def test_remote_errors_are_sticky() -> None:
             client.next_event()
         assert again.value is first.value
     assert client.state is S.CLOSED
-    refused(client, lambda: client.send(Send("/q")), ErrorKind.BAD_STATE)
+    refused(client, lambda: client.send(Send("/q")), ErrorKind.CLOSED)  # used after close
     assert client.get_timer() is None
 
 

@@ -116,3 +116,31 @@ def test_error_hint_for_an_odd_lenient_command_can_be_sent() -> None:
     hint = error.value.event_hint
     assert hint is not None and "'X\\x01Y'" in hint.message
     assert conn.send(hint).startswith(b"ERROR\n")
+
+
+def test_the_deep_harnesses_bound_the_stack() -> None:
+    """The stack-depth invariant can fail: recursion past the allowance is an error."""
+    from fuzzing.properties import STACK_ALLOWANCE, _BoundedStack
+
+    def recurse(n: int) -> int:
+        return 0 if n == 0 else 1 + recurse(n - 1)
+
+    with _BoundedStack():
+        assert recurse(STACK_ALLOWANCE // 2) == STACK_ALLOWANCE // 2
+        with pytest.raises(RecursionError):
+            recurse(STACK_ALLOWANCE * 2)
+
+
+def test_the_deep_harnesses_reach_a_megabyte() -> None:
+    """The committed seeds of the structure-aware targets include streams over 1 MB."""
+    from fuzzing.sessions import client_script, server_script
+    from fuzzing.streams import recipe_stream
+
+    builders = {"stream": recipe_stream, "server_session": client_script,
+                "client_session": server_script}  # fmt: skip
+    for target, build in builders.items():
+        sizes = []
+        for path in (CORPUS / target).iterdir():
+            data = path.read_bytes()
+            sizes.append(len(build(data[2:], Case.from_bytes(data).version, data)))
+        assert max(sizes) > 1_000_000, (target, max(sizes))

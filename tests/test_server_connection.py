@@ -276,7 +276,7 @@ def test_frames_before_connect_are_refused_with_hint(data: bytes) -> None:
     [frame] = decode_all(data, "1.0")
     assert isinstance(frame, Frame)
     assert frame.command == "ERROR" and frame.get("receipt-id") == "r9"
-    refused(server, lambda: server.send(hint), ErrorKind.BAD_STATE)
+    refused(server, lambda: server.send(hint), ErrorKind.CLOSED)  # used after close
 
 
 @pytest.mark.parametrize(
@@ -341,7 +341,7 @@ def test_refuse_connection_with_error() -> None:
     assert server.version is None
     [frame] = decode_all(data, "1.0")
     assert isinstance(frame, Frame) and frame.body == b"Access refused"
-    refused(server, lambda: server.send(Error()), ErrorKind.BAD_STATE)
+    refused(server, lambda: server.send(Error()), ErrorKind.CLOSED)  # used after close
 
 
 @pytest.mark.parametrize(
@@ -449,7 +449,7 @@ def test_error_in_session_closes() -> None:
     server = connected_server("1.2")
     server.send(Error(message="bye"))
     assert server.state is S.CLOSED
-    refused(server, lambda: server.send(HB), ErrorKind.BAD_STATE)
+    refused(server, lambda: server.send(HB), ErrorKind.CLOSED)  # used after close
 
 
 def test_heartbeat_send_allowed_when_connected() -> None:

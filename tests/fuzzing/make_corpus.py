@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
 
-from fuzzing.properties import Case  # noqa: E402
+from fuzzing.properties import TARGETS, Case  # noqa: E402
 
 CAPTURED = HERE.parent / "vectors" / "captured"
 CORPUS = HERE / "corpus"
@@ -98,8 +99,66 @@ def main() -> None:
         variants(server, version, "decoder")
         variants(client, version, "server")
         variants(after_first_frame(server), version, "client", (0, 1))
-    for target in ("decoder", "server", "client"):
+    deep_seeds()
+    for target in TARGETS:
         print(target, len(list((CORPUS / target).iterdir())), "seeds")
+
+
+def deep_seeds() -> None:
+    """Recipes for the structure-aware targets (fuzzing.streams, fuzzing.sessions).
+
+    Per version and mode: short random recipes, sessions that run every step
+    kind in order, and long streams - a frame repeated to megabytes, then
+    damaged - so that the first executions already go deep.
+    """
+    rng = random.Random(13)
+    for target in ("stream", "server_session", "client_session"):
+        (CORPUS / target).mkdir(parents=True, exist_ok=True)
+        steps = 8 if target == "stream" else 16
+        for version in SPEC_VERSIONS:
+            for strict in (True, False):
+                for _ in range(4):
+                    recipe = bytes(rng.randrange(256) for _ in range(rng.randrange(4, 48)))
+                    write(
+                        target,
+                        Case.encode(
+                            recipe,
+                            version=version,
+                            strict=strict,  # type: ignore[arg-type]
+                            chunk_seed=rng.randrange(1, 256),
+                        ),
+                    )
+                # Every step kind once, in order, with a small argument.
+                every = bytes(kind | (1 << (3 if steps == 8 else 4)) for kind in range(steps))
+                write(target, Case.encode(every * 3, version=version, strict=strict, chunk_seed=5))  # type: ignore[arg-type]
+                # A long stream: frames repeated to megabytes (the repeat step's largest
+                # argument), then more frames, a mutation and data after it.
+                if target == "stream":
+                    long = bytes([0 | (3 << 3), 7, 5 | (31 << 3), 4 | (2 << 3), 7, 3])
+                else:
+                    long = (
+                        bytes([1, 2, 11 | (15 << 4), 0, 10 | (1 << 4), 1])
+                        if target == ("server_session")
+                        else bytes([0, 7 | (15 << 4), 3, 4, 6 | (2 << 4), 0])
+                    )
+                if strict:  # one per version: each takes seconds under instrumentation
+                    write(target, Case.encode(long, version=version, chunk_seed=9))  # type: ignore[arg-type]
+                elif target == "stream":
+                    # Default limits and large bodies (the decoder's large-body path),
+                    # one of them damaged, then repeated.
+                    big = bytes(
+                        [7 | (30 << 3), 7 | (29 << 3), 4 | (3 << 3), 7 | (31 << 3), 5 | (3 << 3)]
+                    )
+                    write(
+                        target,
+                        Case.encode(
+                            big,
+                            version=version,
+                            strict=True,  # type: ignore[arg-type]
+                            default_limits=True,
+                            chunk_seed=11,
+                        ),
+                    )
 
 
 _SERVER = {b"CONNECTED", b"MESSAGE", b"RECEIPT", b"ERROR"}

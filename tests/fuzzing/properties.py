@@ -26,6 +26,7 @@ The properties, for every target:
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -49,6 +50,10 @@ from stomp_proto import (
 )
 from stomp_proto._frame import Frame
 
+from .sessions import ACK_MODES as SESSION_ACK_MODES
+from .sessions import SUB_IDS, client_script, server_script
+from .streams import random_cuts, recipe_stream
+
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 
 #: Small limits, so that fuzzed inputs reach every limit check.
@@ -63,6 +68,7 @@ ROOMY_LIMITS = Limits(
     max_body_size=8192,
     max_frame_size=12288,
 )
+DEFAULT_LIMITS = Limits()
 #: What a decoder may hold beyond one partial frame: a CR waiting for its LF, and so on.
 SLACK = 16
 
@@ -78,8 +84,10 @@ class Case:
 
     Byte 0: bits 0-1 the version (3 is read as 1.2), bit 2 lenient, bit 3 the
     roomy limits instead of the small ones, bits 4-5 the ack mode the client
-    target subscribes with.  Byte 1: 0 feeds the stream whole; otherwise it
-    seeds the random chunking (chunks of 1 to ``byte % 32 + 1`` bytes).
+    target subscribes with, bit 6 the default limits (64 MiB bodies: the only
+    ones that reach the decoder's large-body path, from 64 KiB).  Byte 1: 0
+    feeds the stream whole; otherwise it seeds the random chunking (chunks of 1
+    to ``byte % 32 + 1`` bytes).
     """
 
     version: Version
@@ -95,7 +103,7 @@ class Case:
         return cls(
             version=VERSIONS[min(config & 3, 2)],
             strict=not config & 4,
-            limits=ROOMY_LIMITS if config & 8 else SMALL_LIMITS,
+            limits=DEFAULT_LIMITS if config & 64 else ROOMY_LIMITS if config & 8 else SMALL_LIMITS,
             ack_mode=(config >> 4) & 3,
             chunk_seed=data[1] if len(data) > 1 else 0,
             stream=data[2:],
@@ -110,9 +118,11 @@ class Case:
         roomy: bool = True,
         ack_mode: int = 0,
         chunk_seed: int = 0,
+        default_limits: bool = False,
     ) -> bytes:
         """The fuzz input that :meth:`from_bytes` reads back as these settings."""
         config = VERSIONS.index(version) | (0 if strict else 4) | (8 if roomy else 0)
+        config |= 64 if default_limits else 0
         return bytes([config | (ack_mode & 3) << 4, chunk_seed & 255]) + stream
 
     def chunks(self) -> Iterator[bytes]:
@@ -201,13 +211,16 @@ def _strictly_sendable(frame: Frame, version: Version) -> bool:
     """Whether a conforming sender could write ``frame`` - then the encoder must.
 
     What a decoder accepts but no sender may write: a lenient decoder's unknown
-    commands and bodies on frames that take none; and, for headers sent
-    unescaped (1.0, CONNECT, CONNECTED), a CR - data to a 1.0 decoder, but one
+    commands (1.0 has no NACK and no STOMP) and bodies on frames that take none;
+    and, for headers sent unescaped (1.0, CONNECT, CONNECTED), a CR - data to a 1.0 decoder, but one
     that a 1.2 reader would take for part of a line ending.
     """
-    from stomp_proto._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS
+    from stomp_proto._frame import BODY_COMMANDS, COMMANDS_BY_VERSION, UNESCAPED_COMMANDS
 
-    if frame.command not in COMMANDS or (frame.body and frame.command not in BODY_COMMANDS):
+    bodies = BODY_COMMANDS | {"SUBSCRIBE"} if version == "1.0" else BODY_COMMANDS
+    if frame.command not in COMMANDS_BY_VERSION[version] or (
+        frame.body and frame.command not in bodies
+    ):
         return False
     if version == "1.0" or frame.command in UNESCAPED_COMMANDS:
         return not any("\r" in name or "\r" in value for name, value in frame.headers)
@@ -353,3 +366,190 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "server": check_server,
     "client": check_client,
 }
+
+
+# -------------------------------------------------------------------------------- deep targets
+# Structure-aware: the input is a recipe (fuzzing.streams, fuzzing.sessions) for a
+# long stream of frames or a whole session.  Each is fed whole and again in random
+# chunks, under a bounded stack; both feedings must give the same outcome.
+
+#: Python frames the library may use below the harness (it uses a handful).
+STACK_ALLOWANCE = 60
+
+
+def _stack_depth() -> int:
+    frame = sys._getframe()
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+class _BoundedStack:
+    """Lower the recursion limit to the current depth plus STACK_ALLOWANCE.
+
+    A recursion deeper than that raises RecursionError, which no property
+    accepts: the library's stack depth must not grow with the input.
+    """
+
+    def __enter__(self) -> None:
+        self._saved = sys.getrecursionlimit()
+        sys.setrecursionlimit(_stack_depth() + STACK_ALLOWANCE)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setrecursionlimit(self._saved)
+
+
+@dataclass
+class Outcome:
+    """What one feeding produced: everything compared between feedings."""
+
+    events: list[object]
+    kind: object = None
+    dropped: int = 0
+    state: object = None
+    sent: list[bytes] | None = None
+
+
+def _deep_config(data: bytes) -> tuple[Case, bytes, random.Random]:
+    case = Case.from_bytes(data)
+    return case, data[2:], random.Random(data)
+
+
+def _feedings(stream: bytes, rng: random.Random) -> list[list[bytes]]:
+    chunked = list(random_cuts(rng, stream))
+    return [[stream] if stream else [], chunked]
+
+
+def check_stream(data: bytes) -> None:
+    """A FrameDecoder fed a long structured stream, whole and in random chunks."""
+    case, recipe, rng = _deep_config(data)
+    stream = recipe_stream(recipe, case.version, data)
+    outcomes = [
+        _decode(chunks, case.version, case.strict, case.limits) for chunks in _feedings(stream, rng)
+    ]
+    assert outcomes[0] == outcomes[1], (outcomes[0].kind, outcomes[1].kind)
+
+
+def _decode(chunks: list[bytes], version: Version, strict: bool, limits: Limits) -> Outcome:
+    decoder = FrameDecoder(version, strict=strict, limits=limits)
+    bound = memory_bound(limits)
+    out = Outcome([])
+    with _BoundedStack():
+        try:
+            for chunk in [*chunks, None]:
+                decoder.receive_data(chunk)
+                while (item := decoder.next_frame()) is not None:
+                    out.events.append(item)
+                assert decoder.buffered <= bound, (decoder.buffered, bound)
+        except RemoteProtocolError as exc:
+            out.kind = exc.kind
+            _check_failed_decoder(decoder, exc)
+    return out
+
+
+def check_server_session(data: bytes) -> None:
+    """A ServerConnection fed a whole client session (then more), whole and chunked."""
+    case, recipe, rng = _deep_config(data)
+    stream = client_script(recipe, case.version, data)
+    outcomes = [_serve(chunks, case) for chunks in _feedings(stream, rng)]
+    assert outcomes[0] == outcomes[1], (outcomes[0].kind, outcomes[1].kind)
+
+
+def _serve(chunks: list[bytes], case: Case) -> Outcome:
+    conn = ServerConnection(strict=case.strict, limits=case.limits)
+    bound = memory_bound(case.limits)
+    out = Outcome([], sent=[])
+    assert out.sent is not None
+    with _BoundedStack():
+        try:
+            for chunk in [*chunks, None]:
+                conn.receive_data(chunk)
+                while (event := conn.next_event()) is not None:
+                    out.events.append(event)
+                    for reply in _session_replies(conn, event):
+                        try:
+                            out.sent.append(conn.send(reply))
+                        except LocalProtocolError as exc:
+                            out.sent.append(repr(exc).encode())
+                assert conn.buffered <= bound, (conn.buffered, bound)
+        except RemoteProtocolError as exc:
+            out.kind = exc.kind
+            assert conn.state is ConnectionState.CLOSED, conn.state
+            hint = exc.event_hint
+            assert isinstance(hint, Error), exc
+            assert conn.send(hint).startswith(b"ERROR"), hint
+            _check_failed_connection(conn, exc)
+    out.dropped, out.state = conn.dropped, conn.state
+    return out
+
+
+def _session_replies(conn: ServerConnection, event: object) -> Iterator[object]:
+    if isinstance(event, Connect):
+        yield Connected(session="fuzz")
+        return
+    if isinstance(event, Subscribe):
+        ident = f"m-{event.key}"
+        yield Message(
+            destination=event.destination,
+            message_id=ident,
+            subscription=event.id,
+            ack=ident if conn.version == "1.2" and event.ack != "auto" else None,
+            body=b"fuzz",
+        )
+    receipt = getattr(event, "receipt", None)
+    if receipt is not None and conn.state is not ConnectionState.CLOSED:
+        yield Receipt(receipt)
+
+
+def check_client_session(data: bytes) -> None:
+    """A subscribed ClientConnection fed a whole server session (then more), whole and chunked."""
+    case, recipe, rng = _deep_config(data)
+    stream = server_script(recipe, case.version, data)
+    outcomes = [_consume(chunks, case) for chunks in _feedings(stream, rng)]
+    assert outcomes[0] == outcomes[1], (outcomes[0].kind, outcomes[1].kind)
+
+
+def _consume(chunks: list[bytes], case: Case) -> Outcome:
+    version = case.version
+    conn = ClientConnection(strict=case.strict, limits=case.limits)
+    conn.send(Connect(host="/", accept_versions=(version,)))
+    bound = memory_bound(case.limits)
+    out = Outcome([])
+    with _BoundedStack():
+        try:
+            for chunk in [*chunks, None]:
+                conn.receive_data(chunk)
+                while (event := conn.next_event()) is not None:
+                    out.events.append(event)
+                    if isinstance(event, Connected):
+                        _subscribe(conn, case)
+                    elif _wants_ack(conn, event):
+                        assert isinstance(event, Message)
+                        conn.ack(event)
+                assert conn.buffered <= bound, (conn.buffered, bound)
+        except RemoteProtocolError as exc:
+            out.kind = exc.kind
+            assert conn.state is ConnectionState.CLOSED, conn.state
+            _check_failed_connection(conn, exc)
+    out.dropped, out.state = conn.dropped, conn.state
+    return out
+
+
+def _subscribe(conn: ClientConnection, case: Case) -> None:
+    modes = 2 if case.version == "1.0" else 3
+    for n, ident in enumerate(SUB_IDS):
+        mode = SESSION_ACK_MODES[(n + case.ack_mode) % modes]
+        conn.send(Subscribe(f"/q/{ident}", id=ident, ack=mode))  # type: ignore[arg-type]
+    for n in range(4):
+        conn.send(Subscribe("/q/r", id=f"r{n}", receipt=f"r{n}"))
+
+
+TARGETS.update(
+    {
+        "stream": check_stream,
+        "server_session": check_server_session,
+        "client_session": check_client_session,
+    }
+)
