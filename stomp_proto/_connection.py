@@ -706,9 +706,9 @@ class ServerConnection(_Connection):
 
     ``strict=False`` is the lenient server mode: it accepts the client
     mistakes RabbitMQ and ActiveMQ both accept - a CONNECT for 1.1 or 1.2
-    without ``host``, and what the lenient decoder reads (CR LF in 1.0 and
-    1.1, bodies on frames that should have none, ...); see
-    docs/connection.rst, "Strict and lenient servers".
+    without ``host``, CR LF in 1.0 and 1.1, bodies on frames that should have
+    none, ... - while commands and header values are read exactly as sent;
+    see docs/connection.rst, "Strict and lenient servers".
     """
 
     _sends = SERVER_SENDS
@@ -724,6 +724,8 @@ class ServerConnection(_Connection):
         heartbeat_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
         super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
+        # Lenient servers read line endings and bodies leniently, never text.
+        self._decoder._keep_text()
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
         self._versions = tuple(v for v in VERSIONS if v in versions)

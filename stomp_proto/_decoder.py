@@ -162,6 +162,7 @@ class FrameDecoder:
         "_scan",
         "_strict",
         "_unescapes",
+        "_verbatim",
         "_version",
     )
 
@@ -178,6 +179,7 @@ class FrameDecoder:
         self._eof = False
         self._error: RemoteProtocolError | None = None
         self._strict = strict
+        self._verbatim = strict
         self._limits = limits if limits is not None else DEFAULT_LIMITS
         self._version: Version = "1.2"
         self._crlf = True
@@ -221,6 +223,15 @@ class FrameDecoder:
         # sent in reply to a CONNECT follows no agreed version.
         self.version = "1.2"
         self._handshake = True
+
+    def _keep_text(self) -> None:
+        # For a lenient server (ServerConnection(strict=False)): the line
+        # endings, bodies and content-length blanks of lenient mode, but
+        # commands and header values exactly as sent.  No client sends
+        # lower-case commands on purpose (RabbitMQ and ActiveMQ refuse them),
+        # and a value's blanks may be the application's data (1.2 §Value
+        # Encoding; RabbitMQ keeps them), which a broker must pass on untouched.
+        self._verbatim = True
 
     @property
     def strict(self) -> bool:
@@ -409,7 +420,7 @@ class FrameDecoder:
                 # Counted before blank lines ahead of the command are skipped, as
                 # _check_lines counts them.
                 raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
-            command, block = self._lenient_command(command, block)
+            command, block = self._lenient_command(command, block, self._verbatim)
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
@@ -497,7 +508,7 @@ class FrameDecoder:
         # A header splits at its first colon; a raw ':' after it stays in
         # the value, in both modes (brokers send such values; nothing is lost).
         parts = [line.partition(":") for line in lines]
-        if self._strict:
+        if self._verbatim:
             pairs = [(name, value) for name, colon, value in parts if colon and name]
         else:
             pairs = [
@@ -617,16 +628,17 @@ class FrameDecoder:
         return text
 
     @staticmethod
-    def _lenient_command(command: str, block: str) -> tuple[str, str]:
+    def _lenient_command(command: str, block: str, verbatim: bool) -> tuple[str, str]:
         # The early draft: commands are case-insensitive and trailing blanks are
         # stripped, so a line of blanks before the command is an empty line.
-        command = command.rstrip(" \t\r")
-        while not command and block:
-            command, _, block = block.partition("\n")
-            command = command.rstrip(" \t\r")
-        if not command or "\0" in command:
+        # Verbatim (a lenient server) skips the lines of blanks only.
+        line = command
+        while not line.rstrip(" \t\r") and block:
+            line, _, block = block.partition("\n")
+        command = line if verbatim else line.rstrip(" \t\r").upper()
+        if not command.strip(" \t\r") or "\0" in command:
             raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
-        return command.upper(), block
+        return command, block
 
     @staticmethod
     def _bad_header_line(lines: list[str]) -> RemoteProtocolError:

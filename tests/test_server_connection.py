@@ -235,6 +235,34 @@ def test_lenient_server_mode_accepts_what_real_brokers_accept(
         feed(strict, data)
 
 
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_lenient_server_mode_keeps_header_values_as_sent(version: Version) -> None:
+    # 1.2 §Value Encoding: values are never trimmed; a broker passes a SEND's
+    # headers on to its subscribers, so blanks that are data must survive
+    # (RabbitMQ keeps them; only the lenient *client* decoder trims).
+    offer = None if version == "1.0" else version
+    server = ServerConnection(strict=False)
+    feed(server, connect_bytes(offer))
+    server.send(Connected())
+    [event] = feed(server, b"SEND\ndestination:/queue/a\nx-spaced: a b \n\nhi\x00")
+    assert isinstance(event, Send)
+    assert ("x-spaced", " a b ") in event.headers
+
+
+@pytest.mark.parametrize(
+    "data", [b"send\ndestination:/q\n\nhi\x00", b"SEND \ndestination:/q\n\n\x00"]
+)
+def test_lenient_server_mode_reads_commands_exactly(data: bytes) -> None:
+    # RabbitMQ and ActiveMQ both refuse a lower-case command (docs/interop.rst,
+    # "Client mistakes"); the lenient server does too.
+    server = ServerConnection(strict=False)
+    feed(server, connect_bytes("1.2"))
+    server.send(Connected())
+    with pytest.raises(RemoteProtocolError) as caught:
+        feed(server, data)
+    assert caught.value.kind is ErrorKind.BAD_COMMAND
+
+
 def test_lenient_server_mode_accepts_a_body_on_connect() -> None:
     data = connect_bytes("1.2")[:-1] + b"hello\x00"
     [event] = feed(ServerConnection(strict=False), data)
