@@ -212,7 +212,13 @@ class ClientHandshake:
         self._body = bytearray()
 
     def receive_data(self, data: bytes | None) -> WebSocketChannel | None:
-        """The channel once accepted; None while the answer is incomplete."""
+        """The channel once accepted; None while the answer is incomplete.
+
+        ``b""`` is "nothing yet" (half a TLS record gives that), not the end:
+        wsproto's handshake would pass it to h11, which reads it as end of stream.
+        """
+        if data == b"":
+            return None
         try:
             self._ws.receive_data(data)
         except Exception as exc:  # wsproto's RemoteProtocolError: not an HTTP answer
@@ -273,7 +279,12 @@ class ServerHandshake:
         self._versions = versions
 
     def receive_data(self, data: bytes | None) -> Upgrade | None:
-        """The outcome once the request is complete; None while it is not."""
+        """The outcome once the request is complete; None while it is not.
+
+        ``b""`` is "nothing yet", as in :meth:`ClientHandshake.receive_data`.
+        """
+        if data == b"":
+            return None
         events = self._events
         try:
             self._ws.receive_data(data)

@@ -595,6 +595,26 @@ def test_handshakes_without_io() -> None:
     assert upgrade.channel.receive_data(got.to_send).closed
 
 
+def test_handshakes_read_empty_data_as_nothing_yet() -> None:
+    # A TLS stream hands over b"" when a record carried no application data
+    # (a TLS 1.3 session ticket, say).  h11 under wsproto would read that as
+    # the end of the stream; the handshake must wait instead.  CI saw the
+    # threads client's wss test fail with "Bad HTTP message" from this.
+    client = ClientHandshake("127.0.0.1", 1, PATH, ("1.2",))
+    server = ServerHandshake(PATH)
+    assert server.receive_data(b"") is None
+    half = len(client.request) // 2
+    assert server.receive_data(client.request[:half]) is None
+    assert server.receive_data(b"") is None
+    upgrade = server.receive_data(client.request[half:])
+    assert upgrade is not None and upgrade.channel is not None
+    assert client.receive_data(b"") is None
+    assert client.receive_data(upgrade.to_send[:10]) is None
+    assert client.receive_data(b"") is None
+    channel = client.receive_data(upgrade.to_send[10:])
+    assert channel is not None and channel.subprotocol == "v12.stomp"
+
+
 def test_client_handshake_refused() -> None:
     client = ClientHandshake("127.0.0.1", 1, "/ws", ("1.2",))
     answer = b"HTTP/1.1 404 Not Found\r\ncontent-length: 4\r\n\r\nnope"
