@@ -43,6 +43,7 @@ class SocketStream:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
+        self._view = memoryview(bytearray(READ_SIZE))
         # poll() where there is one: no file descriptor of its own to close, and
         # cheaper per call than a selector, which the reader pays per wake-up.
         self._poll = select.poll() if hasattr(select, "poll") else None
@@ -62,7 +63,12 @@ class SocketStream:
         return bool(self._selector.select(timeout))
 
     def receive(self) -> bytes | None:
-        return self._sock.recv(READ_SIZE) or None
+        # Into one buffer kept for the stream's life: recv(READ_SIZE) would
+        # allocate READ_SIZE bytes per call, past malloc's mmap threshold, and
+        # pay an mmap, an mremap and a munmap for every read.
+        view = self._view
+        received = self._sock.recv_into(view)
+        return bytes(view[:received]) if received else None
 
     def send(self, data: bytes) -> None:
         self._sock.sendall(data)
