@@ -470,9 +470,7 @@ class _Connection:
         self._subscriptions[event.key] = event
         return next_state
 
-    def _book_unsubscribe(
-        self, event: Unsubscribe, next_state: ConnectionState
-    ) -> ConnectionState:
+    def _book_unsubscribe(self, event: Unsubscribe, next_state: ConnectionState) -> ConnectionState:
         key = event.key
         assert key is not None
         del self._subscriptions[key]

@@ -435,11 +435,13 @@ class FrameDecoder:
                 and (command == "STOMP" if self._handshake else command not in UNESCAPED_COMMANDS)
             ):
                 unescapes = None
-            # Fast path (strict mode): one colon on every line, and no line
+            # Fast path (strict mode, and the lenient server mode, which keeps
+            # values verbatim too): one colon on every line, and no line
             # starts with it.  Then names and values are the pieces between
             # colons and line ends, in order, and the whole head is split and
             # unescaped at once, with NUL (absent from the head) between pieces.
-            if strict and block.count(":") == count and block[0] != ":" and "\n:" not in block:
+            verbatim = self._verbatim
+            if verbatim and block.count(":") == count and block[0] != ":" and "\n:" not in block:
                 # As many colons as lines: one each, unless a line has none.
                 for line in lines:
                     if ":" not in line:
@@ -456,12 +458,15 @@ class FrameDecoder:
             # (1.2 §Repeated Header Entries: the first wins; its name has
             # nothing to escape).  A plain small value is read here; anything
             # else (blanks, a value over a limit, a body where none may be)
-            # goes to _content_length_of, which reports it.
-            at = text.find("\ncontent-length:") if strict else -1
+            # goes to _content_length_of, which reports it.  Searched from the
+            # line before the headers: in lenient mode blank lines before the
+            # command make the text longer than command and block.
+            lines_text = text if strict else "\n" + block
+            at = lines_text.find("\ncontent-length:") if verbatim else -1
             if at >= 0:
                 at += 16
-                line_end = text.find("\n", at)
-                value = text[at:line_end] if line_end >= 0 else text[at:]
+                line_end = lines_text.find("\n", at)
+                value = lines_text[at:line_end] if line_end >= 0 else lines_text[at:]
                 if value.isdigit() and value.isascii() and len(value) < 16:
                     length = int(value)
                     head_size = body_start - pos
@@ -472,7 +477,7 @@ class FrameDecoder:
                         length = self._content_length_of(block, pos, body_start, command)
                 else:
                     length = self._content_length_of(block, pos, body_start, command)
-            elif not strict and "content-length" in block:
+            elif not verbatim and "content-length" in block:
                 length = self._content_length_of(block, pos, body_start, command)
             if 0 <= length < _LARGE_BODY:
                 # A whole small frame: return it without going through _next_body.

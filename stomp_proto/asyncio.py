@@ -42,6 +42,7 @@ __all__ = [
     "connect",
 ]
 
+
 @asynccontextmanager
 async def connect(
     host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]

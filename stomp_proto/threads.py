@@ -15,8 +15,11 @@ hands messages to their subscription's bounded buffer, completes receipt
 waits, keeps heart-beats and reconnects.  Every call that writes - ``send``,
 ``ack``, ``nack``, transactions - makes its frame and writes it from the
 caller's own thread, under a lock that keeps frames whole and in order; no
-other thread is involved.  The client may be used from any number of threads
-at once.  What it shares with the async clients (options, ids, routing,
+other thread is involved.  An ACK or NACK without a receipt, made while
+more messages of its subscription are buffered, may wait up to 20 ms to go out
+with the next frames (see ``Outbox`` in the client core): one write and one
+broker wake-up for many acknowledgements.  The client may be used from any
+number of threads at once.  What it shares with the async clients (options, ids, routing,
 errors, the reconnect schedule) is in the sans-IO ``ClientCore``.
 """
 
@@ -34,6 +37,7 @@ from ._client._backend import BlockingStream
 from ._client._blocking import open_stream
 from ._client._core import (
     CONNECT_WAITER,
+    OUTBOX_DELAY,
     Backoff,
     BrokerError,
     ClientCore,
@@ -43,7 +47,9 @@ from ._client._core import (
     ConnectOptions,
     End,
     HeartBeatLost,
+    Outbox,
     Resolve,
+    wide_window,
 )
 from ._connection import ClientConnection
 from ._errors import ProtocolError
@@ -124,6 +130,8 @@ class Subscription:
         self._active = False
         #: The receipt id of its SUBSCRIBE while that is awaited.
         self._receipt: str | None = None
+        #: Whether acknowledgements may stay held while get() waits (see wide_window).
+        self._wide_window = wide_window(event)
 
     @property
     def id(self) -> str:
@@ -140,22 +148,36 @@ class Subscription:
         ``None`` once the subscription has ended cleanly; the error that ended
         the session if it did not.
         """
-        with self._lock:
-            messages = self._messages
-            if not messages and not self._ended:
-                self._takers += 1
-                try:
-                    if not self._arrived.wait_for(lambda: messages or self._ended, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outbox = self._client._outbox
+        while True:
+            with self._lock:
+                messages = self._messages
+                if messages:
+                    if len(messages) == self._limit:
+                        self._room.notify()  # the reader may be waiting for room
+                    return messages.popleft()
+                if self._ended:
+                    if self._error is not None:
+                        raise self._error
+                    return None
+                # Nothing buffered: acknowledgements held back go out before
+                # waiting - right away, or with a wide window once they are due.
+                due = outbox.deadline() if outbox else None
+                now = time.monotonic()
+                if due is None or (self._wide_window and due > now):
+                    wait = None if deadline is None else deadline - now
+                    if due is not None:
+                        wait = due - now if wait is None else min(wait, due - now)
+                    if wait is not None and wait <= 0:
                         raise TimeoutError("no message in time")
-                finally:
-                    self._takers -= 1
-            if messages:
-                if len(messages) == self._limit:
-                    self._room.notify()  # the reader may be waiting for room
-                return messages.popleft()
-            if self._error is not None:
-                raise self._error
-            return None
+                    self._takers += 1
+                    try:
+                        self._arrived.wait(wait)
+                    finally:
+                        self._takers -= 1
+                    continue
+            self._client._flush_outbox()
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
@@ -203,6 +225,8 @@ class Client:
         #: Keeps "make the frame, write it" atomic: frames reach the wire whole
         #: and in the order the connection made them.
         self._write_lock = threading.Lock()
+        #: Acknowledgements held back for the current connection (under _write_lock).
+        self._outbox = Outbox()
         self._stream: BlockingStream | None = None
         self._reader: threading.Thread | None = None
         self._waiters: dict[str, _Waiter] = {}
@@ -297,6 +321,14 @@ class Client:
         self._stopping.set()
         self._ready.clear()
         stream = self._stream
+        # Acknowledgements already made go out first, unless a writer is stuck
+        # on a full socket (close() must not wait for the broker).
+        if stream is not None and self._outbox and self._write_lock.acquire(blocking=False):
+            try:
+                with suppress(OSError):
+                    stream.send(self._outbox.take())
+            finally:
+                self._write_lock.release()
         if stream is not None:
             stream.shutdown()  # the reader sees the end and leaves
         self._finish(None)  # wakes a reader waiting for room, and every consumer
@@ -317,6 +349,8 @@ class Client:
             connected, error = self._read(stream, conn)
             with self._state_lock:
                 self._ready.clear()
+            with self._write_lock:
+                self._outbox.clear()  # acknowledgements of a connection that is gone
             self._fail_waiters(error)
             with suppress(Exception):
                 stream.close()
@@ -381,7 +415,7 @@ class Client:
                     raise failure
                 if not connected and deadline is not None and time.monotonic() > deadline:
                     return connected, ConnectionLost("no CONNECTED from the broker in time")
-                wait = self._until_timer(conn)
+                wait = self._next_wake(conn)
                 if not connected and deadline is not None:
                     left = max(0.0, deadline - time.monotonic())
                     wait = left if wait is None else min(wait, left)
@@ -403,15 +437,42 @@ class Client:
         deadline = conn.get_timer()
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
+    def _next_wake(self, conn: ClientConnection) -> float | None:
+        """Seconds the reader may wait: until the connection's timer, and no more
+        than the outbox's delay while a consumer may hold acknowledgements back
+        (its subscription has messages buffered, or a wide window), so that
+        what is held goes out in time even if the consumer stops asking."""
+        wait = self._until_timer(conn)
+        handles = list(self._core.subscriptions.values())
+        if self._outbox or any(h._messages or h._wide_window for h in handles):
+            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
+        return wait
+
     def _on_timer(self, stream: BlockingStream, conn: ClientConnection, *, reading: bool) -> None:
+        now = time.monotonic()
         with self._state_lock:
-            beat = conn.handle_timer(time.monotonic(), reading=reading)
-        # A writer holding the lock is sending bytes, which count as a beat.
-        if beat and self._write_lock.acquire(blocking=False):
+            beat = conn.handle_timer(now, reading=reading)
+        due = self._outbox.deadline()
+        if not beat and (due is None or due > now):
+            return
+        # A writer holding the lock is sending bytes, which count as a beat
+        # (and it writes what the outbox holds).
+        if self._write_lock.acquire(blocking=False):
             try:
-                stream.send(beat)
+                data = self._outbox.take(beat)
+                if data:
+                    stream.send(data)
             finally:
                 self._write_lock.release()
+
+    def _flush_outbox(self) -> None:
+        """Write the acknowledgements held back, if any (any thread)."""
+        with self._write_lock:
+            stream = self._stream
+            data = self._outbox.take()
+            if data and stream is not None:
+                with suppress(OSError):  # the reader sees the failure and ends the session
+                    stream.send(data)
 
     def _deliver(self, message: Message, stream: BlockingStream, conn: ClientConnection) -> None:
         subscription, receipt = self._core.target(message)
@@ -425,7 +486,7 @@ class Client:
         if subscription._put(message):
             return  # the common case: room in the buffer
         # A full buffer pauses reading (back-pressure) but not heart-beats.
-        while not subscription._put(message, self._until_timer(conn), wait=True):
+        while not subscription._put(message, self._next_wake(conn), wait=True):
             self._on_timer(stream, conn, reading=False)
 
     def _fail_waiters(self, error: ClientError) -> None:
@@ -446,12 +507,17 @@ class Client:
         return waiter
 
     def _send(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent,
+        receipt: str | None = None,
+        settles: Message | None = None,
+        *,
+        hold: bool = False,
     ) -> Event | Message | None:
         """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
 
         ``settles``: the message an ACK or NACK is for (it must have come on
-        the current connection).
+        the current connection).  ``hold``: it may wait in the outbox.
         """
         if not self._ready.is_set():
             if self._core.error is not None:
@@ -472,6 +538,12 @@ class Client:
                 data = conn.send(event)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter()
+            if hold:
+                if not self._outbox.hold(data, time.monotonic()):
+                    return None
+                data = self._outbox.take()
+            else:
+                data = self._outbox.take(data)
             try:
                 stream.send(data)
             except OSError as exc:
@@ -563,7 +635,11 @@ class Client:
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
-        self._send(event, receipt_id, message)
+        subscription = self._core.subscriptions.get(message.key)
+        buffered = len(subscription._messages) if subscription is not None else 0
+        wide = subscription is not None and subscription._wide_window
+        hold = self._core.may_hold(receipt_id, buffered, wide)
+        self._send(event, receipt_id, message, hold=hold)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:
@@ -602,4 +678,3 @@ def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[Client
         client.close()
         raise
     return client
-

@@ -210,6 +210,35 @@ def decode_one(data: bytes, version: str = "1.2") -> Frame:
 )
 def test_head_split_and_unescape(head: bytes, headers: list[tuple[str, str]]) -> None:
     assert decode_one(b"SEND\n" + head + b"\n\n\x00") == Frame("SEND", tuple(headers))
+    # The lenient server mode keeps values verbatim as strict mode does, so it
+    # takes the same one-pass split (the embedded broker runs in this mode).
+    lenient = lenient_server_decoder()
+    lenient.receive_data(b"SEND\n" + head + b"\n\n\x00")
+    assert lenient.next_frame() == Frame("SEND", tuple(headers))
+
+
+def lenient_server_decoder() -> FrameDecoder:
+    decoder = FrameDecoder(strict=False)
+    decoder._keep_text()  # as ServerConnection(strict=False) sets it up
+    return decoder
+
+
+@pytest.mark.parametrize(
+    ("head", "body"),
+    [
+        (b"content-length:3", b"a\x00b"),
+        (b"content-length: 3 ", b"a\x00b"),  # lenient: blanks around the value
+        (b"x:content-length:9\ncontent-length:1", b"\x00"),
+        (b"content-length:2\ncontent-length:9", b"ab"),
+    ],
+)
+def test_lenient_server_reads_content_length_like_the_general_path(
+    head: bytes, body: bytes
+) -> None:
+    lenient = lenient_server_decoder()
+    lenient.receive_data(b"SEND\n" + head + b"\n\n" + body + b"\x00")
+    frame = lenient.next_frame()
+    assert isinstance(frame, Frame) and frame.body == body
 
 
 @pytest.mark.parametrize(

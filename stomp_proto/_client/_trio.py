@@ -17,7 +17,6 @@ from ._core import ConnectOptions
 __all__ = ["TrioBackend"]
 
 
-
 #: Bytes of frames gathered before they are written at once.
 _WRITE_BATCH = 64 * 1024
 
