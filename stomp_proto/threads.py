@@ -183,6 +183,25 @@ class Subscription:
         while (message := self.get()) is not None:
             yield message
 
+    def _put_all(self, group: list[Message]) -> int:
+        """Buffer as many of ``group`` as there is room for; how many that was.
+
+        One lock and one wake-up for all the messages of one read: a consumer
+        woken per message would fight the reader for the lock and the GIL.
+        """
+        with self._lock:
+            if self._ended:
+                return len(group)  # nobody takes them: dropped
+            messages = self._messages
+            room = self._limit - len(messages)
+            if room <= 0:
+                return 0
+            taken = group if len(group) <= room else group[:room]
+            messages.extend(taken)
+            if self._takers:
+                self._arrived.notify(len(taken))
+            return len(taken)
+
     def _put(self, message: Message, timeout: float | None = None, *, wait: bool = False) -> bool:
         """Buffer ``message``; False if full (after waiting ``timeout`` for room)."""
         with self._lock:
@@ -397,11 +416,16 @@ class Client:
                             events.append(event)
                     except ProtocolError as exc:
                         failure = exc  # what came before it is still handled
+                arrived: list[Message] = []  # handed over together (see _deliver)
                 for event in events:
                     route = self._core.route(event)
                     if type(route) is Message:
-                        self._deliver(route, stream, conn)
-                    elif type(route) is Resolve:
+                        arrived.append(route)
+                        continue
+                    if arrived:  # messages first, in the order they came
+                        self._deliver(arrived, stream, conn)
+                        arrived = []
+                    if type(route) is Resolve:
                         if route.key == CONNECT_WAITER:
                             self._connected(stream, conn)
                             connected = True
@@ -410,6 +434,8 @@ class Client:
                             waiter.set_result(route.value)
                     elif type(route) is End:
                         return connected, route.error
+                if arrived:
+                    self._deliver(arrived, stream, conn)
                 events.clear()
                 if failure is not None:
                     raise failure
@@ -474,20 +500,27 @@ class Client:
                 with suppress(OSError):  # the reader sees the failure and ends the session
                     stream.send(data)
 
-    def _deliver(self, message: Message, stream: BlockingStream, conn: ClientConnection) -> None:
-        subscription, receipt = self._core.target(message)
-        if subscription is None:
-            self.unsolicited.append(message)
-            return
-        if receipt is not None:
-            waiter = self._waiters.pop(receipt, None)
-            if waiter is not None:
-                waiter.set_result(message)
-        if subscription._put(message):
-            return  # the common case: room in the buffer
-        # A full buffer pauses reading (back-pressure) but not heart-beats.
-        while not subscription._put(message, self._next_wake(conn), wait=True):
-            self._on_timer(stream, conn, reading=False)
+    def _deliver(
+        self, arrived: list[Message], stream: BlockingStream, conn: ClientConnection
+    ) -> None:
+        """Hand messages that arrived together to their subscriptions, in order."""
+        groups: dict[Subscription, list[Message]] = {}
+        for message in arrived:
+            subscription, receipt = self._core.target(message)
+            if subscription is None:
+                self.unsolicited.append(message)
+                continue
+            if receipt is not None:
+                waiter = self._waiters.pop(receipt, None)
+                if waiter is not None:
+                    waiter.set_result(message)
+            groups.setdefault(subscription, []).append(message)
+        for subscription, group in groups.items():
+            taken = subscription._put_all(group)  # the common case: room for all
+            for message in group[taken:]:
+                # A full buffer pauses reading (back-pressure) but not heart-beats.
+                while not subscription._put(message, self._next_wake(conn), wait=True):
+                    self._on_timer(stream, conn, reading=False)
 
     def _fail_waiters(self, error: ClientError) -> None:
         with self._state_lock:
