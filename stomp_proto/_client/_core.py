@@ -252,7 +252,8 @@ class Outbox:
     and a wake-up for the broker, which then costs more than the message.  So
     an acknowledgement without a receipt is held back while the consumer has
     more messages of the same subscription buffered (it is about to ask for
-    the next one), up to :data:`OUTBOX_FRAMES` frames.  The adapter writes
+    the next one) or the subscription has a :func:`wide_window`, up to
+    :data:`OUTBOX_FRAMES` frames.  The adapter writes
     what is held in front of the next frame it writes for any reason, when a
     consumer finds its buffer empty, and at the latest :data:`OUTBOX_DELAY`
     seconds after the first was held.  The books of the connection are

@@ -1,0 +1,55 @@
+"""The blocking client offers what the async client offers, with the same signatures.
+
+``stomp_proto.threads`` is written separately from the async client (it has no
+event loop), so nothing but this test keeps their APIs from drifting apart.
+Parameters must match in name, kind, default and annotation; only the return
+annotations differ where one side is a context manager or iterator of the
+other's async counterpart.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import pytest
+
+import stomp_proto.asyncio
+import stomp_proto.threads
+import stomp_proto.trio
+from stomp_proto._client._async import AsyncClient, AsyncSubscription
+from stomp_proto.threads import Client, Subscription
+
+PAIRS = [(Client, AsyncClient), (Subscription, AsyncSubscription)]
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+def _parameters(function: Callable[..., object]) -> list[tuple[str, object, object, object]]:
+    signature = inspect.signature(function)
+    return [(p.name, p.kind, p.default, p.annotation) for p in signature.parameters.values()]
+
+
+@pytest.mark.parametrize(("blocking", "asynchronous"), PAIRS, ids=lambda c: c.__name__)
+def test_same_public_names(blocking: type, asynchronous: type) -> None:
+    assert _public(blocking) == _public(asynchronous)
+
+
+@pytest.mark.parametrize(("blocking", "asynchronous"), PAIRS, ids=lambda c: c.__name__)
+def test_same_parameters(blocking: type, asynchronous: type) -> None:
+    checked = 0
+    for name in sorted(_public(blocking)):
+        ours, theirs = getattr(blocking, name), getattr(asynchronous, name)
+        if not callable(ours) or isinstance(ours, type):
+            continue
+        assert _parameters(ours) == _parameters(theirs), name
+        checked += 1
+    assert checked  # the comparison ran over real methods
+
+
+def test_connect_functions_take_the_same_arguments() -> None:
+    expected = _parameters(stomp_proto.threads.connect)
+    assert _parameters(stomp_proto.asyncio.connect) == expected
+    assert _parameters(stomp_proto.trio.connect) == expected
