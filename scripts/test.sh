@@ -173,6 +173,14 @@ section "pytest: Python $(.venv-wheel/bin/python -c 'import platform; print(plat
 run_tests .venv-wheel "$logs/3.11" "${pytest_args[@]}" || exit $?
 MATRIX[0]="${MATRIX[0]}: $(summary "$logs/3.11")"
 
+# The benchmark suite's smoke run (scripts/bench.sh --quick under pytest): left
+# out of a plain pytest run by its "benchmark" marker, run here as its own step
+# (unless pytest arguments chose the tests).
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    section "pytest: benchmark smoke run, installed wheel"
+    run_tests .venv-wheel "$logs/bench" -q -p no:cacheprovider -m benchmark || exit $?
+fi
+
 ignores=()
 for path in "${NOT_EVERY_PYTHON[@]}"; do
     ignores+=("--ignore=$ROOT/$path")

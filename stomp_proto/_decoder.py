@@ -421,6 +421,13 @@ class FrameDecoder:
                 # _check_lines counts them.
                 raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
             command, block = self._lenient_command(command, block, self._verbatim)
+            if self._verbatim and command not in COMMANDS:
+                # The lenient server reads commands as sent, and no STOMP
+                # command is unknown to it: refused at the head, as strict mode
+                # does, not at a NUL that an HTTP request (a WebSocket client
+                # at the plain port) never sends.  RabbitMQ and ActiveMQ refuse
+                # unknown commands too (docs/interop.rst).
+                raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
 
         headers: tuple[tuple[str, str], ...] = ()
         length = -1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -51,3 +52,90 @@ def pytest_configure(config: object) -> None:
         problem = installed_location_problem()
         if problem:
             raise SystemExit(f"STOMP_PROTO_TEST_INSTALLED=1 but {problem}")
+
+
+#: Every test module belongs to one layer, given to its tests as a marker:
+#: ``pytest -m core``, ``-m "core or clients"``, ``-m "not interop"``.  A module
+#: missing from this table fails the collection, so no test goes unsorted.
+LAYERS: dict[str, tuple[str, ...]] = {
+    # the sans-IO core: codec, events, state tables, connections, limits
+    "core": (
+        "test_after_close",
+        "test_captured_vectors",
+        "test_client_connection",
+        "test_connection_stateful",
+        "test_decoder_chunking",
+        "test_decoder_fastpaths",
+        "test_decoder_linear",
+        "test_decoder_memory",
+        "test_decoder_spec",
+        "test_encoder",
+        "test_encoder_fastpaths",
+        "test_error_contents",
+        "test_events",
+        "test_frame",
+        "test_heartbeat",
+        "test_layers",
+        "test_limits",
+        "test_roundtrip",
+        "test_server_connection",
+        "test_session_back_to_back",
+        "test_split_independence",
+        "test_state_tables",
+        "test_version_grammars",
+    ),
+    # the asyncio, trio and threads clients, WebSocket, the examples
+    "clients": (
+        "test_ack_outbox",
+        "test_adapter_faults",
+        "test_adapters",
+        "test_client_core",
+        "test_client_signatures",
+        "test_examples",
+        "test_hostile_brokers",
+        "test_plain_socket_example",
+        "test_threads_concurrency",
+        "test_websocket",
+    ),
+    # the embedded broker and the command line
+    "broker": (
+        "test_broker_core",
+        "test_broker_server",
+        "test_broker_vectors",
+        "test_cli",
+        "test_hostile_peers",
+    ),
+    "spark": ("test_spark_integration", "test_spark_logic"),
+    # real brokers and other projects' clients
+    "interop": (
+        "test_client_matrix",
+        "test_client_mistakes",
+        "test_interop_brokers",
+        "test_interop_websocket",
+        "test_stompjs_interop",
+        "test_stomppy_interop",
+        "test_stompman_interop",
+    ),
+    # long randomized runs of the core's properties
+    "fuzz": ("test_decoder_fuzz", "test_fuzz_properties"),
+    # the package, its documentation and the compiled build
+    "tooling": ("test_api_documented", "test_mypyc_build", "test_packaging"),
+    # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
+    "benchmark": ("test_benchmarks_smoke",),
+}
+_LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unsorted = set()
+    for item in items:
+        module = item.path.stem
+        layer = _LAYER_OF.get(module)
+        if layer is None:
+            unsorted.add(module)
+        else:
+            item.add_marker(layer)
+    if unsorted:
+        raise pytest.UsageError(
+            f"test modules with no layer in tests/conftest.py LAYERS: {sorted(unsorted)}"
+        )

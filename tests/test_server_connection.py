@@ -678,3 +678,18 @@ def test_refusals_leave_everything_unchanged() -> None:
     for event in attempts:
         refused(server, lambda e=event: server.send(e))
     assert snapshot(server) == before
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_an_http_request_is_refused_at_its_head(strict: bool) -> None:
+    # A WebSocket client pointed at the plain STOMP port sends an HTTP request,
+    # which never has a NUL: waiting for the end of that "frame" would hold the
+    # client until its timeout.  Both modes refuse the unknown command as soon
+    # as the head is complete, with the ERROR to send (RabbitMQ and ActiveMQ
+    # refuse unknown commands too: docs/interop.rst, "Client mistakes").
+    server = ServerConnection(strict=strict)
+    server.receive_data(b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n\r\n")
+    with pytest.raises(RemoteProtocolError) as info:
+        server.next_event()
+    assert info.value.kind is ErrorKind.BAD_COMMAND
+    assert isinstance(info.value.event_hint, Error)

@@ -287,3 +287,29 @@ def test_limits_apply_in_every_version_and_mode(version: Version, strict: bool) 
     one, byte = both(data, LINE, version, strict=strict)
     assert one.kind is K.TOO_LARGE
     assert byte.error_offset == 5 + 16
+
+
+# -- the Limits object itself ----------------------------------------------------------
+
+
+def test_defaults_follow_what_brokers_accept() -> None:
+    limits = Limits()
+    assert limits.max_line_length == 64 * 1024
+    assert limits.max_headers == 1000
+    assert limits.max_head_size == 1024 * 1024
+    assert limits.max_body_size == 64 * 1024 * 1024
+    assert limits.max_frame_size == 65 * 1024 * 1024  # a largest body and its head
+
+
+@pytest.mark.parametrize("name", list(Limits.__slots__))
+@pytest.mark.parametrize("value", [0, -1, 1.5, "10", None])
+def test_each_limit_must_be_a_positive_int(name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        Limits(**{name: value})  # type: ignore[arg-type]
+
+
+def test_limits_are_frozen_values() -> None:
+    limits = Limits(max_headers=5)
+    with pytest.raises(AttributeError):
+        limits.max_headers = 6  # type: ignore[misc]
+    assert limits == Limits(max_headers=5) and hash(limits) == hash(Limits(max_headers=5))
