@@ -34,7 +34,9 @@ from ._events import (
     ConnectionClosed,
     Disconnect,
     Error,
+    Event,
     FrameEvent,
+    HeartBeat,
     HeartBeatTimeout,
     Message,
     Nack,
@@ -43,7 +45,7 @@ from ._events import (
     Subscribe,
     Unsubscribe,
 )
-from ._frame import Event, Frame, HeartBeat, Version
+from ._frame import Frame, Version
 from ._limits import Limits
 from ._state import ConnectionState
 

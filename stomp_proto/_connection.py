@@ -36,6 +36,7 @@ from ._events import (
     Error,
     Event,
     FrameEvent,
+    HeartBeat,
     HeartBeatTimeout,
     Message,
     Nack,
@@ -44,7 +45,7 @@ from ._events import (
     Unsubscribe,
     evolve,
 )
-from ._frame import VERSIONS, Frame, HeartBeat, Version
+from ._frame import VERSIONS, Frame, Version
 from ._heartbeat import HeartBeatTimer, negotiate
 from ._limits import Limits
 from ._state import (
@@ -461,7 +462,7 @@ class _Connection:
         if event.key not in self._subscriptions:
             raise error(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
 
-    def _check_ack(self, event: Ack, error: _ErrorClass) -> None:
+    def _check_ack(self, event: Ack | Nack, error: _ErrorClass) -> None:
         # Kept for the booking that follows (and for a server, to tell the
         # application what the ACK settled); each ACK is checked right before.
         self._acking = self._ack_covers(event, error)
@@ -477,7 +478,7 @@ class _Connection:
         self._pending.forget(key)
         return next_state
 
-    def _book_ack(self, event: Ack, next_state: ConnectionState) -> ConnectionState:
+    def _book_ack(self, event: Ack | Nack, next_state: ConnectionState) -> ConnectionState:
         assert self._acking is not None
         subscription, covered = self._acking
         self._acking = None
@@ -503,7 +504,7 @@ class _Connection:
 
     # -- acknowledgements, shared by both roles ----------------------------------
 
-    def _ack_target(self, event: Ack, error: _ErrorClass) -> tuple[str, str]:
+    def _ack_target(self, event: Ack | Nack, error: _ErrorClass) -> tuple[str, str]:
         """(subscription, ident) of the pending message ``event`` acknowledges."""
         if isinstance(event, Nack) and self._version == "1.0":
             raise error(ErrorKind.BAD_COMMAND, "NACK does not exist in STOMP 1.0")
@@ -520,7 +521,7 @@ class _Connection:
             )
         return subscription, ident
 
-    def _ack_covers(self, event: Ack, error: _ErrorClass) -> tuple[str, tuple[str, ...]]:
+    def _ack_covers(self, event: Ack | Nack, error: _ErrorClass) -> tuple[str, tuple[str, ...]]:
         """(subscription key, deliveries settled) for ``event``; raises ``error`` if none."""
         subscription, ident = self._ack_target(event, error)
         cumulative = self._subscriptions[subscription].ack == "client"
@@ -820,7 +821,7 @@ class ServerConnection(_Connection):
                 )
             return event
         event = self._check_client_frame(event, RemoteProtocolError)
-        if isinstance(event, Ack):
+        if isinstance(event, (Ack, Nack)):
             # Tell the application what the ACK settled, and on which
             # subscription (a 1.0 client may leave that out).
             assert self._acking is not None

@@ -34,15 +34,14 @@ import io
 import re
 
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._events import HEARTBEAT, HeartBeat
 from ._frame import (
     BODY_COMMANDS,
     COMMANDS,
     COMMANDS_BY_VERSION,
-    HEARTBEAT,
     UNESCAPED_COMMANDS,
     VERSIONS,
     Frame,
-    HeartBeat,
     Version,
 )
 from ._limits import DEFAULT_LIMITS, Limits

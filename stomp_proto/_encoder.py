@@ -15,13 +15,13 @@ from collections.abc import Callable
 from itertools import chain
 
 from ._errors import ErrorKind, LocalProtocolError
+from ._events import HeartBeat
 from ._frame import (
     BODY_COMMANDS,
     COMMANDS_BY_VERSION,
     UNESCAPED_COMMANDS,
     VERSIONS,
     Frame,
-    HeartBeat,
     Version,
 )
 
@@ -71,8 +71,10 @@ def unescaped_header_fault(name: str, value: str, *, raw_cr: bool) -> str | None
 class FrameEncoder:
     """Turns :class:`Frame` values into the bytes of one STOMP version.
 
-    Header names and values are escaped as ``version`` requires (never for
-    CONNECT, CONNECTED and STOMP, whose headers 1.0 peers must read).  A
+    Header names and values are escaped as ``version`` requires, except in
+    CONNECT and CONNECTED, whose headers a 1.0 peer must be able to read.  The
+    STOMP frame is escaped: only servers of 1.1 and later accept it, and they
+    unescape it (1.2 §Value Encoding).  A
     ``content-length`` header is written for every non-empty body; the
     encoder computes it and drops any ``content-length`` the frame carries.
     Pass ``content_length=False`` to omit it for one frame - ActiveMQ, for

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
-from ._frame import VERSIONS, Event, Frame, HeartBeat, Version
+from ._frame import VERSIONS, Frame, Version
 
 __all__ = [
     "Abort",
@@ -51,8 +51,22 @@ ACK_MODES: tuple[AckMode, ...] = ("auto", "client", "client-individual")
 
 Headers = tuple[tuple[str, str], ...]
 _E = TypeVar("_E", bound="FrameEvent")
-_A = TypeVar("_A", bound="Ack")
+_A = TypeVar("_A", bound="_Settlement")
 _T = TypeVar("_T", bound="_TransactionEvent")
+
+
+class Event:
+    """Base class of every event a connection sends or returns."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeat(Event):
+    """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
+
+
+HEARTBEAT = HeartBeat()
 
 
 class _MissingHeader(Exception):
@@ -400,18 +414,8 @@ class Unsubscribe(FrameEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class Ack(FrameEvent):
-    """ACK: the client consumed a message.
-
-    Which header names the message depends on the version: ``message-id``
-    (1.0), ``message-id`` and ``subscription`` (1.1), ``id`` - the MESSAGE's
-    ``ack`` header - (1.2).  :meth:`of` fills all three from a received
-    :class:`Message`, and the connection writes the ones its version needs.
-
-    ``covered`` is not sent: a receiving :class:`ServerConnection` fills it with
-    every delivery this frame settles, named as above - more than one for a
-    cumulative ACK on a ``client`` subscription.
-    """
+class _Settlement(FrameEvent):
+    """What ACK and NACK share: the fields that name a delivery, and their wire rules."""
 
     id: str | None = None
     message_id: str | None = None
@@ -421,7 +425,6 @@ class Ack(FrameEvent):
     headers: Headers = ()
     covered: tuple[str, ...] = ()
 
-    command: ClassVar[str] = "ACK"
     _typed = frozenset({"id", "message-id", "subscription", "transaction", "receipt"})
 
     @classmethod
@@ -457,7 +460,7 @@ class Ack(FrameEvent):
         return _frame(self.command, typed, self.headers)
 
     @classmethod
-    def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Ack:
+    def _from_frame(cls: type[_A], frame: Frame, fields: _Fields, version: Version) -> _A:
         if version == "1.2":
             fields.require("id")
         else:
@@ -475,8 +478,28 @@ class Ack(FrameEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class Nack(Ack):
-    """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`."""
+class Ack(_Settlement):
+    """ACK: the client consumed a message (fields and headers: see below).
+
+    Which header names the message depends on the version: ``message-id``
+    (1.0), ``message-id`` and ``subscription`` (1.1), ``id`` - the MESSAGE's
+    ``ack`` header - (1.2).  :meth:`of` fills all three from a received
+    :class:`Message`, and the connection writes the ones its version needs.
+
+    ``covered`` is not sent: a receiving :class:`ServerConnection` fills it with
+    every delivery this frame settles, named as above - more than one for a
+    cumulative ACK on a ``client`` subscription.
+    """
+
+    command: ClassVar[str] = "ACK"
+
+
+@dataclass(frozen=True, slots=True)
+class Nack(_Settlement):
+    """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`.
+
+    A sibling of :class:`Ack`, not a kind of it: ``isinstance(nack, Ack)`` is false.
+    """
 
     command: ClassVar[str] = "NACK"
 

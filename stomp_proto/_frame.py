@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypeVar, overload
 
 __all__ = [
@@ -14,9 +13,7 @@ __all__ = [
     "SERVER_COMMANDS",
     "UNESCAPED_COMMANDS",
     "VERSIONS",
-    "Event",
     "Frame",
-    "HeartBeat",
     "Version",
 ]
 
@@ -114,17 +111,3 @@ class Frame(NamedTuple):
         for key, value in self.headers:
             first.setdefault(key, value)
         return first
-
-
-class Event:
-    """Base class of every event a connection sends or returns."""
-
-    __slots__ = ()
-
-
-@dataclass(frozen=True, slots=True)
-class HeartBeat(Event):
-    """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
-
-
-HEARTBEAT = HeartBeat()

@@ -57,11 +57,12 @@ from ._events import (
     Abort,
     AckMode,
     Begin,
+    Event,
     FrameEvent,
     Message,
     Subscribe,
 )
-from ._frame import Event, Version
+from ._frame import Version
 from ._state import ConnectionState
 
 __all__ = [

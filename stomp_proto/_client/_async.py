@@ -24,11 +24,12 @@ from .._events import (
     Abort,
     AckMode,
     Begin,
+    Event,
     FrameEvent,
     Message,
     Subscribe,
 )
-from .._frame import Event, Version
+from .._frame import Version
 from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter

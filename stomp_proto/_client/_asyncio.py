@@ -6,8 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
-from .._events import Message
-from .._frame import Event
+from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
 from ._backend import Stream
 from ._core import ConnectOptions

@@ -14,8 +14,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from .._events import Message
-from .._frame import Event
+from .._events import Event, Message
 
 if TYPE_CHECKING:
     from ._core import ConnectOptions

@@ -33,6 +33,8 @@ from .._events import (
     ConnectionClosed,
     Disconnect,
     Error,
+    Event,
+    HeartBeat,
     HeartBeatTimeout,
     Message,
     Nack,
@@ -41,7 +43,7 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
-from .._frame import VERSIONS, Event, HeartBeat, Version
+from .._frame import VERSIONS, Version
 from .._limits import Limits
 
 __all__ = [
@@ -405,7 +407,7 @@ class ClientCore(Generic[S]):
 
     def settle_event(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
-    ) -> tuple[Ack, str | None]:
+    ) -> tuple[Ack | Nack, str | None]:
         """The ACK (or NACK) of ``message``, and its receipt id if one is wanted.
 
         The connection writes the headers of the negotiated version; the

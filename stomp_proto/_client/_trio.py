@@ -8,8 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import trio
 
-from .._events import Message
-from .._frame import Event
+from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
 from ._backend import Stream
 from ._core import ConnectOptions

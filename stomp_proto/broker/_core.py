@@ -567,7 +567,7 @@ class BrokerCore:
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
             self._drop_subscription(session._subscriptions.pop(event.key or ""), outbox)
-        elif isinstance(event, Ack):  # and Nack, its subclass
+        elif isinstance(event, (Ack, Nack)):
             self._on_ack(session, event, outbox)
         elif isinstance(event, Begin):
             session._transactions[event.transaction] = _Transaction()
@@ -642,7 +642,7 @@ class BrokerCore:
                 return None
         return self._max_in_flight
 
-    def _on_ack(self, session: Session, event: Ack, outbox: Outbox) -> None:
+    def _on_ack(self, session: Session, event: Ack | Nack, outbox: Outbox) -> None:
         subscription = self._acked_subscription(session, event)
         if subscription is None:
             return
@@ -659,7 +659,7 @@ class BrokerCore:
         self._dispatch(queue, outbox)  # in-flight room was freed
 
     @staticmethod
-    def _acked_subscription(session: Session, event: Ack) -> _Subscription | None:
+    def _acked_subscription(session: Session, event: Ack | Nack) -> _Subscription | None:
         """The subscription holding the deliveries ``event.covered`` names.
 
         Normally the one in ``event.subscription`` (which the connection fills

@@ -28,7 +28,8 @@ from typing import Any
 
 from .._decoder import FrameDecoder
 from .._errors import ProtocolError
-from .._frame import VERSIONS, Frame, HeartBeat, Version
+from .._events import HeartBeat
+from .._frame import VERSIONS, Frame, Version
 from ._options import CaptureSettings
 from ._schema import CAPTURE_ARROW_SCHEMA
 

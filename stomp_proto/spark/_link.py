@@ -42,6 +42,7 @@ from .._events import (
     ConnectionClosed,
     Disconnect,
     Error,
+    Event,
     FrameEvent,
     HeartBeatTimeout,
     Message,
@@ -49,7 +50,6 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
-from .._frame import Event
 from ._options import ConnectionSettings, ReaderSettings
 from ._schema import now_us
 
