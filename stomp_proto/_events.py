@@ -147,11 +147,20 @@ class _Fields:
 
     def __init__(self, frame: Frame, typed: frozenset[str]) -> None:
         self.command = frame.command
-        self.values = frame.header_map()
-        # The rest, in wire order.  content-length belongs to the codec.
-        self.extra: Headers = tuple(
-            (k, v) for k, v in frame.headers if k not in typed and k != "content-length"
-        )
+        # One pass (this runs for every frame received): the typed headers and
+        # content-length, first wins, go to ``values``; the rest, in wire order,
+        # to ``extra``.  content-length belongs to the codec.
+        values: dict[str, str] = {}
+        extra: list[tuple[str, str]] = []
+        for pair in frame.headers:
+            name = pair[0]
+            if name in typed or name == "content-length":
+                if name not in values:
+                    values[name] = pair[1]
+            else:
+                extra.append(pair)
+        self.values = values
+        self.extra: Headers = tuple(extra)
 
     def get(self, name: str) -> str | None:
         return self.values.get(name)
