@@ -96,6 +96,14 @@ for target in "${selected[@]}"; do
         status=1
         grep -v -E '^(INFO|#[0-9])' "$log" | tail -40 >&2
         echo "error: fuzz target $target crashed; the input is in $artifacts" >&2
+        if [ $mode = long ]; then
+            # Keep the figures of a run that ended early too (a finding, or a
+            # libFuzzer -timeout after the process was stopped and resumed).
+            last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+            stats=$(grep -E '^stat::number_of_executed_units' "$log" || true)
+            printf '%s: ENDED EARLY after %ss wall | %s | %s\n' "$target" \
+                "$(( $(date +%s) - started ))" "$stats" "$last" >>"$summary"
+        fi
     fi
     rm -f "$log"
 done
