@@ -22,7 +22,7 @@ from typing import Any
 
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
-from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
 from ._events import (
     EVENT_FOR_COMMAND,
     Abort,
@@ -59,11 +59,12 @@ from ._state import (
     SERVER_SENDS,
     ConnectionState,
     Transitions,
+    after_disconnect,
+    after_receipt,
 )
 
 __all__ = ["ClientConnection", "ServerConnection"]
 
-_ErrorClass = type[LocalProtocolError] | type[RemoteProtocolError]
 
 #: Default allowance on the peer's heart-beat interval before it counts as gone.
 #: 2.5: ActiveMQ sends its beats up to twice the interval apart (measured), and
@@ -345,19 +346,23 @@ class _Connection:
             return item
         try:
             return self._receive_frame(item)
+        except LocalProtocolError as exc:
+            # The one place where a check's error becomes the peer's: every
+            # check below raises LocalProtocolError, as it does when sending.
+            raise self._fail(as_remote(exc), item) from None
         except RemoteProtocolError as exc:
             raise self._fail(exc, item) from None
 
     def _receive_frame(self, frame: Frame) -> Event:
         cls = EVENT_FOR_COMMAND.get(frame.command)
         if cls is None or (cls in _SERVER_FRAMES) != (self._peer_role == "server"):
-            raise RemoteProtocolError(
+            raise LocalProtocolError(
                 ErrorKind.BAD_COMMAND,
                 f"a {self._peer_role} does not send {frame.command[:40]!r} frames",
             )
         next_state = self._receives.get(self._state, {}).get(cls)
         if next_state is None:
-            raise RemoteProtocolError(
+            raise LocalProtocolError(
                 ErrorKind.BAD_STATE,
                 f"{frame.command} frame received when the connection is {self._state.value}",
             )
@@ -425,24 +430,31 @@ class _Connection:
         self._encoder.version = version
 
     # -- the books of client frames, kept alike by both roles --------------------------
-    # A client applies its frames as it sends them, a server as it receives them;
-    # only the error a violation raises differs (ours: Local; the peer's: Remote).
+    # A client applies its frames as it sends them, a server as it receives them.
+    # A violation raises LocalProtocolError either way; next_event turns it into
+    # RemoteProtocolError when the frame came from the peer.
 
-    def _check_client_frame(self, event: FrameEvent, error: _ErrorClass) -> FrameEvent:
-        """Check a client frame against the session. No side effects."""
+    def _check_client_frame(self, event: FrameEvent) -> FrameEvent:
+        """Check a client frame against the session. No side effects.
+
+        Raises LocalProtocolError, for a frame we send and one we received alike
+        (``next_event`` turns it into RemoteProtocolError).
+        """
         cls = type(event)
         transaction = getattr(event, "transaction", None)
         if transaction is not None:
             if cls is Begin:
                 if transaction in self._transactions:
-                    raise error(
+                    raise LocalProtocolError(
                         ErrorKind.BAD_STATE, f"transaction {transaction!r} has already begun"
                     )
             elif transaction not in self._transactions:
-                raise error(ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open")
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"no transaction {transaction!r} is open"
+                )
         check = _CLIENT_FRAME_CHECKS.get(cls)
         if check is not None:
-            check(self, event, error)
+            check(self, event)
         return event
 
     def _apply_client_frame(
@@ -454,18 +466,20 @@ class _Connection:
 
     # One method per client frame that the books know; SEND needs none.
 
-    def _check_subscribe(self, event: Subscribe, error: _ErrorClass) -> None:
+    def _check_subscribe(self, event: Subscribe) -> None:
         if event.key in self._subscriptions:
-            raise error(ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use")
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, f"subscription id {event.key!r} is already in use"
+            )
 
-    def _check_unsubscribe(self, event: Unsubscribe, error: _ErrorClass) -> None:
+    def _check_unsubscribe(self, event: Unsubscribe) -> None:
         if event.key not in self._subscriptions:
-            raise error(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
 
-    def _check_ack(self, event: Ack | Nack, error: _ErrorClass) -> None:
+    def _check_ack(self, event: Ack | Nack) -> None:
         # Kept for the booking that follows (and for a server, to tell the
         # application what the ACK settled); each ACK is checked right before.
-        self._acking = self._ack_covers(event, error)
+        self._acking = self._ack_covers(event)
 
     def _book_subscribe(self, event: Subscribe, next_state: ConnectionState) -> ConnectionState:
         self._subscriptions[event.key] = event
@@ -496,18 +510,21 @@ class _Connection:
     def _book_disconnect(self, event: Disconnect, next_state: ConnectionState) -> ConnectionState:
         # 1.2 §BEGIN: open transactions end with the session.
         self._transactions.clear()
-        if event.receipt is None:
-            self._close()
-            return CLOSED
         self._disconnect_receipt = event.receipt
+        return self._closing(after_disconnect(next_state, event.receipt))
+
+    def _closing(self, next_state: ConnectionState) -> ConnectionState:
+        """``next_state``, after ending the session's timers if it is CLOSED."""
+        if next_state is CLOSED:
+            self._close()
         return next_state
 
     # -- acknowledgements, shared by both roles ----------------------------------
 
-    def _ack_target(self, event: Ack | Nack, error: _ErrorClass) -> tuple[str, str]:
+    def _ack_target(self, event: Ack | Nack) -> tuple[str, str]:
         """(subscription, ident) of the pending message ``event`` acknowledges."""
         if isinstance(event, Nack) and self._version == "1.0":
-            raise error(ErrorKind.BAD_COMMAND, "NACK does not exist in STOMP 1.0")
+            raise LocalProtocolError(ErrorKind.BAD_COMMAND, "NACK does not exist in STOMP 1.0")
         if self._version == "1.2":
             ident, subscription = event.id, None
         else:
@@ -515,22 +532,22 @@ class _Connection:
             subscription = event.subscription if self._version == "1.1" else None
         subscription = self._pending.find(ident, subscription) if ident is not None else None
         if subscription is None or ident is None:
-            raise error(
+            raise LocalProtocolError(
                 ErrorKind.BAD_STATE,
                 f"{event.command} for a message that awaits no acknowledgement on this connection",
             )
         return subscription, ident
 
-    def _ack_covers(self, event: Ack | Nack, error: _ErrorClass) -> tuple[str, tuple[str, ...]]:
-        """(subscription key, deliveries settled) for ``event``; raises ``error`` if none."""
-        subscription, ident = self._ack_target(event, error)
+    def _ack_covers(self, event: Ack | Nack) -> tuple[str, tuple[str, ...]]:
+        """(subscription key, deliveries settled) for ``event``; LocalProtocolError if none."""
+        subscription, ident = self._ack_target(event)
         cumulative = self._subscriptions[subscription].ack == "client"
         return subscription, self._pending.covered(subscription, ident, cumulative)
 
 
 _SERVER_FRAMES = frozenset({Connected, Message, Receipt, Error})
 
-_Check = Callable[[_Connection, Any, _ErrorClass], None]
+_Check = Callable[[_Connection, Any], None]
 _Book = Callable[[_Connection, Any, ConnectionState], ConnectionState]
 #: The session checks and books of client frames, by exact type (the
 #: transition tables are keyed the same way).
@@ -632,7 +649,7 @@ class ClientConnection(_Connection):
                     ErrorKind.BAD_VERSION, f"accept_versions {event.accept_versions!r} is not valid"
                 )
             return event
-        return self._check_client_frame(event, LocalProtocolError)
+        return self._check_client_frame(event)
 
     def _after_send(self, event: FrameEvent, next_state: ConnectionState) -> ConnectionState:
         receipt = getattr(event, "receipt", None)
@@ -647,7 +664,7 @@ class ClientConnection(_Connection):
         if isinstance(event, Connected):
             assert self._connect is not None
             if event.version not in self._connect.accept_versions:
-                raise RemoteProtocolError(
+                raise LocalProtocolError(
                     ErrorKind.BAD_VERSION,
                     f"server chose STOMP {event.version}, which was not offered",
                 )
@@ -660,12 +677,12 @@ class ClientConnection(_Connection):
             if subscription.ack != "auto":
                 ident = event.ack if self._version == "1.2" else event.message_id
                 if ident is None:
-                    raise RemoteProtocolError(
+                    raise LocalProtocolError(
                         ErrorKind.MISSING_HEADER,
                         "MESSAGE for a client-acknowledged subscription has no 'ack' header",
                     )
         elif isinstance(event, Receipt) and event.receipt_id not in self._receipts and self._strict:
-            raise RemoteProtocolError(
+            raise LocalProtocolError(
                 ErrorKind.BAD_STATE,
                 f"RECEIPT for {event.receipt_id!r}, which was not asked for",
             )
@@ -684,9 +701,9 @@ class ClientConnection(_Connection):
                 self._pending.delivered(key, ident, event)
         elif isinstance(event, Receipt):
             self._receipts.pop(event.receipt_id, None)
-            if event.receipt_id == self._disconnect_receipt:
-                self._close()
-                return CLOSED
+            return self._closing(
+                after_receipt(next_state, event.receipt_id, self._disconnect_receipt)
+            )
         elif isinstance(event, Error):
             self._close()
         return next_state
@@ -794,9 +811,9 @@ class ServerConnection(_Connection):
             self._start_heartbeats(event.heartbeat, self._connect.heartbeat)
         elif isinstance(event, Receipt):
             self._receipts_owed.discard(event.receipt_id)
-            if event.receipt_id == self._disconnect_receipt:
-                self._close()
-                return CLOSED
+            return self._closing(
+                after_receipt(next_state, event.receipt_id, self._disconnect_receipt)
+            )
         elif isinstance(event, Error):
             self._close()
             return CLOSED
@@ -805,22 +822,20 @@ class ServerConnection(_Connection):
     def _check_receive(self, event: FrameEvent) -> FrameEvent:
         receipt = getattr(event, "receipt", None)
         if receipt is not None and receipt in self._receipts_owed:
-            raise RemoteProtocolError(
-                ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending"
-            )
+            raise LocalProtocolError(ErrorKind.BAD_STATE, f"receipt {receipt!r} is already pending")
         if isinstance(event, Connect):
             common = [v for v in self._versions if v in event.accept_versions]
             if not common:
-                raise RemoteProtocolError(
+                raise LocalProtocolError(
                     ErrorKind.BAD_VERSION,
                     "Supported protocol versions are " + " ".join(self._versions),
                 )
             if common[-1] != "1.0" and event.host is None and self._strict:
-                raise RemoteProtocolError(
+                raise LocalProtocolError(
                     ErrorKind.MISSING_HEADER, "CONNECT for STOMP 1.1 or later needs a 'host' header"
                 )
             return event
-        event = self._check_client_frame(event, RemoteProtocolError)
+        event = self._check_client_frame(event)
         if isinstance(event, (Ack, Nack)):
             # Tell the application what the ACK settled, and on which
             # subscription (a 1.0 client may leave that out).

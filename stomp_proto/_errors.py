@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._events import Error
 
-__all__ = ["ErrorKind", "LocalProtocolError", "ProtocolError", "RemoteProtocolError"]
+__all__ = [
+    "ErrorKind",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "as_remote",
+]
 
 
 class ErrorKind(enum.Enum):
@@ -96,3 +102,13 @@ class RemoteProtocolError(ProtocolError):
     ) -> None:
         super().__init__(kind, message, limit=limit)
         self.event_hint = event_hint
+
+
+def as_remote(error: LocalProtocolError) -> RemoteProtocolError:
+    """``error``, found in what the peer sent instead of in what we were asked to send.
+
+    Inside, every check raises :class:`LocalProtocolError`, whichever side the
+    frame came from; the receiving paths (``FrameEvent.from_frame`` and a
+    connection's ``next_event``) turn it into this, once, as h11 does.
+    """
+    return RemoteProtocolError(error.kind, error.message, limit=error.limit)

@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
-from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorKind, LocalProtocolError, as_remote
 from ._frame import VERSIONS, Frame, Version
 
 __all__ = [
@@ -69,10 +69,6 @@ class HeartBeat(Event):
 HEARTBEAT = HeartBeat()
 
 
-class _MissingHeader(Exception):
-    """Raised by the shared field readers; turned into Local or Remote errors."""
-
-
 class FrameEvent(Event):
     """An event that is one STOMP frame on the wire."""
 
@@ -87,10 +83,7 @@ class FrameEvent(Event):
         Raises :class:`LocalProtocolError` when a header that ``version``
         requires is missing.
         """
-        try:
-            return self._to_frame(version)
-        except _MissingHeader as exc:
-            raise LocalProtocolError(ErrorKind.MISSING_HEADER, str(exc)) from None
+        return self._to_frame(version)
 
     @classmethod
     def from_frame(cls: type[_E], frame: Frame, version: Version) -> _E:
@@ -101,8 +94,8 @@ class FrameEvent(Event):
         """
         try:
             return cls._from_frame(frame, _Fields(frame, cls._typed), version)
-        except _MissingHeader as exc:
-            raise RemoteProtocolError(ErrorKind.MISSING_HEADER, str(exc)) from None
+        except LocalProtocolError as exc:  # the checks are shared with sending
+            raise as_remote(exc) from None
 
     def _to_frame(self, version: Version) -> Frame:
         raise NotImplementedError
@@ -168,13 +161,18 @@ class _Fields:
     def require(self, name: str) -> str:
         value = self.values.get(name)
         if value is None:
-            raise _MissingHeader(f"{self.command} frame without a {name!r} header")
+            raise _missing(f"{self.command} frame without a {name!r} header")
         return value
+
+
+def _missing(message: str) -> LocalProtocolError:
+    """A required header is missing or invalid (Remote once it reaches a receiving path)."""
+    return LocalProtocolError(ErrorKind.MISSING_HEADER, message)
 
 
 def _require(value: str | None, command: str, name: str) -> str:
     if value is None:
-        raise _MissingHeader(f"{command} frame needs a {name!r} header")
+        raise _missing(f"{command} frame needs a {name!r} header")
     return value
 
 
@@ -194,9 +192,9 @@ def parse_heartbeat(value: str | None) -> tuple[int, int]:
     if not (
         comma and first.isascii() and first.isdigit() and second.isascii() and second.isdigit()
     ):
-        raise _MissingHeader(f"invalid heart-beat header {value[:40]!r}")
+        raise _missing(f"invalid heart-beat header {value[:40]!r}")
     if len(first) > 9 or len(second) > 9:
-        raise _MissingHeader(f"heart-beat interval too large in {value[:40]!r}")
+        raise _missing(f"heart-beat interval too large in {value[:40]!r}")
     return (int(first), int(second))
 
 
@@ -240,7 +238,7 @@ class Connect(FrameEvent):
         # A 1.0-only client sends no accept-version: that is what 1.0 servers expect.
         accept = None if versions == ("1.0",) else ",".join(versions)
         if accept is not None and self.host is None:
-            raise _MissingHeader("CONNECT for STOMP 1.1 or later needs a 'host' header")
+            raise _missing("CONNECT for STOMP 1.1 or later needs a 'host' header")
         heartbeat = None if self.heartbeat == (0, 0) else _check_heartbeat(self.heartbeat)
         return _frame(
             self.frame_command,
@@ -347,7 +345,7 @@ class Subscribe(FrameEvent):
     def _to_frame(self, version: Version) -> Frame:
         if version != "1.0":
             _require(self.id, "SUBSCRIBE", "id")
-        _check_ack_mode(self.ack, version, LocalProtocolError)
+        _check_ack_mode(self.ack, version)
         return _frame(
             "SUBSCRIBE",
             [
@@ -363,7 +361,7 @@ class Subscribe(FrameEvent):
     @classmethod
     def _from_frame(cls, frame: Frame, fields: _Fields, version: Version) -> Subscribe:
         ack = fields.get("ack") or "auto"
-        mode = _check_ack_mode(ack, version, RemoteProtocolError)
+        mode = _check_ack_mode(ack, version)
         return cls(
             destination=fields.require("destination"),
             id=fields.get("id") if version == "1.0" else fields.require("id"),
@@ -374,14 +372,14 @@ class Subscribe(FrameEvent):
         )
 
 
-def _check_ack_mode(
-    ack: str, version: Version, error: type[LocalProtocolError] | type[RemoteProtocolError]
-) -> AckMode:
+def _check_ack_mode(ack: str, version: Version) -> AckMode:
     # 1.0 §SUBSCRIBE knows auto and client only; client-individual came in 1.1.
     for mode in ACK_MODES:
         if ack == mode and not (mode == "client-individual" and version == "1.0"):
             return mode
-    raise error(ErrorKind.BAD_HEADER, f"ack mode {ack[:40]!r} is not valid in STOMP {version}")
+    raise LocalProtocolError(
+        ErrorKind.BAD_HEADER, f"ack mode {ack[:40]!r} is not valid in STOMP {version}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -617,7 +615,7 @@ class Connected(FrameEvent):
         value = fields.get("version") or "1.0"
         chosen = next((v for v in VERSIONS if v == value.strip()), None)
         if chosen is None:
-            raise RemoteProtocolError(
+            raise LocalProtocolError(
                 ErrorKind.BAD_VERSION, f"server chose unknown version {value!r}"
             )
         return cls(

@@ -1,9 +1,10 @@
 """Connection states and the declarative tables of what may happen in each.
 
 One table per role and direction maps ``state -> {event class -> next state}``.
-An event class missing from a state's row is not allowed there.  Transitions
-that depend on an event's content (a RECEIPT that answers our DISCONNECT, a
-DISCONNECT without a receipt) are applied by the connection after the table.
+An event class missing from a state's row is not allowed there.  The two
+transitions that depend on an event's content - a DISCONNECT without a receipt,
+and the RECEIPT that answers a DISCONNECT - are the functions at the end; the
+connection applies them after the table.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ._events import (
     Unsubscribe,
 )
 
-__all__ = ["ConnectionState", "Transitions"]
+__all__ = ["ConnectionState", "Transitions", "after_disconnect", "after_receipt"]
 
 
 class ConnectionState(enum.Enum):
@@ -87,3 +88,17 @@ SERVER_SENDS: Transitions = {
     CONNECTED: {Message: CONNECTED, Receipt: CONNECTED, Error: CLOSED},
     DISCONNECTING: {Receipt: DISCONNECTING, Error: CLOSED},
 }
+
+
+def after_disconnect(table_state: ConnectionState, receipt: str | None) -> ConnectionState:
+    """A DISCONNECT without a receipt ends the session at once; with one, the
+    session waits for that RECEIPT (``table_state``, DISCONNECTING) (1.2 §DISCONNECT)."""
+    return table_state if receipt is not None else CLOSED
+
+
+def after_receipt(
+    table_state: ConnectionState, receipt_id: str, disconnect_receipt: str | None
+) -> ConnectionState:
+    """The RECEIPT that answers the DISCONNECT ends the session; any other leaves
+    ``table_state``, sent or received alike."""
+    return CLOSED if receipt_id == disconnect_receipt else table_state
