@@ -36,6 +36,7 @@ from stomp_proto import (
     Connected,
     ConnectionState,
     Error,
+    Event,
     FrameDecoder,
     FrameEncoder,
     HeartBeat,
@@ -241,7 +242,7 @@ def check_server(data: bytes) -> None:
         for chunk in [*case.chunks(), None]:
             conn.receive_data(chunk)
             while (event := conn.next_event()) is not None:
-                for reply in _server_replies(conn, event, deliveries):
+                for reply in _server_replies(conn, event, f"m{deliveries}"):
                     deliveries += 1
                     if isinstance(reply, Message):
                         _send_message(conn, reply)
@@ -273,13 +274,17 @@ def _send_message(conn: ServerConnection, message: Message) -> None:
         assert conn.pending_acks(message.subscription or message.destination) == pending
 
 
-def _server_replies(conn: ServerConnection, event: object, deliveries: int) -> Iterator[object]:
-    """What a broker sends back: CONNECTED, a MESSAGE per subscription, receipts."""
+def _server_replies(
+    conn: ServerConnection, event: object, message_id: str, *, heartbeat: bool = True
+) -> Iterator[Event]:
+    """What a broker sends back: CONNECTED (with heart-beats mirrored, or none), a
+    MESSAGE called ``message_id`` per subscription, receipts."""
     if isinstance(event, Connect):
-        yield Connected(heartbeat=event.heartbeat[::-1], session="fuzz")
+        beats = event.heartbeat[::-1] if heartbeat else (0, 0)
+        yield Connected(heartbeat=beats, session="fuzz")
         return
     if isinstance(event, Subscribe):
-        ident = f"m{deliveries}"
+        ident = message_id
         yield Message(
             destination=event.destination,
             message_id=ident,
@@ -468,7 +473,8 @@ def _serve(chunks: list[bytes], case: Case) -> Outcome:
                 conn.receive_data(chunk)
                 while (event := conn.next_event()) is not None:
                     out.events.append(event)
-                    for reply in _session_replies(conn, event):
+                    message_id = f"m-{event.key}" if isinstance(event, Subscribe) else ""
+                    for reply in _server_replies(conn, event, message_id, heartbeat=False):
                         try:
                             out.sent.append(conn.send(reply))
                         except LocalProtocolError as exc:
@@ -483,24 +489,6 @@ def _serve(chunks: list[bytes], case: Case) -> Outcome:
             _check_failed_connection(conn, exc)
     out.dropped, out.state = conn.dropped, conn.state
     return out
-
-
-def _session_replies(conn: ServerConnection, event: object) -> Iterator[object]:
-    if isinstance(event, Connect):
-        yield Connected(session="fuzz")
-        return
-    if isinstance(event, Subscribe):
-        ident = f"m-{event.key}"
-        yield Message(
-            destination=event.destination,
-            message_id=ident,
-            subscription=event.id,
-            ack=ident if conn.version == "1.2" and event.ack != "auto" else None,
-            body=b"fuzz",
-        )
-    receipt = getattr(event, "receipt", None)
-    if receipt is not None and conn.state is not ConnectionState.CLOSED:
-        yield Receipt(receipt)
 
 
 def check_client_session(data: bytes) -> None:

@@ -90,23 +90,43 @@ def client_script(recipe: bytes, version: Version, seed: bytes) -> bytes:
             piece = _encode(version, "UNSUBSCRIBE", [("id", sub), *extra])
         elif action == 8:
             piece = _encode(version, "DISCONNECT", [("receipt", "bye")] if arg % 2 else [])
-        elif action == 9:
-            piece = b"\n" * (arg + 1)
-        elif action == 10:
-            piece = mutate(rng, pieces.pop(), arg % 4 + 1)
-        elif action == 11:
-            piece = pieces[-1] * min(
-                repeats(arg * 2 + 1), max(0, MAX_STREAM - size) // max(len(pieces[-1]), 1)
-            )
-        elif action == 12:
-            piece = SNIPPETS[arg % len(SNIPPETS)]
         else:
-            piece = valid_frame(rng, version, rng.choice(("SEND", "SUBSCRIBE", "ACK", "BEGIN")))
+            piece = _shared_piece(action - 9, arg, pieces, size, rng, version, _CLIENT_EXTRA)
         if size + len(piece) > MAX_STREAM:
             break
         pieces.append(piece)
         size = sum(map(len, pieces))
     return b"".join(pieces)
+
+
+#: The commands of the extra valid frames each side's script adds.
+_CLIENT_EXTRA = ("SEND", "SUBSCRIBE", "ACK", "BEGIN")
+_SERVER_EXTRA = ("MESSAGE", "RECEIPT", "ERROR")
+
+
+def _shared_piece(
+    kind: int,
+    arg: int,
+    pieces: list[bytes],
+    size: int,
+    rng: random.Random,
+    version: Version,
+    commands: tuple[str, ...],
+) -> bytes:
+    """The actions both scripts have, by ``kind``: 0 EOLs, 1 the last piece
+    mutated (it is taken off), 2 the last piece repeated up to the size cap,
+    3 a hostile snippet, anything else a valid frame of one of ``commands``."""
+    if kind == 0:
+        return b"\n" * (arg + 1)
+    if kind == 1:
+        return mutate(rng, pieces.pop(), arg % 4 + 1)
+    if kind == 2:
+        return pieces[-1] * min(
+            repeats(arg * 2 + 1), max(0, MAX_STREAM - size) // max(len(pieces[-1]), 1)
+        )
+    if kind == 3:
+        return SNIPPETS[arg % len(SNIPPETS)]
+    return valid_frame(rng, version, rng.choice(commands))
 
 
 def server_script(recipe: bytes, version: Version, seed: bytes) -> bytes:
@@ -132,18 +152,8 @@ def server_script(recipe: bytes, version: Version, seed: bytes) -> bytes:
             piece = _encode(version, "RECEIPT", [("receipt-id", f"r{arg % 4}")])
         elif action == 4:
             piece = _encode(version, "ERROR", [("message", "boom")], b"details")
-        elif action == 5:
-            piece = b"\n" * (arg + 1)
-        elif action == 6:
-            piece = mutate(rng, pieces.pop(), arg % 4 + 1)
-        elif action == 7:
-            piece = pieces[-1] * min(
-                repeats(arg * 2 + 1), max(0, MAX_STREAM - size) // max(len(pieces[-1]), 1)
-            )
-        elif action == 8:
-            piece = SNIPPETS[arg % len(SNIPPETS)]
         else:
-            piece = valid_frame(rng, version, rng.choice(("MESSAGE", "RECEIPT", "ERROR")))
+            piece = _shared_piece(action - 5, arg, pieces, size, rng, version, _SERVER_EXTRA)
         if size + len(piece) > MAX_STREAM:
             break
         pieces.append(piece)
