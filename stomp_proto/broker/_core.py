@@ -53,7 +53,7 @@ import dataclasses
 import hmac
 import itertools
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -245,6 +245,19 @@ class _Transaction:
     settlements: list[tuple[_Queue, _StoredMessage, bool]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Books:
+    """The broker's records of one session: its subscriptions and open transactions.
+
+    Kept by :class:`BrokerCore` (one per session, for the session's life), not
+    by :class:`Session`, which is the transport-facing half.
+    """
+
+    subscriptions: dict[str, _Subscription] = field(default_factory=dict)
+    transactions: dict[str, _Transaction] = field(default_factory=dict)
+    ack_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
 class Session:
     """One client connection as the broker sees it; made by :meth:`BrokerCore.open_session`.
 
@@ -257,9 +270,6 @@ class Session:
         self.id = session_id
         self.connection = connection
         self._core = core
-        self._subscriptions: dict[str, _Subscription] = {}
-        self._transactions: dict[str, _Transaction] = {}
-        self._ack_ids = itertools.count(1)
         self._paused = False
         self._closed = False
         # Deadline bookkeeping, in the caller's clock (learned through handle_timer).
@@ -374,9 +384,29 @@ class Session:
                 return message, detail.format(timeout)
         return None
 
-    def _next_ack_id(self) -> str:
-        """A fresh 1.2 ``ack`` header value, unique across the broker."""
-        return f"{self.id}-{next(self._ack_ids)}"
+    # -- what BrokerCore changes (applications call BrokerCore's methods) -------
+
+    @property
+    def expiry(self) -> tuple[str, str] | None:
+        """(message, detail) of the deadline that ended the session, until its ERROR is sent."""
+        return self._expired
+
+    def frame_completed(self) -> None:
+        """A frame came out of the connection: its frame-timeout clock starts again."""
+        self._progress = True
+
+    def hold(self) -> None:
+        """Deliveries stop (see :meth:`BrokerCore.pause`); the slow-consumer clock runs."""
+        self._paused = True
+
+    def release(self) -> None:
+        """Deliveries may go on (see :meth:`BrokerCore.resume`)."""
+        self._paused = False
+        self._paused_since = None
+
+    def end(self) -> None:
+        """The broker has ended the session; its transport is to be closed."""
+        self._closed = True
 
 
 class BrokerCore:
@@ -443,6 +473,7 @@ class BrokerCore:
         self._server_name = server_name
         self._output_limit = output_limit
         self._sessions: dict[str, Session] = {}
+        self._books: dict[Session, _Books] = {}
         self._queues: dict[str, _Queue] = {}
         self._topics: dict[str, list[_Subscription]] = {}
         self._session_ids = itertools.count(1)
@@ -482,14 +513,16 @@ class BrokerCore:
         connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
         self._sessions[session_id] = session
+        self._books[session] = _Books()
         return session
 
     def process(self, session: Session) -> Outbox:
         """Act on every event the session's received data holds."""
         outbox = Outbox()
         connection = session.connection
-        if session._expired is not None and not session.closed:
-            message, detail = session._expired
+        expiry = session.expiry
+        if expiry is not None and not session.closed:
+            message, detail = expiry
             if connection.state is ConnectionState.CLOSED:
                 self._end_session(session, outbox)
             else:
@@ -505,7 +538,7 @@ class BrokerCore:
                 break
             if event is None:
                 break
-            session._progress = True
+            session.frame_completed()
             self._handle(session, event, outbox)
         return outbox
 
@@ -527,14 +560,14 @@ class BrokerCore:
         Its queue messages stay queued or go to other consumers; receipts and
         errors are still produced.
         """
-        session._paused = True
+        session.hold()
 
     def resume(self, session: Session) -> Outbox:
         """Deliver to ``session`` again; returns what that delivers at once."""
         outbox = Outbox()
-        session._paused = False
-        session._paused_since = None
-        for subscription in list(session._subscriptions.values()):
+        session.release()
+        books = self._books.get(session)
+        for subscription in list(books.subscriptions.values()) if books else ():
             self._dispatch(subscription.queue, outbox)
         return outbox
 
@@ -566,15 +599,15 @@ class BrokerCore:
             self._on_subscribe(session, event, outbox)
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
-            self._drop_subscription(session._subscriptions.pop(event.key or ""), outbox)
+            self._drop_subscription(self._books[session].subscriptions.pop(event.key or ""), outbox)
         elif isinstance(event, (Ack, Nack)):
             self._on_ack(session, event, outbox)
         elif isinstance(event, Begin):
-            session._transactions[event.transaction] = _Transaction()
+            self._books[session].transactions[event.transaction] = _Transaction()
         elif isinstance(event, Commit):
             self._on_commit(session, event, outbox)
         elif isinstance(event, Abort):
-            self._abort(session._transactions.pop(event.transaction), outbox)
+            self._abort(self._books[session].transactions.pop(event.transaction), outbox)
         # Anything else (a heart-beat, DISCONNECT) needs no action before its receipt.
         receipt: str | None = getattr(event, "receipt", None)
         if receipt is not None and not session.closed:
@@ -606,7 +639,7 @@ class BrokerCore:
             if self._has_room(session, event, [event], outbox):
                 self._publish([event], outbox)
             return
-        transaction = session._transactions[event.transaction]
+        transaction = self._books[session].transactions[event.transaction]
         # A transaction is buffered in memory: bound it like a queue.
         if len(transaction.sends) >= self._max_queue_length:
             detail = f"a transaction holds at most {self._max_queue_length} messages"
@@ -629,7 +662,7 @@ class BrokerCore:
         queue.consumers.append(subscription)
         if queue.private:
             self._topics.setdefault(destination, []).append(subscription)
-        session._subscriptions[subscription.key] = subscription
+        self._books[session].subscriptions[subscription.key] = subscription
         self._dispatch(queue, outbox)
 
     def _prefetch(self, event: Subscribe) -> int | None:
@@ -652,14 +685,13 @@ class BrokerCore:
         queue = subscription.queue
         if event.transaction is not None:
             # The connection counts them as settled already; COMMIT or ABORT decides.
-            settlements = session._transactions[event.transaction].settlements
+            settlements = self._books[session].transactions[event.transaction].settlements
             settlements.extend((queue, message, again) for message in messages)
         else:
             self._settle(queue, messages, again, outbox)
         self._dispatch(queue, outbox)  # in-flight room was freed
 
-    @staticmethod
-    def _acked_subscription(session: Session, event: Ack | Nack) -> _Subscription | None:
+    def _acked_subscription(self, session: Session, event: Ack | Nack) -> _Subscription | None:
         """The subscription holding the deliveries ``event.covered`` names.
 
         Normally the one in ``event.subscription`` (which the connection fills
@@ -669,13 +701,14 @@ class BrokerCore:
         if not event.covered:
             return None
         first = event.covered[0]
-        named = session._subscriptions.get(event.subscription or "")
+        subscriptions = self._books[session].subscriptions
+        named = subscriptions.get(event.subscription or "")
         if named is not None and first in named.unacked:
             return named
-        return next((s for s in session._subscriptions.values() if first in s.unacked), None)
+        return next((s for s in subscriptions.values() if first in s.unacked), None)
 
     def _on_commit(self, session: Session, event: Commit, outbox: Outbox) -> None:
-        transaction = session._transactions.pop(event.transaction)
+        transaction = self._books[session].transactions.pop(event.transaction)
         if not self._has_room(session, event, transaction.sends, outbox):
             self._abort(transaction, outbox)
             return
@@ -739,7 +772,7 @@ class BrokerCore:
         connection = session.connection
         ack_id = None
         if subscription.ack != "auto" and connection.version == "1.2":
-            ack_id = session._next_ack_id()
+            ack_id = f"{session.id}-{next(self._books[session].ack_ids)}"
         send = message.send
         headers = send.headers
         if message.redelivered:
@@ -777,7 +810,7 @@ class BrokerCore:
             # Named as the version's ACK names it: the ack header in 1.2, message-id before.
             subscription.unacked[ack_id or message.id] = message
         if len(outbox.data[session]) >= self._output_limit:
-            session._paused = True
+            session.hold()
 
     def _settle(
         self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
@@ -831,12 +864,11 @@ class BrokerCore:
         if session.closed:
             return
         # Closed first, so that what is requeued below is not delivered back to it.
-        session._closed = True
+        session.end()
         outbox.to_close.add(session)
-        for subscription in session._subscriptions.values():
+        books = self._books.pop(session)
+        for subscription in books.subscriptions.values():
             self._drop_subscription(subscription, outbox)
-        session._subscriptions.clear()
-        for transaction in session._transactions.values():
+        for transaction in books.transactions.values():
             self._abort(transaction, outbox)
-        session._transactions.clear()
         self._sessions.pop(session.id, None)
