@@ -467,8 +467,10 @@ class FrameDecoder:
             # goes to _content_length_of, which reports it.  Searched from the
             # line before the headers: in lenient mode blank lines before the
             # command make the text longer than command and block.
-            lines_text = text if strict else "\n" + block
-            at = lines_text.find("\ncontent-length:") if verbatim else -1
+            at = -1
+            if verbatim:
+                lines_text = text if strict else "\n" + block
+                at = lines_text.find("\ncontent-length:")
             if at >= 0:
                 at += 16
                 line_end = lines_text.find("\n", at)

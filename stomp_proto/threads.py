@@ -343,12 +343,8 @@ class Client:
         stream = self._stream
         # Acknowledgements already made go out first, unless a writer is stuck
         # on a full socket (close() must not wait for the broker).
-        if stream is not None and self._outbox and self._write_lock.acquire(blocking=False):
-            try:
-                with suppress(OSError):
-                    stream.send(self._outbox.take())
-            finally:
-                self._write_lock.release()
+        if self._outbox:
+            self._flush_outbox(wait=False)
         if stream is not None:
             stream.shutdown()  # the reader sees the end and leaves
         self._finish(None)  # wakes a reader waiting for room, and every consumer
@@ -492,14 +488,21 @@ class Client:
             finally:
                 self._write_lock.release()
 
-    def _flush_outbox(self) -> None:
-        """Write the acknowledgements held back, if any (any thread)."""
-        with self._write_lock:
+    def _flush_outbox(self, *, wait: bool = True) -> None:
+        """Write the acknowledgements held back, if any (any thread).
+
+        ``wait=False``: not if another writer holds the write lock.
+        """
+        if not self._write_lock.acquire(blocking=wait):
+            return
+        try:
             stream = self._stream
             data = self._outbox.take()
             if data and stream is not None:
                 with suppress(OSError):  # the reader sees the failure and ends the session
                     stream.send(data)
+        finally:
+            self._write_lock.release()
 
     def _deliver(
         self, arrived: list[Message], stream: BlockingStream, conn: ClientConnection

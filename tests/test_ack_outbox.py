@@ -60,6 +60,15 @@ def _nothing_redelivered(port: int, queue: str) -> None:
         messages.get(timeout=1.0)
 
 
+def _take_and_ack(
+    client: stomp_threads.Client, messages: stomp_threads.Subscription, count: int
+) -> None:
+    for _ in range(count):
+        message = messages.get(timeout=WAIT)
+        assert message is not None
+        client.ack(message)
+
+
 def _acks(data: list[bytes]) -> int:
     return sum(chunk.count(b"ACK\n") for chunk in data)
 
@@ -82,10 +91,7 @@ def test_acks_of_buffered_messages_go_out_in_one_write(
         _fill(client, queue)
         _wait_buffered(messages, COUNT + 1)
         written = _writes(client)
-        for _ in range(COUNT + 1):
-            message = messages.get(timeout=WAIT)
-            assert message is not None
-            client.ack(message)
+        _take_and_ack(client, messages, COUNT + 1)
         assert _acks(written) == COUNT + 1
         assert len(written) == 1, "one write for all the ACKs"
         assert not client._outbox
@@ -106,10 +112,7 @@ def test_a_wide_window_holds_acks_until_they_are_due(
         _fill(client, queue)
         _wait_buffered(messages, COUNT + 1)
         written = _writes(client)
-        for _ in range(COUNT + 1):
-            message = messages.get(timeout=WAIT)
-            assert message is not None
-            client.ack(message)
+        _take_and_ack(client, messages, COUNT + 1)
         deadline = time.monotonic() + WAIT
         while client._outbox:
             assert time.monotonic() < deadline, "held ACKs never went out"
@@ -128,10 +131,7 @@ def test_an_ack_with_a_receipt_writes_what_is_held(
         with client.subscribe(queue, ack="client-individual") as messages:
             _fill(client, queue)
             _wait_buffered(messages, COUNT + 1)
-            for _ in range(COUNT):  # one stays buffered: every ACK is held
-                message = messages.get(timeout=WAIT)
-                assert message is not None
-                client.ack(message)
+            _take_and_ack(client, messages, COUNT)  # one stays buffered: every ACK is held
             assert client._outbox
             remaining = messages.get(timeout=WAIT)
             assert remaining is not None

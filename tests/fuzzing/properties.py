@@ -456,9 +456,18 @@ def _decode(chunks: list[bytes], version: Version, strict: bool, limits: Limits)
 
 def check_server_session(data: bytes) -> None:
     """A ServerConnection fed a whole client session (then more), whole and chunked."""
+    _check_session(data, client_script, _serve)
+
+
+def _check_session(
+    data: bytes,
+    script: Callable[[bytes, Version, bytes], bytes],
+    run: Callable[[list[bytes], Case], Outcome],
+) -> None:
+    """Feed the session ``script`` makes of ``data`` whole and chunked; the outcomes agree."""
     case, recipe, rng = _deep_config(data)
-    stream = client_script(recipe, case.version, data)
-    outcomes = [_serve(chunks, case) for chunks in _feedings(stream, rng)]
+    stream = script(recipe, case.version, data)
+    outcomes = [run(chunks, case) for chunks in _feedings(stream, rng)]
     assert outcomes[0] == outcomes[1], (outcomes[0].kind, outcomes[1].kind)
 
 
@@ -493,10 +502,7 @@ def _serve(chunks: list[bytes], case: Case) -> Outcome:
 
 def check_client_session(data: bytes) -> None:
     """A subscribed ClientConnection fed a whole server session (then more), whole and chunked."""
-    case, recipe, rng = _deep_config(data)
-    stream = server_script(recipe, case.version, data)
-    outcomes = [_consume(chunks, case) for chunks in _feedings(stream, rng)]
-    assert outcomes[0] == outcomes[1], (outcomes[0].kind, outcomes[1].kind)
+    _check_session(data, server_script, _consume)
 
 
 def _consume(chunks: list[bytes], case: Case) -> Outcome:
