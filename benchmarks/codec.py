@@ -4,6 +4,7 @@
     python benchmarks/codec.py --quick    # smoke run with small workloads (a few seconds)
     python benchmarks/codec.py --json results.json --svg chart.svg
     python benchmarks/codec.py --mypyc    # also time a mypyc build of the codec, side by side
+    python benchmarks/codec.py --against ../other-checkout   # this tree against another one
 
 Every decoder is checked before it is timed: it must return the expected number of frames,
 and stomp_proto must return exactly the expected frames.  Targets are reported, never
@@ -46,7 +47,8 @@ from _peers import (
 
 ROOT = Path(__file__).resolve().parent.parent
 # The source tree next to this directory is measured, even where another copy is
-# installed; the --mypyc worker points this at its compiled copy instead.
+# installed; the --mypyc and --against workers point this at another copy instead,
+# and name its rows.
 _WORKER_PATH = os.environ.get("STOMP_PROTO_BENCH_PATH")
 sys.path.insert(0, _WORKER_PATH or str(ROOT))
 try:
@@ -63,8 +65,14 @@ MiB = 1024 * KiB
 READ_SIZES = (1, 1460, 64 * KiB)
 OURS = "stomp_proto"
 MYPYC = "stomp_proto[mypyc]"
+#: The rows of another checkout, timed by --against.
+BASELINE = "stomp_proto[baseline]"
 #: Every build of ours; ratios and targets are computed for each.
-BUILDS = (OURS, MYPYC)
+BUILDS = (OURS, MYPYC, BASELINE)
+#: The name of the rows this process times for stomp_proto.
+_OUR_NAME = os.environ.get("STOMP_PROTO_BENCH_NAME") or (MYPYC if _WORKER_PATH else OURS)
+#: --against flags a row of this tree slower than the other checkout's by more than this.
+SLOWER = 0.05
 FLOOR = "scan floor"
 
 
@@ -196,7 +204,7 @@ def make_workloads(quick: bool) -> list[Workload]:
 class StompProtoDecoder(DecoderAdapter):
     """``FrameDecoder('1.2', strict=True)``: ``receive_data(chunk)``, then ``next_frame()``."""
 
-    name = MYPYC if _WORKER_PATH else OURS
+    name = _OUR_NAME
 
     def decode(self, chunks: Sequence[bytes]) -> list[Any]:
         decoder = stomp_proto.FrameDecoder("1.2", strict=True)
@@ -280,7 +288,7 @@ class ScanFloor(DecoderAdapter):
 class StompProtoEncoder(EncoderAdapter):
     """``FrameEncoder('1.2').encode(Frame('SEND', headers, body))`` (adds content-length)."""
 
-    name = MYPYC if _WORKER_PATH else OURS
+    name = _OUR_NAME
     escapes_names = True
 
     def prepare(self, headers: Headers, body: bytes) -> Callable[[], bytes]:
@@ -601,6 +609,7 @@ def _group(rows: list[Row]) -> dict[tuple[str, str, int | None], list[Row]]:
 
 
 Key = tuple[str, str, int | None, str]  # group, workload, read size, build
+RowKey = tuple[str, str, int | None]  # group, workload, read size
 
 
 def ratios(rows: list[Row]) -> dict[Key, dict[str, Any]]:
@@ -831,50 +840,151 @@ def to_json(
 # --------------------------------------------------------------------------- mypyc build
 
 
-def run_mypyc_worker(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    """Build the compiled codec in a temporary directory and time it in a subprocess.
+def run_worker(
+    args: argparse.Namespace, log: Callable[[str], None], source: Path, name: str
+) -> dict[str, Any]:
+    """Time the stomp_proto package in ``source`` (a directory that holds one) in a subprocess.
 
-    A mypyc module is imported under its own name (``stomp_proto._decoder``), so the
-    pure and the compiled build cannot share one process; the worker runs this script
-    again with ``STOMP_PROTO_BENCH_PATH`` pointing at the compiled copy and times only
-    stomp_proto's rows, which are merged into this run's table.
+    This script runs again with ``STOMP_PROTO_BENCH_PATH`` pointing at ``source``;
+    it times only stomp_proto's rows, names them ``name`` and returns them (with
+    the memory figures, unless comparing with --against).
     """
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import build_mypyc  # scripts/ is not a package; only --mypyc needs it
-
     with tempfile.TemporaryDirectory(prefix="stomp-proto-bench-") as work:
-        log("mypyc: building the compiled codec")
-        target = build_mypyc.copy_package(Path(work))
-        build_mypyc.build(target)
         out = Path(work, "rows.json")
         command = [sys.executable, __file__, "--worker", str(out)]
         command += ["--quick"] if args.quick else []
         command += ["--repeats", str(args.repeats)] if args.repeats else []
         command += ["--verbose"] if args.verbose else []
         command += ["--system-malloc"] if args.system_malloc else []
-        log("mypyc: timing it in a subprocess")
-        env = {**os.environ, "STOMP_PROTO_BENCH_PATH": str(target)}
+        command += ["--rows-only"] if args.against else []
+        env = {
+            **os.environ,
+            "STOMP_PROTO_BENCH_PATH": str(source),
+            "STOMP_PROTO_BENCH_NAME": name,
+        }
         subprocess.run(command, env=env, check=True)
         result: dict[str, Any] = json.loads(out.read_text())
     return result
 
 
-def worker(path: Path, settings: Settings, log: Callable[[str], None]) -> int:
-    """The --mypyc subprocess: stomp_proto's rows only, written to ``path`` as JSON."""
-    compiled = [
-        name
-        for name in ("_decoder", "_encoder")
-        if not getattr(sys.modules.get(f"stomp_proto.{name}"), "__file__", "").endswith(".py")
-    ]
-    if stomp_proto is None or len(compiled) != 2:
-        print(f"worker: the compiled codec is not the one imported ({compiled})", file=sys.stderr)
+def run_mypyc_worker(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Build the compiled codec in a temporary directory and time it in a subprocess.
+
+    A mypyc module is imported under its own name (``stomp_proto._decoder``), so the
+    pure and the compiled build cannot share one process; the worker's rows are
+    merged into this run's table.
+    """
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import build_mypyc  # scripts/ is not a package; only --mypyc needs it
+
+    with tempfile.TemporaryDirectory(prefix="stomp-proto-mypyc-") as work:
+        log("mypyc: building the compiled codec")
+        target = build_mypyc.copy_package(Path(work))
+        build_mypyc.build(target)
+        log("mypyc: timing it in a subprocess")
+        return run_worker(args, log, target, MYPYC)
+
+
+def worker(path: Path, settings: Settings, log: Callable[[str], None], rows_only: bool) -> int:
+    """The subprocess of --mypyc and --against: stomp_proto's rows, written to ``path``."""
+    if stomp_proto is None:
+        print(f"worker: stomp_proto is not importable from {_WORKER_PATH}", file=sys.stderr)
         return 3
+    if _OUR_NAME == MYPYC:
+        compiled = [
+            name
+            for name in ("_decoder", "_encoder")
+            if not getattr(sys.modules.get(f"stomp_proto.{name}"), "__file__", "").endswith(".py")
+        ]
+        if len(compiled) != 2:
+            print(
+                f"worker: the compiled codec is not the one imported ({compiled})", file=sys.stderr
+            )
+            return 3
     workloads = make_workloads(settings.quick)
     rows = bench_decode(workloads, settings, log, ours_only=True)
     rows += bench_encode(settings, log, ours_only=True)
-    memory = bench_memory(settings, log)
+    memory = {} if rows_only else bench_memory(settings, log)
     path.write_text(json.dumps({"rows": [asdict(r) for r in rows], "memory": memory}))
     return 0
+
+
+# --------------------------------------------------------------------------- --against
+
+
+def compare(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """Time this tree and another checkout side by side; report each row's change.
+
+    Each round times both in fresh subprocesses, one after the other, the
+    order swapped every round, so that a machine that slows down or speeds up
+    during the run weighs on both alike; each row keeps its best time over
+    all rounds.  Nothing is enforced: the exit status is 2 only when either
+    build decodes or encodes wrongly.
+    """
+    other = args.against.resolve()
+    if not (other / "stomp_proto" / "__init__.py").is_file():
+        print(f"--against: no stomp_proto package in {other}", file=sys.stderr)
+        return 3
+    builds = [(ROOT, OURS), (other, BASELINE)]
+    best: dict[tuple[str, RowKey], Row] = {}
+    for round_ in range(args.rounds):
+        for source, name in builds if round_ % 2 == 0 else builds[::-1]:
+            log(f"round {round_ + 1}/{args.rounds}: {name} from {source}")
+            for fields in run_worker(args, log, source, name)["rows"]:
+                row = Row(**fields)
+                slot = (name, (row.group, row.workload, row.read_size))
+                kept = best.get(slot)
+                if (
+                    kept is None
+                    or not row.ok
+                    or (kept.ok and row.best_s is not None and row.best_s < (kept.best_s or 1e9))
+                ):
+                    best[slot] = row
+    lines = [
+        f"stomp_proto codec: {ROOT} against {other}",
+        f"best of {args.rounds} rounds, alternating order; change = time here / time there - 1",
+        "",
+        f"{'workload':<10}{'read':>8}  {'here ms':>9}  {'there ms':>9}  {'change':>8}",
+        "-" * 52,
+    ]
+    slower: list[str] = []
+    comparison: list[dict[str, Any]] = []
+    for (name, key), here in best.items():
+        if name != OURS:
+            continue
+        there = best.get((BASELINE, key))
+        group, workload, read_size = key
+        label = workload if group == "decode" else f"{group} {workload}"
+        change = None
+        if there is not None and here.best_s and there.best_s:
+            change = here.best_s / there.best_s - 1
+        text = "-" if change is None else f"{change:+.1%}"
+        flag = "  SLOWER" if change is not None and change > SLOWER else ""
+        if flag:
+            slower.append(label)
+        there_ms = f"{there.best_s * 1e3:9.2f}" if there and there.best_s else f"{'-':>9}"
+        here_ms = f"{here.best_s * 1e3:9.2f}" if here.best_s else f"{'-':>9}"
+        lines.append(f"{label:<10}{_size(read_size):>8}  {here_ms}  {there_ms}  {text:>8}{flag}")
+        comparison.append(
+            {
+                "group": group,
+                "workload": workload,
+                "read_size": read_size,
+                "here_s": here.best_s,
+                "there_s": there.best_s if there else None,
+                "change": change,
+            }
+        )
+    lines += ["", f"rows more than {SLOWER:.0%} slower here: {', '.join(slower) or 'none'}"]
+    print("\n".join(lines))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"here": str(ROOT), "there": str(other), "rounds": args.rounds}
+        args.json.write_text(json.dumps({"meta": meta, "rows": comparison}, indent=2) + "\n")
+    broken = [row for row in best.values() if not row.ok]
+    for row in broken:
+        print(f"{row.codec} {row.workload}: {'; '.join(row.problems)}", file=sys.stderr)
+    return 2 if broken else 0
 
 
 def merge(rows: list[Row], extra: list[Row]) -> list[Row]:
@@ -901,7 +1011,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--system-malloc", action="store_true", help="leave glibc's malloc thresholds alone"
     )
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        type=Path,
+        help="time stomp_proto here and in another checkout DIR side by side, and nothing else",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="with --against: alternating rounds (default 5)"
+    )
     parser.add_argument("--worker", metavar="PATH", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -911,7 +1031,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pinned = False if args.system_malloc else pin_malloc()
     settings = settings_for(args.quick, args.repeats, pinned)
     if args.worker:
-        return worker(args.worker, settings, log)
+        return worker(args.worker, settings, log, args.rows_only)
+    if args.against:
+        return compare(args, log)
     if stomp_proto is None:
         print("stomp_proto is not importable: timing the peers only.\n")
     workloads = make_workloads(args.quick)

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
 #: The modules on the codec's hot path.  _frame is left out: Frame is a NamedTuple,
 #: which mypyc compiles as an ordinary Python class anyway.
-MODULES = ("_decoder", "_encoder")
+MODULES = ("_decoder", "_headers", "_encoder")
 
 _SETUP = """
 import sys

@@ -1,5 +1,9 @@
 """FrameDecoder: bytes in, frames and heart-beats out, one at a time.
 
+This module finds frames in the byte stream and applies the limits; what a
+head's text holds (header lines, escapes, content-length) is read by the
+plain functions of ``_headers.py``.
+
 How the buffer is read, and why it stays linear:
 
 * Received bytes are appended to one ``bytearray``; ``_pos`` marks the start of
@@ -33,7 +37,7 @@ from __future__ import annotations
 import io
 import re
 
-from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
 from ._events import HEARTBEAT, HeartBeat
 from ._frame import (
     BODY_COMMANDS,
@@ -44,6 +48,7 @@ from ._frame import (
     Frame,
     Version,
 )
+from ._headers import TOO_LONG, content_length, header_fields, header_pairs, unescape
 from ._limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["FrameDecoder"]
@@ -63,25 +68,24 @@ _LARGE_BODY = 64 * 1024
 # of the body, and memory within 4x what the peer sent.
 _GROWTH = 4
 
-# 1.1 §Value Encoding / 1.2 §Value Encoding: the escape sequences each version defines.
-_UNESCAPES_11 = {"\\n": "\n", "\\c": ":", "\\\\": "\\"}
-_UNESCAPES_12 = {**_UNESCAPES_11, "\\r": "\r"}
-# A backslash and the character after it (or the end of the text, for a lone one).
-_ESCAPE = re.compile(r"\\(?:.|\Z)", re.DOTALL)
+# 1.1 §Body, 1.2 §Body: the frames that must not carry a body.  1.0 sets no such rule.
+_BODILESS_COMMANDS = COMMANDS - BODY_COMMANDS
 # 1.2's end of head: an empty line, ended by LF or CR LF.
 _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
-def _error(kind: ErrorKind, message: str) -> RemoteProtocolError:
-    return RemoteProtocolError(kind, message)
+# Every check raises LocalProtocolError, as in the rest of the core (and in
+# _headers.py); next_frame turns it into RemoteProtocolError, once.
+def _error(kind: ErrorKind, message: str) -> LocalProtocolError:
+    return LocalProtocolError(kind, message)
 
 
-def _too_large(limits: Limits, limit: str, what: str) -> RemoteProtocolError:
+def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
     """A TOO_LARGE error that names the Limits field crossed, in ``limit`` and the message."""
     bound = getattr(limits, limit)
-    return RemoteProtocolError(
+    return LocalProtocolError(
         ErrorKind.TOO_LARGE, f"{what}: exceeds the limit Limits.{limit} = {bound}", limit=limit
     )
 
@@ -94,30 +98,14 @@ def _body_limit(limits: Limits, head_size: int) -> tuple[int, str]:
     return room, "max_frame_size"
 
 
+def _unexpected_body(command: str) -> LocalProtocolError:
+    # 1.1 §Body, 1.2 §Body (see _BODILESS_COMMANDS).
+    return _error(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
+
+
 def _head_limit(limits: Limits) -> str:
     """The limit that bounds a head: the smaller of the head and frame sizes."""
     return "max_head_size" if limits.max_head_size <= limits.max_frame_size else "max_frame_size"
-
-
-def _unescape_flat(flat: str, cr: bool) -> str | None:
-    """Undo the escapes of a whole head at once; ``None`` if that cannot be done here.
-
-    ``flat`` holds every name and value, NUL-separated.  Escaped backslashes
-    are parked on a U+0001 placeholder first, so that every backslash left
-    must begin one of the other escapes; a backslash still there afterwards
-    is an undefined escape, for the general path to report (or keep).
-    """
-    parked = "\\\\" in flat
-    if parked:
-        if "\x01" in flat:
-            return None
-        flat = flat.replace("\\\\", "\x01")
-    flat = flat.replace("\\n", "\n").replace("\\c", ":")
-    if cr:
-        flat = flat.replace("\\r", "\r")
-    if "\\" in flat:
-        return None
-    return flat.replace("\x01", "\\") if parked else flat
 
 
 class FrameDecoder:
@@ -142,6 +130,7 @@ class FrameDecoder:
 
     __slots__ = (
         "_big",
+        "_bodiless",
         "_body_start",
         "_buf",
         "_command",
@@ -160,7 +149,8 @@ class FrameDecoder:
         "_pos",
         "_scan",
         "_strict",
-        "_unescapes",
+        "_unescaping",
+        "_unescaping_cr",
         "_verbatim",
         "_version",
     )
@@ -182,7 +172,9 @@ class FrameDecoder:
         self._limits = limits if limits is not None else DEFAULT_LIMITS
         self._version: Version = "1.2"
         self._crlf = True
-        self._unescapes: dict[str, str] | None = _UNESCAPES_12
+        self._unescaping = True
+        self._unescaping_cr = True
+        self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._reset_head()
         self.version = version
@@ -202,7 +194,10 @@ class FrameDecoder:
         self._handshake = False
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
-        self._unescapes = {"1.0": None, "1.1": _UNESCAPES_11, "1.2": _UNESCAPES_12}[version]
+        # 1.1 §Value Encoding: escapes from 1.1; 1.2 adds \\r.
+        self._unescaping = version != "1.0"
+        self._unescaping_cr = version == "1.2"
+        self._bodiless = _BODILESS_COMMANDS if self._strict and version != "1.0" else frozenset()
         self._commands = COMMANDS_BY_VERSION[version]
         # Whatever was searched or parsed under the old rules is done again,
         # so a large body received so far goes back into the buffer after its head.
@@ -320,9 +315,10 @@ class FrameDecoder:
             if self._command is None:
                 return self._next_head()
             return self._next_body()
-        except RemoteProtocolError as exc:
-            self._error = exc
-            raise
+        except LocalProtocolError as exc:
+            # The one place where a check on the input becomes the peer's error.
+            self._error = as_remote(exc)
+            raise self._error from None
 
     def _check_truncated(self) -> None:
         """Called when more data is needed: at end of stream that is an error."""
@@ -391,7 +387,7 @@ class FrameDecoder:
             self._check_lines(head_end + 1)
         try:
             return self._whole_head(buf, pos, end, head_end, body_start)
-        except RemoteProtocolError:
+        except LocalProtocolError:
             # Fed in pieces, the lines of this head would have been checked one
             # by one as they completed, and the first bad line reported: so
             # that the same error comes out however the bytes were split, that
@@ -402,6 +398,7 @@ class FrameDecoder:
     def _whole_head(
         self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
     ) -> Frame | HeartBeat | None:
+        """Parse the head in ``buf[pos:head_end]``; return the frame if its body is in too."""
         limits = self._limits
         try:
             text = buf[pos:head_end].decode("utf-8")
@@ -410,130 +407,59 @@ class FrameDecoder:
         if self._crlf and "\r" in text:
             text = self._strip_crlf(text)
         command, _, block = text.partition("\n")
-        strict = self._strict
-        if strict:
+        if self._strict:
             if command not in self._commands:
                 raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
-            if text.count("\n") > limits.max_headers:
-                # Counted before blank lines ahead of the command are skipped, as
-                # _check_lines counts them.
-                raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
-            command, block = self._lenient_command(command, block, self._verbatim)
-            if self._verbatim and command not in COMMANDS:
-                # The lenient server reads commands as sent, and no STOMP
-                # command is unknown to it: refused at the head, as strict mode
-                # does, not at a NUL that an HTTP request (a WebSocket client
-                # at the plain port) never sends.  RabbitMQ and ActiveMQ refuse
-                # unknown commands too (docs/interop.rst).
-                raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+            command, block = self._lenient_command(text, command, block)
 
+        # The most body bytes this frame may have, and the limit that sets it.
+        body_limit, limit = _body_limit(limits, body_start - pos)
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
         if block:
             lines = block.split("\n")
-            count = len(lines)
-            if count > limits.max_headers:
+            if len(lines) > limits.max_headers:
                 raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
-            unescapes = self._unescapes
-            if unescapes is not None and not (
-                "\\" in block
+            fields = header_fields(block, lines, self._verbatim)
+            if (
+                self._unescaping
+                and "\\" in block
                 and (command == "STOMP" if self._handshake else command not in UNESCAPED_COMMANDS)
             ):
-                unescapes = None
-            # Fast path (strict mode, and the lenient server mode, which keeps
-            # values verbatim too): one colon on every line, and no line
-            # starts with it.  Then names and values are the pieces between
-            # colons and line ends, in order, and the whole head is split and
-            # unescaped at once, with NUL (absent from the head) between pieces.
-            verbatim = self._verbatim
-            if verbatim and block.count(":") == count and block[0] != ":" and "\n:" not in block:
-                # As many colons as lines: one each, unless a line has none.
-                for line in lines:
-                    if ":" not in line:
-                        break
-                else:
-                    flat = block.replace(":", "\0").replace("\n", "\0")
-                    plain = flat if unescapes is None else _unescape_flat(flat, "\\r" in unescapes)
-                    if plain is not None:
-                        pieces = iter(plain.split("\0"))
-                        headers = tuple(zip(pieces, pieces, strict=True))
-            if not headers:
-                headers = self._split_headers(lines, unescapes)
-            # The first line that starts with "content-length:" is the header
-            # (1.2 §Repeated Header Entries: the first wins; its name has
-            # nothing to escape).  A plain small value is read here; anything
-            # else (blanks, a value over a limit, a body where none may be)
-            # goes to _content_length_of, which reports it.  Searched from the
-            # line before the headers: in lenient mode blank lines before the
-            # command make the text longer than command and block.
-            at = -1
-            if verbatim:
-                lines_text = text if strict else "\n" + block
-                at = lines_text.find("\ncontent-length:")
-            if at >= 0:
-                at += 16
-                line_end = lines_text.find("\n", at)
-                value = lines_text[at:line_end] if line_end >= 0 else lines_text[at:]
-                if value.isdigit() and value.isascii() and len(value) < 16:
-                    length = int(value)
-                    head_size = body_start - pos
-                    body_limit = min(limits.max_body_size, limits.max_frame_size - head_size)
-                    if length > body_limit or (
-                        length and command not in BODY_COMMANDS and self._version != "1.0"
-                    ):
-                        length = self._content_length_of(block, pos, body_start, command)
-                else:
-                    length = self._content_length_of(block, pos, body_start, command)
-            elif not verbatim and "content-length" in block:
-                length = self._content_length_of(block, pos, body_start, command)
-            if 0 <= length < _LARGE_BODY:
-                # A whole small frame: return it without going through _next_body.
-                nul = body_start + length
-                if nul < end and not buf[nul]:
-                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
-                    self._head_lines = 0
-                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
-            elif length < 0:
-                # No content-length: the body ends at the first NUL, if it is in
-                # and within the body limit (otherwise _next_body says why not).
-                head_size = body_start - pos
-                body_end = body_start + min(limits.max_body_size, limits.max_frame_size - head_size)
-                nul = buf.find(b"\0", body_start, body_end + 1 if body_end < end else end)
-                if nul == body_start or (
-                    nul > body_start
-                    and (command in BODY_COMMANDS or not strict or self._version == "1.0")
-                ):
-                    self._pos = self._body_start = self._scan = self._line_start = nul + 1
-                    self._head_lines = 0
-                    return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
+                fields = unescape(fields, self._unescaping_cr, self._strict)
+            headers = header_pairs(fields)
+            length = content_length(block, self._strict)
+            if length > body_limit:
+                declared = length if length < TOO_LONG else f"over {TOO_LONG}"
+                raise _too_large(limits, limit, f"content-length {declared}, room for {body_limit}")
+            if length > 0 and command in self._bodiless:
+                raise _unexpected_body(command)
+
+        # A whole small frame is returned here, without going through _next_body.
+        if 0 <= length < _LARGE_BODY:
+            nul = body_start + length
+            if nul >= end or buf[nul]:
+                nul = -1
+        elif length < 0:
+            # No content-length: the body ends at the first NUL, if it is in
+            # and within the body limit (otherwise _next_body says why not).
+            body_end = body_start + body_limit
+            nul = buf.find(b"\0", body_start, body_end + 1 if body_end < end else end)
+            if nul > body_start and command in self._bodiless:
+                nul = -1
+        else:
+            nul = -1
+        if nul >= 0:
+            self._pos = self._body_start = self._scan = self._line_start = nul + 1
+            self._head_lines = 0
+            return _new_frame(Frame, (command, headers, bytes(buf[body_start:nul])))
 
         self._command = command
         self._headers = headers
         self._content_length = length
         self._body_start = self._scan = body_start
         return self._next_body()
-
-    def _split_headers(
-        self, lines: list[str], unescapes: dict[str, str] | None
-    ) -> tuple[tuple[str, str], ...]:
-        """The general case: raw colons in values, lenient mode, bad lines and escapes."""
-        # A header splits at its first colon; a raw ':' after it stays in
-        # the value, in both modes (brokers send such values; nothing is lost).
-        parts = [line.partition(":") for line in lines]
-        if self._verbatim:
-            pairs = [(name, value) for name, colon, value in parts if colon and name]
-        else:
-            pairs = [
-                (name, value.rstrip(" \t\r").lstrip(" "))
-                for name, colon, value in parts
-                if colon and name
-            ]
-        if len(pairs) != len(parts):
-            raise self._bad_header_line(lines)
-        if unescapes is not None:
-            pairs = self._unescape_pairs(pairs, unescapes)
-        return tuple(pairs)
 
     def _check_partial_head(self, end: int, window: int) -> None:
         """Apply the head limits to a head whose blank line has not arrived yet."""
@@ -586,9 +512,8 @@ class FrameDecoder:
                     # 1.0-1.2 §Augmented BNF: header = name ":" value, name at
                     # least one octet.  Before 1.2 only LF ends a line, so a
                     # line holding just a CR is such a line, without a colon.
-                    raise self._bad_header_line(
-                        [buf[start : start + length].decode("utf-8", "replace")]
-                    )
+                    line = buf[start : start + length].decode("utf-8", "replace")
+                    raise _error(ErrorKind.BAD_HEADER, f"bad header line {line[:40]!r}")
             self._head_lines += 1
             # Complete lines: the command line and the header lines.
             if self._head_lines > limits.max_headers + 1:
@@ -605,7 +530,7 @@ class FrameDecoder:
         if command not in self._commands:
             raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
 
-    def _refuse_nul(self, nul: int) -> RemoteProtocolError:
+    def _refuse_nul(self, nul: int) -> LocalProtocolError:
         """The error for a NUL at ``nul``, inside a head that has no blank line before it.
 
         The grammar allows a NUL in a header value, but peers that end a frame
@@ -640,97 +565,30 @@ class FrameDecoder:
             raise _error(ErrorKind.BAD_HEADER, "carriage return inside a header line")
         return text
 
-    @staticmethod
-    def _lenient_command(command: str, block: str, verbatim: bool) -> tuple[str, str]:
+    def _lenient_command(self, text: str, command: str, block: str) -> tuple[str, str]:
+        """The command and the header block of a lenient head (``text``, split at its first LF)."""
+        limits = self._limits
+        if text.count("\n") > limits.max_headers:
+            # Counted before blank lines ahead of the command are skipped, as
+            # _check_lines counts them.
+            raise _too_large(limits, "max_headers", f"more than {limits.max_headers} headers")
         # The early draft: commands are case-insensitive and trailing blanks are
         # stripped, so a line of blanks before the command is an empty line.
         # Verbatim (a lenient server) skips the lines of blanks only.
         line = command
         while not line.rstrip(" \t\r") and block:
             line, _, block = block.partition("\n")
-        command = line if verbatim else line.rstrip(" \t\r").upper()
-        if not command.strip(" \t\r") or "\0" in command:
+        command = line if self._verbatim else line.rstrip(" \t\r").upper()
+        if not command.strip(" \t\r"):
             raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
+        if self._verbatim and command not in COMMANDS:
+            # The lenient server reads commands as sent, and no STOMP command
+            # is unknown to it: refused at the head, as strict mode does, not
+            # at a NUL that an HTTP request (a WebSocket client at the plain
+            # port) never sends.  RabbitMQ and ActiveMQ refuse unknown
+            # commands too (docs/interop.rst).
+            raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         return command, block
-
-    @staticmethod
-    def _bad_header_line(lines: list[str]) -> RemoteProtocolError:
-        for line in lines:
-            name, colon, _ = line.partition(":")
-            if not (colon and name):
-                return _error(ErrorKind.BAD_HEADER, f"bad header line {line[:40]!r}")
-        raise AssertionError("no bad header line")  # pragma: no cover
-
-    def _unescape_pairs(
-        self, pairs: list[tuple[str, str]], unescapes: dict[str, str]
-    ) -> list[tuple[str, str]]:
-        unescape = self._unescape
-        return [
-            (name, value)
-            if "\\" not in name and "\\" not in value
-            else (unescape(name, unescapes), unescape(value, unescapes))
-            for name, value in pairs
-        ]
-
-    def _unescape(self, text: str, unescapes: dict[str, str]) -> str:
-        if "\\" not in text:
-            return text
-        if "\0" not in text:
-            # Fast path: escaped backslashes become a NUL placeholder, so that
-            # every backslash left must begin one of the other escapes.
-            plain = text.replace("\\\\", "\0")
-            for sequence, replacement in unescapes.items():
-                plain = plain.replace(sequence, replacement)
-            if "\\" not in plain:
-                return plain.replace("\0", "\\")
-        # An undefined escape (an error, or kept as-is in lenient mode), or a
-        # NUL that would clash with the placeholder: go sequence by sequence.
-        strict = self._strict
-
-        def replace(match: re.Match[str]) -> str:
-            sequence = match.group()
-            replacement = unescapes.get(sequence)
-            if replacement is not None:
-                return replacement
-            if strict:
-                raise _error(ErrorKind.BAD_ESCAPE, f"undefined escape sequence {sequence!r}")
-            return sequence
-
-        return _ESCAPE.sub(replace, text)
-
-    def _content_length_of(self, block: str, pos: int, body_start: int, command: str) -> int:
-        # 1.2 §Repeated Header Entries: the first content-length wins.  Its name
-        # has nothing to escape, so the first line that starts with it is that
-        # header, and its value is read straight from the head text.
-        at = block.find("content-length:")
-        while at > 0 and block[at - 1] != "\n":
-            at = block.find("content-length:", at + 1)
-        if at < 0:
-            return -1
-        line_end = block.find("\n", at)
-        value = block[at + 15 :] if line_end < 0 else block[at + 15 : line_end]
-        if not self._strict:
-            value = value.strip(" \t\r")
-        if not (value.isascii() and value.isdigit()):
-            raise _error(ErrorKind.BAD_CONTENT_LENGTH, f"content-length {value[:40]!r}")
-        body_limit, limit = _body_limit(self._limits, body_start - pos)
-        # int() refuses very long digit strings, so they are refused first.
-        digits = value.lstrip("0")
-        if len(digits) > 20 or int(value) > body_limit:
-            raise _too_large(
-                self._limits,
-                limit,
-                f"content-length {value[:40]}, room for {body_limit} bytes",
-            )
-        length = int(value)
-        if length:
-            self._check_body_allowed(command)
-        return length
-
-    def _check_body_allowed(self, command: str) -> None:
-        # 1.1 §Value Encoding and 1.2 §Body; 1.0 sets no such rule.
-        if self._strict and command not in BODY_COMMANDS and self._version != "1.0":
-            raise _error(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
 
     def _next_body(self) -> Frame | None:
         buf = self._buf
@@ -758,15 +616,15 @@ class FrameDecoder:
             stop = min(end, start + body_limit + 1)
             nul = buf.find(b"\0", self._scan, stop)
             if nul < 0:
-                if end > start:
-                    self._check_body_allowed(command)
+                if end > start and command in self._bodiless:
+                    raise _unexpected_body(command)
                 if end > start + body_limit:
                     raise _too_large(self._limits, limit, f"body longer than {body_limit} bytes")
                 self._scan = end
                 self._check_truncated()
                 return None
-            if nul > start:
-                self._check_body_allowed(command)
+            if nul > start and command in self._bodiless:
+                raise _unexpected_body(command)
         if nul - start < 65536:
             body = bytes(buf[start:nul])
         else:
@@ -779,9 +637,17 @@ class FrameDecoder:
         return frame
 
     def _start_large_body(self, start: int, end: int, length: int) -> None:
-        # The reservation is passed to BytesIO as its only reference, so BytesIO
-        # writes into it in place, and getvalue() returns that very object once
-        # it is full (it ends exactly ``length`` long).  The head stays in the
+        # The one-copy route rests on a CPython detail of io.BytesIO (bytesio.c):
+        # a BytesIO made from a bytes object shares it, and copies it before its
+        # first write only if anything else holds a reference to it as well
+        # (reference count > 1, "SHARED_BUF").  So the reservation is made
+        # inside the call, with no name bound to it: BytesIO holds the only
+        # reference, writes into it in place, grows it in place (_PyBytes_Resize
+        # needs a count of 1 too), and getvalue() returns that very object once
+        # it is full - it ends exactly ``length`` long.  Keeping a reference
+        # here, or a getbuffer() view beyond the version setter's, would make
+        # every large body cost a second copy, silently.  Elsewhere (PyPy) the
+        # route stays correct, only not copy-free.  The head stays in the
         # buffer, for a version change.
         received = end - start
         size = min(length, _GROWTH * received)

@@ -74,6 +74,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_error_contents",
         "test_events",
         "test_frame",
+        "test_headers",
         "test_heartbeat",
         "test_layers",
         "test_limits",

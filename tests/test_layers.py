@@ -22,6 +22,7 @@ CORE = (
     "_state",
     "_connection",
     "_decoder",
+    "_headers",
     "_encoder",
     "_errors",
     "_heartbeat",
