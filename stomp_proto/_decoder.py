@@ -90,12 +90,9 @@ def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
     )
 
 
-def _body_limit(limits: Limits, head_size: int) -> tuple[int, str]:
-    """The most body bytes a frame with this head may have, and the limit that sets it."""
-    room = limits.max_frame_size - head_size
-    if limits.max_body_size <= room:
-        return limits.max_body_size, "max_body_size"
-    return room, "max_frame_size"
+def _body_limit_name(limits: Limits, body_limit: int) -> str:
+    """The limit that sets a frame's body limit (see FrameDecoder._whole_head)."""
+    return "max_body_size" if body_limit == limits.max_body_size else "max_frame_size"
 
 
 def _unexpected_body(command: str) -> LocalProtocolError:
@@ -131,6 +128,7 @@ class FrameDecoder:
     __slots__ = (
         "_big",
         "_bodiless",
+        "_body_limit",
         "_body_start",
         "_buf",
         "_command",
@@ -329,6 +327,7 @@ class FrameDecoder:
         self._command: str | None = None
         self._headers: tuple[tuple[str, str], ...] = ()
         self._content_length = -1
+        self._body_limit = 0
         self._body_start = self._scan = self._line_start = self._pos
         self._head_lines = 0
 
@@ -413,8 +412,10 @@ class FrameDecoder:
         else:
             command, block = self._lenient_command(text, command, block)
 
-        # The most body bytes this frame may have, and the limit that sets it.
-        body_limit, limit = _body_limit(limits, body_start - pos)
+        # The most body bytes this frame may have: what max_body_size allows,
+        # or what max_frame_size leaves after the head, whichever is less.
+        room = limits.max_frame_size - (body_start - pos)
+        body_limit = limits.max_body_size if limits.max_body_size <= room else room
         headers: tuple[tuple[str, str], ...] = ()
         length = -1
         if block:
@@ -432,7 +433,11 @@ class FrameDecoder:
             length = content_length(block, self._strict)
             if length > body_limit:
                 declared = length if length < TOO_LONG else f"over {TOO_LONG}"
-                raise _too_large(limits, limit, f"content-length {declared}, room for {body_limit}")
+                raise _too_large(
+                    limits,
+                    _body_limit_name(limits, body_limit),
+                    f"content-length {declared}, room for {body_limit}",
+                )
             if length > 0 and command in self._bodiless:
                 raise _unexpected_body(command)
 
@@ -458,6 +463,7 @@ class FrameDecoder:
         self._command = command
         self._headers = headers
         self._content_length = length
+        self._body_limit = body_limit
         self._body_start = self._scan = body_start
         return self._next_body()
 
@@ -612,14 +618,18 @@ class FrameDecoder:
                     ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
                 )
         else:
-            body_limit, limit = _body_limit(self._limits, start - self._pos)
+            body_limit = self._body_limit
             stop = min(end, start + body_limit + 1)
             nul = buf.find(b"\0", self._scan, stop)
             if nul < 0:
                 if end > start and command in self._bodiless:
                     raise _unexpected_body(command)
                 if end > start + body_limit:
-                    raise _too_large(self._limits, limit, f"body longer than {body_limit} bytes")
+                    raise _too_large(
+                        self._limits,
+                        _body_limit_name(self._limits, body_limit),
+                        f"body longer than {body_limit} bytes",
+                    )
                 self._scan = end
                 self._check_truncated()
                 return None
