@@ -618,12 +618,13 @@ class FrameDecoder:
                     ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
                 )
         else:
+            # A first body byte that is not the NUL: the body is not empty.
+            if end > start and buf[start] and command in self._bodiless:
+                raise _unexpected_body(command)
             body_limit = self._body_limit
             stop = min(end, start + body_limit + 1)
             nul = buf.find(b"\0", self._scan, stop)
             if nul < 0:
-                if end > start and command in self._bodiless:
-                    raise _unexpected_body(command)
                 if end > start + body_limit:
                     raise _too_large(
                         self._limits,
@@ -633,8 +634,6 @@ class FrameDecoder:
                 self._scan = end
                 self._check_truncated()
                 return None
-            if nul > start and command in self._bodiless:
-                raise _unexpected_body(command)
         if nul - start < 65536:
             body = bytes(buf[start:nul])
         else:

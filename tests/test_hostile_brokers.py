@@ -148,8 +148,10 @@ async def test_flood_to_a_reader_that_does_not_keep_up_is_held_back(h: Harness) 
 
     report: dict[str, Any] = {}
     port = await h.start_server(hostile_broker(attack, report))
+    # timeout=1: the flooding server never reads the DISCONNECT, so closing
+    # waits this long for its receipt before giving up on it.
     async with (
-        h.connect(port, max_pending_messages=pending) as client,
+        h.connect(port, max_pending_messages=pending, timeout=1.0) as client,
         client.subscribe("/queue/flood") as messages,
     ):
         # Let the server push until the socket buffers are full and it stalls.
