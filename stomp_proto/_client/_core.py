@@ -286,7 +286,7 @@ class Outbox:
         """Everything held, followed by ``then``; the outbox is empty after."""
         if not self._frames:
             return then
-        data = bytes(self._data + then)
+        data = b"".join((self._data, then))  # one copy of each
         self.clear()
         return data
 
