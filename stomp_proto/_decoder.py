@@ -192,7 +192,7 @@ class FrameDecoder:
         self._handshake = False
         # 1.2 §STOMP Frames: EOL is an optional CR and a LF; before 1.2 a CR is data.
         self._crlf = version == "1.2" or not self._strict
-        # 1.1 §Value Encoding: escapes from 1.1; 1.2 adds \\r.
+        # 1.1 §Value Encoding: escapes from 1.1; 1.2 adds "\\r" (backslash, r).
         self._unescaping = version != "1.0"
         self._unescaping_cr = version == "1.2"
         self._bodiless = _BODILESS_COMMANDS if self._strict and version != "1.0" else frozenset()
@@ -432,7 +432,7 @@ class FrameDecoder:
             headers = header_pairs(fields)
             length = content_length(block, self._strict)
             if length > body_limit:
-                declared = length if length < TOO_LONG else f"over {TOO_LONG}"
+                declared = length if length < TOO_LONG else f"of at least {TOO_LONG}"
                 raise _too_large(
                     limits,
                     _body_limit_name(limits, body_limit),
@@ -655,9 +655,9 @@ class FrameDecoder:
         # needs a count of 1 too), and getvalue() returns that very object once
         # it is full - it ends exactly ``length`` long.  Keeping a reference
         # here, or a getbuffer() view beyond the version setter's, would make
-        # every large body cost a second copy, silently.  Elsewhere (PyPy) the
-        # route stays correct, only not copy-free.  The head stays in the
-        # buffer, for a version change.
+        # every large body cost a second copy, silently.  On other Pythons the
+        # route is still correct; only the number of copies may differ.  The
+        # head stays in the buffer, for a version change.
         received = end - start
         size = min(length, _GROWTH * received)
         big = io.BytesIO(bytes(size))
