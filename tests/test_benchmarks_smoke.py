@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,37 @@ def test_embedded_broker_benchmark(results: Path) -> None:
     assert [row["n"] for row in broker["throughput"]] == [1, 10, 100]
     assert all(row["msgs_per_s"] > 0 for row in broker["throughput"])
     assert broker["memory"]["bytes_per_connection"] > 0
+
+
+def test_codec_comparison_with_another_checkout(tmp_path: Path) -> None:
+    """``codec.py --against DIR``: both builds timed, one row per workload, a JSON report.
+
+    Then DIR's decoder is made to drop each frame's first header, and the
+    comparison's correctness check is seen to catch the other build too
+    (exit status 2).
+    """
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "stomp_proto", other / "stomp_proto")
+    out = tmp_path / "comparison.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "codec.py"), "--quick", "--rounds", "2"]
+    completed = subprocess.run(
+        [*command, "--against", str(other), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {row["group"] for row in rows} == {"decode", "encode"}
+    assert all(row["here_s"] and row["there_s"] and row["change"] is not None for row in rows)
+    assert "rows more than 5% slower here:" in completed.stdout
+
+    decoder = other / "stomp_proto" / "_decoder.py"
+    source = decoder.read_text()
+    broken = source.replace("headers = header_pairs(fields)", "headers = header_pairs(fields)[1:]")
+    assert broken != source
+    decoder.write_text(broken)
+    completed = subprocess.run(
+        [*command, "--against", str(other)], capture_output=True, text=True, timeout=280
+    )
+    assert completed.returncode == 2, completed.stdout[-3000:] + completed.stderr[-3000:]
