@@ -12,6 +12,7 @@ Hypothesis profiles (pick one with ``HYPOTHESIS_PROFILE=<name>``):
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -37,6 +38,18 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection left in memory (every test module, hypothesis, trio ...).
+
+    It lives as long as the run anyway.  Frozen objects are left out of garbage
+    collections, so the full ``gc.collect()`` that the adapter harness makes
+    after each test (to blame an unclosed socket on the test that left it)
+    scans only what the tests made: about 5 ms instead of 40.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_configure(config: object) -> None:
