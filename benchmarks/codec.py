@@ -70,7 +70,7 @@ BASELINE = "stomp_proto[baseline]"
 #: Every build of ours; ratios and targets are computed for each.
 BUILDS = (OURS, MYPYC, BASELINE)
 #: The name of the rows this process times for stomp_proto.
-_OUR_NAME = os.environ.get("STOMP_PROTO_BENCH_NAME") or (MYPYC if _WORKER_PATH else OURS)
+_OUR_NAME = os.environ.get("STOMP_PROTO_BENCH_NAME", OURS)
 #: --against flags a row of this tree slower than the other checkout's by more than this.
 SLOWER = 0.05
 FLOOR = "scan floor"
@@ -840,9 +840,7 @@ def to_json(
 # --------------------------------------------------------------------------- mypyc build
 
 
-def run_worker(
-    args: argparse.Namespace, log: Callable[[str], None], source: Path, name: str
-) -> dict[str, Any]:
+def run_worker(args: argparse.Namespace, source: Path, name: str) -> dict[str, Any]:
     """Time the stomp_proto package in ``source`` (a directory that holds one) in a subprocess.
 
     This script runs again with ``STOMP_PROTO_BENCH_PATH`` pointing at ``source``;
@@ -882,7 +880,7 @@ def run_mypyc_worker(args: argparse.Namespace, log: Callable[[str], None]) -> di
         target = build_mypyc.copy_package(Path(work))
         build_mypyc.build(target)
         log("mypyc: timing it in a subprocess")
-        return run_worker(args, log, target, MYPYC)
+        return run_worker(args, target, MYPYC)
 
 
 def worker(path: Path, settings: Settings, log: Callable[[str], None], rows_only: bool) -> int:
@@ -891,12 +889,15 @@ def worker(path: Path, settings: Settings, log: Callable[[str], None], rows_only
         print(f"worker: stomp_proto is not importable from {_WORKER_PATH}", file=sys.stderr)
         return 3
     if _OUR_NAME == MYPYC:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from build_mypyc import MODULES  # the modules the build compiles
+
         compiled = [
             name
-            for name in ("_decoder", "_encoder")
+            for name in MODULES
             if not getattr(sys.modules.get(f"stomp_proto.{name}"), "__file__", "").endswith(".py")
         ]
-        if len(compiled) != 2:
+        if len(compiled) != len(MODULES):
             print(
                 f"worker: the compiled codec is not the one imported ({compiled})", file=sys.stderr
             )
@@ -930,7 +931,7 @@ def compare(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     for round_ in range(args.rounds):
         for source, name in builds if round_ % 2 == 0 else builds[::-1]:
             log(f"round {round_ + 1}/{args.rounds}: {name} from {source}")
-            for fields in run_worker(args, log, source, name)["rows"]:
+            for fields in run_worker(args, source, name)["rows"]:
                 row = Row(**fields)
                 slot = (name, (row.group, row.workload, row.read_size))
                 kept = best.get(slot)

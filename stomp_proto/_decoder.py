@@ -76,12 +76,6 @@ _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
-# Every check raises LocalProtocolError, as in the rest of the core (and in
-# _headers.py); next_frame turns it into RemoteProtocolError, once.
-def _error(kind: ErrorKind, message: str) -> LocalProtocolError:
-    return LocalProtocolError(kind, message)
-
-
 def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
     """A TOO_LARGE error that names the Limits field crossed, in ``limit`` and the message."""
     bound = getattr(limits, limit)
@@ -97,7 +91,7 @@ def _body_limit_name(limits: Limits, body_limit: int) -> str:
 
 def _unexpected_body(command: str) -> LocalProtocolError:
     # 1.1 §Body, 1.2 §Body (see _BODILESS_COMMANDS).
-    return _error(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
+    return LocalProtocolError(ErrorKind.UNEXPECTED_BODY, f"{command} frame must not have a body")
 
 
 def _head_limit(limits: Limits) -> str:
@@ -314,14 +308,16 @@ class FrameDecoder:
                 return self._next_head()
             return self._next_body()
         except LocalProtocolError as exc:
-            # The one place where a check on the input becomes the peer's error.
+            # Every check raises LocalProtocolError, as in the rest of the core
+            # (and in _headers.py); this is the one place where it becomes the
+            # peer's error.
             self._error = as_remote(exc)
             raise self._error from None
 
     def _check_truncated(self) -> None:
         """Called when more data is needed: at end of stream that is an error."""
         if self._eof and self._pos < len(self._buf):
-            raise _error(ErrorKind.TRUNCATED, "stream ended inside a frame")
+            raise LocalProtocolError(ErrorKind.TRUNCATED, "stream ended inside a frame")
 
     def _reset_head(self) -> None:
         self._command: str | None = None
@@ -402,13 +398,15 @@ class FrameDecoder:
         try:
             text = buf[pos:head_end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _error(ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}") from None
+            raise LocalProtocolError(
+                ErrorKind.BAD_ENCODING, f"frame head is not UTF-8: {exc.reason}"
+            ) from None
         if self._crlf and "\r" in text:
             text = self._strip_crlf(text)
         command, _, block = text.partition("\n")
         if self._strict:
             if command not in self._commands:
-                raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+                raise LocalProtocolError(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         else:
             command, block = self._lenient_command(text, command, block)
 
@@ -519,7 +517,7 @@ class FrameDecoder:
                     # least one octet.  Before 1.2 only LF ends a line, so a
                     # line holding just a CR is such a line, without a colon.
                     line = buf[start : start + length].decode("utf-8", "replace")
-                    raise _error(ErrorKind.BAD_HEADER, f"bad header line {line[:40]!r}")
+                    raise LocalProtocolError(ErrorKind.BAD_HEADER, f"bad header line {line[:40]!r}")
             self._head_lines += 1
             # Complete lines: the command line and the header lines.
             if self._head_lines > limits.max_headers + 1:
@@ -532,9 +530,11 @@ class FrameDecoder:
         try:
             command = self._buf[start:end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _error(ErrorKind.BAD_ENCODING, f"command is not UTF-8: {exc.reason}") from None
+            raise LocalProtocolError(
+                ErrorKind.BAD_ENCODING, f"command is not UTF-8: {exc.reason}"
+            ) from None
         if command not in self._commands:
-            raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+            raise LocalProtocolError(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
 
     def _refuse_nul(self, nul: int) -> LocalProtocolError:
         """The error for a NUL at ``nul``, inside a head that has no blank line before it.
@@ -557,8 +557,8 @@ class FrameDecoder:
                 limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
             )
         if start == self._pos:
-            return _error(ErrorKind.BAD_COMMAND, "NUL in the command line")
-        return _error(ErrorKind.BAD_HEADER, "NUL in a header line")
+            return LocalProtocolError(ErrorKind.BAD_COMMAND, "NUL in the command line")
+        return LocalProtocolError(ErrorKind.BAD_HEADER, "NUL in a header line")
 
     def _strip_crlf(self, text: str) -> str:
         # CRLF line endings (1.2, or any version in lenient mode).  The last
@@ -568,7 +568,7 @@ class FrameDecoder:
         if text[-1] == "\r":
             text = text[:-1]
         if self._strict and "\r" in text:
-            raise _error(ErrorKind.BAD_HEADER, "carriage return inside a header line")
+            raise LocalProtocolError(ErrorKind.BAD_HEADER, "carriage return inside a header line")
         return text
 
     def _lenient_command(self, text: str, command: str, block: str) -> tuple[str, str]:
@@ -586,14 +586,14 @@ class FrameDecoder:
             line, _, block = block.partition("\n")
         command = line if self._verbatim else line.rstrip(" \t\r").upper()
         if not command.strip(" \t\r"):
-            raise _error(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
+            raise LocalProtocolError(ErrorKind.BAD_COMMAND, f"bad command line {command[:40]!r}")
         if self._verbatim and command not in COMMANDS:
             # The lenient server reads commands as sent, and no STOMP command
             # is unknown to it: refused at the head, as strict mode does, not
             # at a NUL that an HTTP request (a WebSocket client at the plain
             # port) never sends.  RabbitMQ and ActiveMQ refuse unknown
             # commands too (docs/interop.rst).
-            raise _error(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
+            raise LocalProtocolError(ErrorKind.BAD_COMMAND, f"unknown command {command[:40]!r}")
         return command, block
 
     def _next_body(self) -> Frame | None:
@@ -614,7 +614,7 @@ class FrameDecoder:
                 self._check_truncated()
                 return None
             if buf[nul]:
-                raise _error(
+                raise LocalProtocolError(
                     ErrorKind.MISSING_NUL, f"no NUL after the {length}-byte body of content-length"
                 )
         else:
@@ -694,7 +694,7 @@ class FrameDecoder:
             self._check_truncated()
             return None
         if buf[nul]:
-            raise _error(
+            raise LocalProtocolError(
                 ErrorKind.MISSING_NUL,
                 f"no NUL after the {self._content_length}-byte body of content-length",
             )

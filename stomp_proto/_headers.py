@@ -62,7 +62,11 @@ def header_fields(block: str, lines: list[str], verbatim: bool) -> str:
             if colon and name
         ]
     if len(pairs) != len(lines):
-        bad = next(line for line in lines if not line.partition(":")[0] or ":" not in line)
+        bad = next(
+            line
+            for line, (name, colon, _) in zip(lines, parts, strict=True)
+            if not (colon and name)
+        )
         raise LocalProtocolError(ErrorKind.BAD_HEADER, f"bad header line {bad[:40]!r}")
     return "\0".join(chain.from_iterable(pairs))
 
