@@ -543,6 +543,24 @@ class Client:
         self._waiters[key] = waiter
         return waiter
 
+    def _wait_ready(self) -> None:
+        """Wait until connected; close() or a final error ends the wait too.
+
+        An Event cannot be waited on together with close(), so the wait looks
+        at ``_closed`` every 50 ms: a sender that found the client between
+        sessions (the reader has just seen the end) must not sleep through a
+        close() that comes next.
+        """
+        timeout = self._options.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready.wait(0.05):
+            if self._core.error is not None:
+                raise self._core.error
+            if self._closed:
+                raise ConnectionLost("the client is closed")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("not connected to the broker in time")
+
     def _send(
         self,
         event: FrameEvent,
@@ -561,8 +579,7 @@ class Client:
                 raise self._core.error
             if self._closed:
                 raise ConnectionLost("the client is closed")
-            if not self._ready.wait(self._options.timeout):
-                raise self._core.error or TimeoutError("not connected to the broker in time")
+            self._wait_ready()
         waiter: _Waiter | None = None
         with self._write_lock:
             with self._state_lock:

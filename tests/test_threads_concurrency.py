@@ -269,3 +269,27 @@ def test_disconnect_while_another_thread_waits_for_a_receipt(broker: BrokerThrea
         client.disconnect()
         assert done.wait(WAIT)
         worker.join(WAIT)
+
+
+def test_close_wakes_a_sender_that_found_the_client_between_sessions(broker: BrokerThread) -> None:
+    # The race CI hit: the reader has seen the session end (ready cleared) but
+    # close() has not begun; a send() then waited for a reconnection that close()
+    # never signals, for the whole timeout.  Here the reader's clear is made by hand.
+    client = stomp_threads.connect(HOST, broker.port, timeout=WAIT)
+    outcome: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            client.send("/queue/x", b"x")
+        except BaseException as exc:  # the outcome is what the test checks
+            outcome.append(exc)
+
+    client._ready.clear()
+    worker = threading.Thread(target=send, name="test-worker")
+    worker.start()
+    time.sleep(0.2)  # the sender is waiting for the connection
+    client.close()
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    # ConnectionLost from close(), not TimeoutError after the client's timeout
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLost)
