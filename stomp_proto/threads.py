@@ -250,7 +250,9 @@ class Client:
         self._stream: BlockingStream | None = None
         self._reader: threading.Thread | None = None
         self._waiters: dict[str, _Waiter] = {}
-        #: Set while a session is open: writers wait for it during a reconnect.
+        #: Set while writers need not wait: a session is up, or the client has
+        #: ended (closed, or failed for good) and writers must hear so.  Writers
+        #: wait for it between sessions.
         self._ready = threading.Event()
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
@@ -305,7 +307,10 @@ class Client:
                     data = conn.send(subscribe)
                 stream.send(data)
         self._connected_once = True
-        self._ready.set()
+        self._core.reconnects.started(time.monotonic())
+        with self._state_lock:
+            if not self._closed:
+                self._ready.set()
 
     def __enter__(self) -> Client:
         return self
@@ -335,11 +340,12 @@ class Client:
         Any thread may call it; blocked calls return (a waiting ``get`` returns
         ``None``, a receipt wait raises ConnectionLost).
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._ready.set()  # a writer waiting for a session sees the end
         self._stopping.set()
-        self._ready.clear()
         stream = self._stream
         # Acknowledgements already made go out first, unless a writer is stuck
         # on a full socket (close() must not wait for the broker).
@@ -360,28 +366,25 @@ class Client:
 
     def _run(self, stream: BlockingStream, conn: ClientConnection) -> None:
         """The reader thread: read sessions one after another while reconnecting."""
-        delays: Iterator[float] | None = None
         while True:
             connected, error = self._read(stream, conn)
             with self._state_lock:
-                self._ready.clear()
+                if not self._closed:  # close() leaves it set: writers must see the end
+                    self._ready.clear()
             with self._write_lock:
                 self._outbox.clear()  # acknowledgements of a connection that is gone
             self._fail_waiters(error)
             with suppress(Exception):
                 stream.close()
-            backoff = self._options.reconnect
             if self._closed:
                 return
-            if backoff is None or not self._connected_once:
+            if not self._connected_once or not self._core.again(error, time.monotonic()):
                 self._finish(error)
                 return
-            if connected or delays is None:
-                delays = backoff.delays()  # a working session restarts the schedule
-            else:
+            if not connected and not isinstance(error, BrokerError):
                 error = ConnectionLost(f"reconnect failed: {error}")
             while True:
-                delay = next(delays, None)
+                delay = self._core.reconnects.next_delay()
                 if delay is None:
                     self._finish(error)
                     return
@@ -534,7 +537,9 @@ class Client:
             waiter.set_exception(error)
 
     def _finish(self, error: ClientError | None) -> None:
+        """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self._ready.set()
 
     # -- writing (any thread) -------------------------------------------------------
 
@@ -544,22 +549,18 @@ class Client:
         return waiter
 
     def _wait_ready(self) -> None:
-        """Wait until connected; close() or a final error ends the wait too.
+        """Wait until a session is up, or until the client has ended.
 
-        An Event cannot be waited on together with close(), so the wait looks
-        at ``_closed`` every 50 ms: a sender that found the client between
-        sessions (the reader has just seen the end) must not sleep through a
-        close() that comes next.
+        ``_ready`` is set by a session that is up, and also by close() and by
+        the end of the client: a sender that found the client between sessions
+        wakes for those too, and then fails.
         """
-        timeout = self._options.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._ready.wait(0.05):
-            if self._core.error is not None:
-                raise self._core.error
-            if self._closed:
-                raise ConnectionLost("the client is closed")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError("not connected to the broker in time")
+        if not self._ready.wait(self._options.timeout):
+            raise TimeoutError("not connected to the broker in time")
+        if self._core.error is not None:
+            raise self._core.error
+        if self._closed:
+            raise ConnectionLost("the client is closed")
 
     def _send(
         self,
@@ -574,11 +575,7 @@ class Client:
         ``settles``: the message an ACK or NACK is for (it must have come on
         the current connection).  ``hold``: it may wait in the outbox.
         """
-        if not self._ready.is_set():
-            if self._core.error is not None:
-                raise self._core.error
-            if self._closed:
-                raise ConnectionLost("the client is closed")
+        if not self._ready.is_set() or self._closed or self._core.error is not None:
             self._wait_ready()
         waiter: _Waiter | None = None
         with self._write_lock:

@@ -378,6 +378,29 @@ class Harness:
         else:
             await asyncio.sleep(seconds)
 
+    async def gather(self, *awaitables: Awaitable[Any]) -> list[Any]:
+        """Run ``awaitables`` side by side on the scenario's loop; their results, in order.
+
+        The first exception is raised once all have ended.
+        """
+        if self.adapter != "trio":
+            return list(await asyncio.gather(*awaitables))
+        results: list[Any] = [None] * len(awaitables)
+        errors: list[BaseException] = []
+
+        async def one(index: int, awaitable: Awaitable[Any]) -> None:
+            try:
+                results[index] = await awaitable
+            except Exception as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for index, awaitable in enumerate(awaitables):
+                nursery.start_soon(one, index, awaitable)
+        if errors:
+            raise errors[0]
+        return results
+
     # -- the service loop -----------------------------------------------------------
 
     async def on_service(self, coroutine: Coroutine[Any, Any, T], timeout: float = 15.0) -> T:
