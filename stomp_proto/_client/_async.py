@@ -83,7 +83,6 @@ class _Session:
                 await self.stream.aclose()
 
 
-
 class AsyncSubscription:
     """Messages of one subscription: ``async for message in subscription``.
 
