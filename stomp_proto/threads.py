@@ -556,7 +556,10 @@ class Client:
         wakes for those too, and then fails.
         """
         if not self._ready.wait(self._options.timeout):
-            raise TimeoutError("not connected to the broker in time")
+            # The connection is what is missing, not an answer: say so.
+            raise ConnectionLost(
+                f"no session with the broker within {self._options.timeout} s (reconnecting)"
+            )
         if self._core.error is not None:
             raise self._core.error
         if self._closed:

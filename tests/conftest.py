@@ -124,6 +124,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "spark": ("test_spark_integration", "test_spark_logic"),
     # real brokers and other projects' clients
     "interop": (
+        "test_chaos_rabbitmq",
         "test_client_matrix",
         "test_client_mistakes",
         "test_interop_brokers",

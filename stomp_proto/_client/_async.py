@@ -431,8 +431,14 @@ class AsyncClient:
         the current connection).
         """
         if not self._ready.is_set():
-            async with self._backend.timeout(self._options.timeout):
-                await self._ready.wait()
+            try:
+                async with self._backend.timeout(self._options.timeout):
+                    await self._ready.wait()
+            except TimeoutError:
+                # The connection is what is missing, not an answer: say so.
+                raise ConnectionLost(
+                    f"no session with the broker within {self._options.timeout} s (reconnecting)"
+                ) from None
         if self._core.error is not None:
             raise self._core.error
         if self._closing:
