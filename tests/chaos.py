@@ -168,9 +168,7 @@ class ChaosProxy:
         except (OSError, RuntimeError):
             pass
         finally:
-            if pair not in self._pairs:
-                return
-            self._drop(pair, _close)
+            self._drop(pair, _close)  # a no-op when the pair is gone already
 
     def _drop(self, pair: _Pair, close: Callable[[asyncio.StreamWriter], None]) -> None:
         if pair not in self._pairs:
