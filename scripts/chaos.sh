@@ -5,8 +5,9 @@
 # under load.  Prints the table of the results (sent, received, lost,
 # duplicates, longest gap, recovery time) and leaves it in .chaos/results.txt.
 #
-#     bash scripts/chaos.sh [SECONDS]        (default 120)
+#     bash scripts/chaos.sh [SECONDS [PYTEST ARGUMENTS...]]   (default 120)
 #
+# (-k trio, say, runs one client.)
 # The RabbitMQ runs in its own state directory (/tmp/stomp-proto-chaos) on its
 # own ports (STOMP 61623), so the brokers of scripts/test.sh are not touched; it
 # is installed first when missing (as root on Debian), and stopped at the end.
@@ -16,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS_EACH="${1:-120}"
+shift || true
 BROKERS="${STOMP_CHAOS_BROKERS:-embedded rabbitmq}"
 
 # shellcheck source=scripts/_venv.sh
@@ -68,7 +70,7 @@ for broker in $BROKERS; do
     # One client at a time: the figures of one are not disturbed by the others.
     (cd tests && env "${env_extra[@]}" STOMP_CHAOS_SECONDS="$SECONDS_EACH" \
         STOMP_CHAOS_RESULTS="$RESULTS" "$ROOT/$VENV_BIN/python" -m pytest -q -p no:cacheprovider \
-        "$ROOT/$test_file") || status=$?
+        "$ROOT/$test_file" -k "chaos" "$@") || status=$?
 done
 
 "$VENV_BIN/python" - "$RESULTS" <<'EOF' | tee "$OUT/results.txt"

@@ -82,6 +82,14 @@ class ChaosProxy:
     def open_connections(self) -> int:
         return len(self._pairs)
 
+    async def wait_closed(self, seconds: float = 5.0) -> int:
+        """Wait until the clients have closed every connection (or ``seconds``
+        pass); how many are still open."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while self._pairs and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        return len(self._pairs)
+
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._accept, HOST, 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
@@ -90,10 +98,12 @@ class ChaosProxy:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for pair in list(self._pairs):
+        pairs = list(self._pairs)
+        for pair in pairs:
             self._drop(pair, _reset)
-        tasks = [task for pair in list(self._pairs) for task in pair.tasks]
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(
+            *(task for pair in pairs for task in pair.tasks), return_exceptions=True
+        )
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -64,5 +64,5 @@ async def test_chaos_embedded_broker(h: Harness) -> None:
             break
         await h.sleep(0.05)
     assert await h.sessions(broker) == 0
-    assert proxy.open_connections == 0
+    assert await h.on_service(proxy.wait_closed()) == 0
     await h.on_service(proxy.close())
