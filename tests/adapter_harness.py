@@ -154,6 +154,8 @@ class ServiceLoop:
         self.brokers: list[Broker] = []
         self._servers: list[asyncio.Server] = []
         self._handlers: set[asyncio.Task[None]] = set()
+        #: Called (on this loop) first when the loop shuts down, whatever the test did.
+        self.closers: list[Callable[[], Awaitable[None]]] = []
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
@@ -200,6 +202,8 @@ class ServiceLoop:
         return int(server.sockets[0].getsockname()[1])
 
     async def _shut_down(self) -> list[asyncio.Task[Any]]:
+        for closer in self.closers:
+            await closer()
         for broker in self.brokers:
             await broker.close()
         for server in self._servers:

@@ -34,7 +34,7 @@ from adapter_harness import Backoff, ConnectionLost, Harness
 
 from stomp_proto import LocalProtocolError
 
-__all__ = ["FAULTS", "ChaosProxy", "ChaosResult", "Fault", "inject", "workload"]
+__all__ = ["FAULTS", "ChaosProxy", "ChaosResult", "Fault", "inject", "start_proxy", "workload"]
 
 HOST = "127.0.0.1"
 CHUNK = 64 * 1024
@@ -191,6 +191,19 @@ class ChaosProxy:
 def _close(writer: asyncio.StreamWriter) -> None:
     """Close with a FIN, after what is buffered."""
     writer.close()
+
+
+async def start_proxy(h: Harness, target_port: int) -> ChaosProxy:
+    """A :class:`ChaosProxy` to ``target_port`` on the harness's service loop,
+    closed when the test ends (whether it passed or not)."""
+    proxy = ChaosProxy(target_port)
+
+    async def start() -> None:
+        await proxy.start()
+        h.service.closers.append(proxy.close)
+
+    await h.on_service(start())
+    return proxy
 
 
 # -- faults ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import os
 
 import pytest
 from adapter_harness import Harness, on_every_adapter
-from chaos import ChaosProxy, ChaosResult, inject, workload
+from chaos import ChaosResult, inject, start_proxy, workload
 
 pytestmark = [pytest.mark.filterwarnings("error")]
 
@@ -46,8 +46,8 @@ def check(result: ChaosResult) -> None:
 @on_every_adapter(versions=(None,), timeout=SECONDS + 60)
 async def test_chaos_embedded_broker(h: Harness) -> None:
     broker = await h.start_broker(heartbeat=(200, 200))
-    proxy = ChaosProxy(broker.port)
-    port = await h.on_service(proxy.start())
+    proxy = await start_proxy(h, broker.port)
+    port = proxy.port
 
     async def chaos() -> list:  # type: ignore[type-arg]
         return await h.on_service(inject(proxy, SECONDS, seed=SEED), timeout=SECONDS + 30)
@@ -65,4 +65,3 @@ async def test_chaos_embedded_broker(h: Harness) -> None:
         await h.sleep(0.05)
     assert await h.sessions(broker) == 0
     assert await h.on_service(proxy.wait_closed()) == 0
-    await h.on_service(proxy.close())

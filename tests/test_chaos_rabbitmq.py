@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from adapter_harness import WAIT, Backoff, BrokerError, ConnectionLost, Harness, on_every_adapter
 from brokers import real_broker
-from chaos import ChaosProxy, Fault, inject, workload
+from chaos import ChaosProxy, Fault, inject, start_proxy, workload
 from test_chaos import SECONDS, SEED, check, record
 
 pytestmark = [pytest.mark.filterwarnings("error")]
@@ -37,8 +37,8 @@ async def restart_broker() -> None:
 @on_every_adapter(versions=(None,), timeout=SECONDS + 180)
 async def test_chaos_rabbitmq(h: Harness) -> None:
     broker = real_broker("rabbitmq")
-    proxy = ChaosProxy(broker.port)
-    port = await h.on_service(proxy.start())
+    proxy = await start_proxy(h, broker.port)
+    port = proxy.port
 
     async def chaos() -> list[Fault]:
         faults = inject(
@@ -65,7 +65,6 @@ async def test_chaos_rabbitmq(h: Harness) -> None:
     record(result, "rabbitmq")
     check(result)
     assert await h.on_service(proxy.wait_closed()) == 0
-    await h.on_service(proxy.close())
 
 
 async def rabbitmqctl(*args: str) -> None:
@@ -87,8 +86,8 @@ async def test_a_deleted_queue_ends_its_subscription_on_restore(h: Harness) -> N
     reconnect about 10 times a second, forever).
     """
     broker = real_broker("rabbitmq")
-    proxy = ChaosProxy(broker.port)
-    port = await h.on_service(proxy.start())
+    proxy = await start_proxy(h, broker.port)
+    port = proxy.port
     name = f"chaos-gone-{h.adapter}-{uuid.uuid4().hex[:8]}"
     kept_queue = f"/queue/chaos-kept-{uuid.uuid4().hex[:8]}"
     backoff = Backoff(initial=0.05, maximum=0.2)
@@ -116,7 +115,6 @@ async def test_a_deleted_queue_ends_its_subscription_on_restore(h: Harness) -> N
             # (one more seen once in about ten runs, on a loaded machine); a loop
             # would have made about ten more in this second.
             assert proxy.accepted <= 4
-    await h.on_service(proxy.close())
 
 
 async def _cut(proxy: ChaosProxy) -> None:
