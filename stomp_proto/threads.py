@@ -252,6 +252,8 @@ class Client:
         self._waiters: dict[str, _Waiter] = {}
         #: Set while a session is open: writers wait for it during a reconnect.
         self._ready = threading.Event()
+        #: What ended the last session (set as _ready is cleared, under _state_lock).
+        self._ended_by: ClientError | None = None
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
         self._closed = False
@@ -365,6 +367,7 @@ class Client:
             connected, error = self._read(stream, conn)
             with self._state_lock:
                 self._ready.clear()
+                self._ended_by = error
             with self._write_lock:
                 self._outbox.clear()  # acknowledgements of a connection that is gone
             self._fail_waiters(error)
@@ -538,6 +541,32 @@ class Client:
 
     # -- writing (any thread) -------------------------------------------------------
 
+    def _why_send_failed(self, exc: OSError) -> ClientError:
+        """The error a failed write raises: the broker's ERROR when it sent one.
+
+        A broker that refuses a frame sends an ERROR and closes; a write can
+        find the connection closed before the reader has handled that ERROR
+        (over WebSocket, the close frame behind it closes the channel at once).
+        So wait, bounded by the timeout, for the reader to end the session,
+        and raise what ended it.
+        """
+        key = f"write failed in thread {threading.get_ident()}"
+        with self._state_lock:
+            # The reader clears _ready and records the reason under this lock,
+            # then fails every waiter.
+            if not self._ready.is_set():
+                return self._ended_by or ConnectionLost(f"connection failed: {exc}")
+            waiter = self._expect(key)
+        try:
+            waiter.wait(self._options.timeout)
+        except ClientError as ended:
+            return ended
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.pop(key, None)
+        return ConnectionLost(f"connection failed: {exc}")
+
     def _expect(self, key: str) -> _Waiter:
         waiter = _Waiter()
         self._waiters[key] = waiter
@@ -581,6 +610,7 @@ class Client:
                 raise ConnectionLost("the client is closed")
             self._wait_ready()
         waiter: _Waiter | None = None
+        failed: OSError | None = None
         with self._write_lock:
             with self._state_lock:
                 conn = self._core.conn
@@ -602,7 +632,9 @@ class Client:
                 stream.send(data)
             except OSError as exc:
                 self._waiters.pop(receipt or "", None)
-                raise ConnectionLost(f"connection failed: {exc}") from exc
+                failed = exc
+        if failed is not None:  # outside the write lock: the reader takes it as a session ends
+            raise self._why_send_failed(failed) from failed
         if waiter is None:
             return None
         try:
