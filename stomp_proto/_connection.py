@@ -50,6 +50,7 @@ from ._events import (
     Message,
     Nack,
     Receipt,
+    Send,
     Subscribe,
     Unsubscribe,
     evolve,
@@ -592,6 +593,8 @@ class _Connection:
 
 
 _SERVER_FRAMES = frozenset({Connected, Message, Receipt, Error})
+#: The client frames with a ``receipt`` field (CONNECT has none: 1.2 §CONNECT).
+_ASKS_FOR_RECEIPT = (Send, Subscribe, Unsubscribe, Ack, Nack, Begin, Commit, Abort, Disconnect)
 
 _Check = Callable[[_Connection, Any], None]
 _Book = Callable[[_Connection, Any, ConnectionState], ConnectionState]
@@ -800,6 +803,18 @@ class ServerConnection(_Connection):
     def negotiated_version(self) -> Version | None:
         """The version a CONNECTED will carry: the highest both sides speak."""
         return self._version or self._offered
+
+    def send_receipt(self, event: Event) -> bytes:
+        """The RECEIPT that ``event`` asked for, sent: the bytes to write.
+
+        ``b""`` when ``event`` asked for none (no ``receipt`` header, or an event
+        that cannot carry one).  The connection never answers a receipt by
+        itself: the server sends it once it has done what the frame asked (for a
+        SEND, once the message is stored or routed) - 1.2 §RECEIPT.  For a
+        DISCONNECT, the RECEIPT ends the session.
+        """
+        receipt = event.receipt if isinstance(event, _ASKS_FOR_RECEIPT) else None
+        return b"" if receipt is None else self.send(Receipt(receipt))
 
     def _send_outside_table(self, event: FrameEvent) -> ConnectionState:
         # The ERROR suggested by a RemoteProtocolError may still be sent.
