@@ -439,6 +439,8 @@ class _Connection:
 
         ``None`` while no heart-beats are in force.  Right after the handshake
         it returns 0.0 - "now" - so that the first call can learn the time.
+        It changes only when ``handle_timer`` runs, when the handshake
+        completes and when the session ends: ask again after those.
         """
         if self._timer is None or self._state is CLOSED:
             return None
@@ -828,9 +830,22 @@ class ServerConnection(_Connection):
         subscription = self._subscriptions.get(key)
         if subscription is None:
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
-        if subscription.ack != "auto" and self._version == "1.2" and event.ack is None:
+        if subscription.ack == "auto":
+            return
+        if self._version == "1.2" and event.ack is None:
             raise LocalProtocolError(
-                ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs 'ack'"
+                ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs an 'ack'"
+            )
+        # What the ACK will name must tell this delivery from every pending one:
+        # the ack id (1.2), the message-id in its subscription (1.1) or alone (1.0).
+        ident = event.ack if self._version == "1.2" else event.message_id
+        scope = key if self._version == "1.1" else None
+        if ident is not None and self._pending.find(ident, scope) is not None:
+            name = "ack" if self._version == "1.2" else "message-id"
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"{name} {ident!r} is already pending on this connection; the client "
+                "could not tell the two deliveries apart",
             )
 
     def _book_message(self, event: Message) -> None:

@@ -85,6 +85,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_encoder",
         "test_encoder_fastpaths",
         "test_error_contents",
+        "test_event_edges",
         "test_events",
         "test_frame",
         "test_headers",
