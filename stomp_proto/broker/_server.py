@@ -55,6 +55,7 @@ from typing import Unpack
 
 from .._closing import DRAIN_BYTES, DRAIN_TIMEOUT
 from .._errors import ErrorKind, RemoteProtocolError
+from .._events import ConnectionClosed, Error, HeartBeatTimeout
 from .._frame import VERSIONS
 from .._websocket import ServerHandshake, WebSocketChannel, check_path, require_wsproto
 from ._core import DEFAULT_OUTPUT_LIMIT, BrokerCore, BrokerOptions, Outbox, Session
@@ -77,6 +78,7 @@ class _Peer:
     """The transport side of one session."""
 
     __slots__ = (
+        "address",
         "ended",
         "pending",
         "reader",
@@ -109,6 +111,8 @@ class _Peer:
         self.stopping = False
         #: The client closed (or reset) its stream: nothing is left to drain.
         self.ended = False
+        #: Where the client connects from, for the log.
+        self.address = _address(writer.get_extra_info("peername"))
 
     def write(self, data: bytes | bytearray) -> None:
         """Write STOMP bytes (in a WebSocket message, for a WebSocket)."""
@@ -251,7 +255,7 @@ class Broker:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
     ) -> None:
         """Tell a WebSocket upgrade from plain STOMP; start the session either way."""
-        peername = writer.get_extra_info("peername")
+        peername = _address(writer.get_extra_info("peername"))
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
                 data = b""
@@ -311,6 +315,7 @@ class Broker:
             log.exception("STOMP broker: connection %s failed", session.id)
         finally:
             peer.stopping = True  # cancelling the clean-up below would cut it short
+            _log_ending(peer, self._closing)
             self._flush(self.core.close_session(session))
             await self._stop_resumer(peer)
             await self._close_transport(peer)
@@ -441,7 +446,42 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         writer.transport.abort()
 
 
-def _log_refusal(peer: object, error: RemoteProtocolError) -> None:
+def _address(peername: object) -> str:
+    """``host:port`` of a peer name (``[host]:port`` for IPv6); anything else as it is."""
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        host, port = peername[0], peername[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(peername)
+
+
+def _log_ending(peer: _Peer, shutting_down: bool) -> None:
+    """Log how a session ended: INFO for a refused or failed one, with the client and why.
+
+    A clean DISCONNECT, a connection closed before it sent anything (a port
+    probe) and the broker's own shutdown are DEBUG.
+    """
+    conn = peer.session.connection
+    ending = conn.ended_by
+    where = f"STOMP broker: connection {peer.session.id} from {peer.address}"
+    if conn.ended_cleanly:
+        log.debug("%s: ended by DISCONNECT", where)
+    elif isinstance(ending, RemoteProtocolError):
+        log.info("%s refused: %s: %s", where, ending.kind.name, ending.message)
+    elif isinstance(ending, Error):
+        detail = ending.body.decode("utf-8", "replace").strip()[:200]
+        reason = ending.message if not detail or detail == ending.message else (
+            f"{ending.message}: {detail}"
+        )
+        (log.debug if shutting_down else log.info)("%s ended by ERROR: %s", where, reason)
+    elif isinstance(ending, HeartBeatTimeout):
+        log.info("%s: no heart-beat for %.1f s", where, ending.silence)
+    elif isinstance(ending, ConnectionClosed) and conn.negotiated_version is None:
+        log.debug("%s closed before CONNECT", where)
+    else:
+        log.info("%s lost: closed without DISCONNECT", where)
+
+
+def _log_refusal(peer: str, error: RemoteProtocolError) -> None:
     # A client's mistake, not the broker's: INFO, with the kind to grep for.
     log.info(
         "STOMP broker: refused connection from %s: %s: %s", peer, error.kind.name, error.message
