@@ -47,7 +47,8 @@ class Client:
 
 
 class SelectorsServer:
-    """Serve STOMP on ``listener`` until ``stop_after`` sessions have ended (or forever).
+    """Serve STOMP on ``listener`` until ``stop_after`` sessions have ended and their
+    connections are closed (or forever).
 
     ``heartbeat`` is what the server offers in CONNECTED, ``(send every ms,
     expect every ms)``.  ``endings`` records what ended each session
@@ -65,7 +66,8 @@ class SelectorsServer:
         self.endings: list[object] = []
 
     def run(self, stop_after: int | None = None) -> None:
-        while stop_after is None or len(self.endings) < stop_after:
+        # Until enough sessions have ended and every connection is closed.
+        while stop_after is None or len(self.endings) < stop_after or self.clients:
             for key, mask in self.selector.select(self.wait()):
                 if key.fileobj is self.listener:
                     self.accept()
