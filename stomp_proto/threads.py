@@ -550,12 +550,15 @@ class Client:
         So wait, bounded by the timeout, for the reader to end the session,
         and raise what ended it.
         """
+        lost = ConnectionLost(f"connection failed: {exc}")
+        if threading.current_thread() is self._reader:
+            return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
         with self._state_lock:
             # The reader clears _ready and records the reason under this lock,
             # then fails every waiter.
             if not self._ready.is_set():
-                return self._ended_by or ConnectionLost(f"connection failed: {exc}")
+                return self._ended_by or lost
             waiter = self._expect(key)
         try:
             waiter.wait(self._options.timeout)
@@ -565,7 +568,7 @@ class Client:
             pass
         finally:
             self._waiters.pop(key, None)
-        return ConnectionLost(f"connection failed: {exc}")
+        return lost
 
     def _expect(self, key: str) -> _Waiter:
         waiter = _Waiter()
