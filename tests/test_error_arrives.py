@@ -19,6 +19,7 @@ WebSocket:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
@@ -31,6 +32,7 @@ from stomp_proto import (
     ClientConnection,
     Connect,
     Connected,
+    ConnectionState,
     Error,
     Limits,
     RemoteProtocolError,
@@ -175,3 +177,35 @@ def test_drain_and_close_returns_at_the_peers_end_of_stream() -> None:
         assert drain_and_close(left) == 5000
         # Our half-close came through as end of stream.
         assert right.recv(10) == b""
+
+
+# -- a server that resets right after its ERROR: the client still reports the ERROR ----------
+
+
+async def error_then_reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer CONNECT; at the first bytes after it, send an ERROR and abort (a reset):
+    what a server does that closes with unread data."""
+    conn = ServerConnection()
+    while conn.state is not ConnectionState.CONNECTED:
+        data = await reader.read(65536)
+        if not data:
+            return
+        conn.receive_data(data)
+        for event in iter(conn.next_event, None):
+            if isinstance(event, Connect):
+                writer.write(conn.send(Connected()))
+    await reader.read(65536)  # the start of the big SEND
+    writer.write(conn.send(Error(message="too big", body=b"refused by the test server")))
+    await writer.drain()
+    writer.transport.abort()
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_write_that_meets_the_reset_raises_the_broker_error(h: Harness) -> None:
+    """The client is still writing when the reset comes; its reader has the ERROR
+    (it arrived before the reset): the write raises BrokerError, not ConnectionLost."""
+    port = await h.start_server(error_then_reset)
+    async with h.connect(port) as client:
+        with pytest.raises(BrokerError) as refused:
+            await client.send("/queue/big", b"x" * (16 * 1024 * 1024))
+    assert refused.value.message == "too big"
