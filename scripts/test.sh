@@ -73,6 +73,7 @@ OTHER_PYTHONS=(${STOMP_PYTHONS:-3.12 3.13 3.14})
 REQUIRED_IN_CI=(3.12 3.13)
 NOT_EVERY_PYTHON=(
     # interop with real brokers and third-party clients (stomp.py, stompman, stompjs ...)
+    tests/test_chaos_rabbitmq.py
     tests/test_interop_brokers.py
     tests/test_interop_websocket.py
     tests/test_stompjs_interop.py

@@ -250,7 +250,9 @@ class Client:
         self._stream: BlockingStream | None = None
         self._reader: threading.Thread | None = None
         self._waiters: dict[str, _Waiter] = {}
-        #: Set while a session is open: writers wait for it during a reconnect.
+        #: Set while writers need not wait: a session is up, or the client has
+        #: ended (closed, or failed for good) and writers must hear so.  Writers
+        #: wait for it between sessions.
         self._ready = threading.Event()
         #: What ended the last session (set as _ready is cleared, under _state_lock).
         self._ended_by: ClientError | None = None
@@ -307,7 +309,10 @@ class Client:
                     data = conn.send(subscribe)
                 stream.send(data)
         self._connected_once = True
-        self._ready.set()
+        self._core.reconnects.started(time.monotonic())
+        with self._state_lock:
+            if not self._closed:
+                self._ready.set()
 
     def __enter__(self) -> Client:
         return self
@@ -337,11 +342,12 @@ class Client:
         Any thread may call it; blocked calls return (a waiting ``get`` returns
         ``None``, a receipt wait raises ConnectionLost).
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._ready.set()  # a writer waiting for a session sees the end
         self._stopping.set()
-        self._ready.clear()
         stream = self._stream
         # Acknowledgements already made go out first, unless a writer is stuck
         # on a full socket (close() must not wait for the broker).
@@ -362,29 +368,26 @@ class Client:
 
     def _run(self, stream: BlockingStream, conn: ClientConnection) -> None:
         """The reader thread: read sessions one after another while reconnecting."""
-        delays: Iterator[float] | None = None
         while True:
             connected, error = self._read(stream, conn)
             with self._state_lock:
-                self._ready.clear()
+                if not self._closed:  # close() leaves it set: writers must see the end
+                    self._ready.clear()
                 self._ended_by = error
             with self._write_lock:
                 self._outbox.clear()  # acknowledgements of a connection that is gone
             self._fail_waiters(error)
             with suppress(Exception):
                 stream.close()
-            backoff = self._options.reconnect
             if self._closed:
                 return
-            if backoff is None or not self._connected_once:
+            if not self._connected_once or not self._core.again(error, time.monotonic()):
                 self._finish(error)
                 return
-            if connected or delays is None:
-                delays = backoff.delays()  # a working session restarts the schedule
-            else:
+            if not connected and not isinstance(error, BrokerError):
                 error = ConnectionLost(f"reconnect failed: {error}")
             while True:
-                delay = next(delays, None)
+                delay = self._core.reconnects.next_delay()
                 if delay is None:
                     self._finish(error)
                     return
@@ -537,28 +540,31 @@ class Client:
             waiter.set_exception(error)
 
     def _finish(self, error: ClientError | None) -> None:
+        """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self._ready.set()
 
     # -- writing (any thread) -------------------------------------------------------
 
-    def _why_send_failed(self, exc: OSError) -> ClientError:
+    def _why_send_failed(self, stream: BlockingStream, exc: OSError) -> ClientError:
         """The error a failed write raises: the broker's ERROR when it sent one.
 
         A broker that refuses a frame sends an ERROR and closes; a write can
-        find the connection closed before the reader has handled that ERROR
-        (over WebSocket, the close frame behind it closes the channel at once).
-        So wait, bounded by the timeout, for the reader to end the session,
-        and raise what ended it.
+        find the connection reset or closed before the reader has handled that
+        ERROR (over WebSocket, the close frame behind it closes the channel at
+        once).  So wait, bounded by the timeout, for the reader to end the
+        session written on, and raise what ended it.
         """
         lost = ConnectionLost(f"connection failed: {exc}")
         if threading.current_thread() is self._reader:
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
         with self._state_lock:
-            # The reader clears _ready and records the reason under this lock,
+            # The reader records the reason and clears _ready under this lock,
             # then fails every waiter.
-            if not self._ready.is_set():
-                return self._ended_by or lost
+            live = self._ready.is_set() and self._stream is stream
+            if not live or self._closed or self._core.error is not None:
+                return self._core.error or self._ended_by or lost
             waiter = self._expect(key)
         try:
             waiter.wait(self._options.timeout)
@@ -576,22 +582,21 @@ class Client:
         return waiter
 
     def _wait_ready(self) -> None:
-        """Wait until connected; close() or a final error ends the wait too.
+        """Wait until a session is up, or until the client has ended.
 
-        An Event cannot be waited on together with close(), so the wait looks
-        at ``_closed`` every 50 ms: a sender that found the client between
-        sessions (the reader has just seen the end) must not sleep through a
-        close() that comes next.
+        ``_ready`` is set by a session that is up, and also by close() and by
+        the end of the client: a sender that found the client between sessions
+        wakes for those too, and then fails.
         """
-        timeout = self._options.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._ready.wait(0.05):
-            if self._core.error is not None:
-                raise self._core.error
-            if self._closed:
-                raise ConnectionLost("the client is closed")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError("not connected to the broker in time")
+        if not self._ready.wait(self._options.timeout):
+            # The connection is what is missing, not an answer: say so.
+            raise ConnectionLost(
+                f"no session with the broker within {self._options.timeout} s (reconnecting)"
+            )
+        if self._core.error is not None:
+            raise self._core.error
+        if self._closed:
+            raise ConnectionLost("the client is closed")
 
     def _send(
         self,
@@ -606,11 +611,7 @@ class Client:
         ``settles``: the message an ACK or NACK is for (it must have come on
         the current connection).  ``hold``: it may wait in the outbox.
         """
-        if not self._ready.is_set():
-            if self._core.error is not None:
-                raise self._core.error
-            if self._closed:
-                raise ConnectionLost("the client is closed")
+        if not self._ready.is_set() or self._closed or self._core.error is not None:
             self._wait_ready()
         waiter: _Waiter | None = None
         failed: OSError | None = None
@@ -637,7 +638,7 @@ class Client:
                 self._waiters.pop(receipt or "", None)
                 failed = exc
         if failed is not None:  # outside the write lock: the reader takes it as a session ends
-            raise self._why_send_failed(failed) from failed
+            raise self._why_send_failed(stream, failed) from failed
         if waiter is None:
             return None
         try:

@@ -154,6 +154,8 @@ class ServiceLoop:
         self.brokers: list[Broker] = []
         self._servers: list[asyncio.Server] = []
         self._handlers: set[asyncio.Task[None]] = set()
+        #: Called (on this loop) first when the loop shuts down, whatever the test did.
+        self.closers: list[Callable[[], Awaitable[None]]] = []
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
@@ -200,6 +202,8 @@ class ServiceLoop:
         return int(server.sockets[0].getsockname()[1])
 
     async def _shut_down(self) -> list[asyncio.Task[Any]]:
+        for closer in self.closers:
+            await closer()
         for broker in self.brokers:
             await broker.close()
         for server in self._servers:
@@ -377,6 +381,29 @@ class Harness:
             await trio.sleep(seconds)
         else:
             await asyncio.sleep(seconds)
+
+    async def gather(self, *awaitables: Awaitable[Any]) -> list[Any]:
+        """Run ``awaitables`` side by side on the scenario's loop; their results, in order.
+
+        The first exception is raised once all have ended.
+        """
+        if self.adapter != "trio":
+            return list(await asyncio.gather(*awaitables))
+        results: list[Any] = [None] * len(awaitables)
+        errors: list[BaseException] = []
+
+        async def one(index: int, awaitable: Awaitable[Any]) -> None:
+            try:
+                results[index] = await awaitable
+            except Exception as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for index, awaitable in enumerate(awaitables):
+                nursery.start_soon(one, index, awaitable)
+        if errors:
+            raise errors[0]
+        return results
 
     # -- the service loop -----------------------------------------------------------
 

@@ -105,7 +105,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_ack_outbox",
         "test_adapter_faults",
         "test_adapters",
+        "test_chaos",
         "test_client_core",
+        "test_client_faults",
         "test_client_signatures",
         "test_error_arrives",
         "test_examples",
@@ -125,6 +127,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "spark": ("test_spark_integration", "test_spark_logic"),
     # real brokers and other projects' clients
     "interop": (
+        "test_chaos_rabbitmq",
         "test_client_matrix",
         "test_client_mistakes",
         "test_interop_brokers",

@@ -15,14 +15,25 @@ from stomp_proto import (
     AckMode,
     Connect,
     Connected,
+    Error,
     LocalProtocolError,
     Message,
+    Receipt,
     ServerConnection,
     Subscribe,
     Unsubscribe,
     Version,
 )
-from stomp_proto._client._core import ClientCore, ClientError, ConnectionLost, ConnectOptions
+from stomp_proto._client._core import (
+    Backoff,
+    BrokerError,
+    ClientCore,
+    ClientError,
+    ConnectionLost,
+    ConnectOptions,
+    End,
+    Reconnects,
+)
 
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 
@@ -193,9 +204,97 @@ def test_registry_restores_and_finishes_subscriptions() -> None:
     failed = Handle(core.subscribe_event("/queue/c", "auto", None, None))
     core.subscribing(failed)
     core.subscribe_done(failed, ok=False)
-    assert core.restore_subscriptions() == [h._event for h in handles]
+    restored = core.restore_subscriptions()
+    assert [dataclasses.replace(e, receipt=None) for e in restored] == [h._event for h in handles]
+    assert all(e.receipt for e in restored)  # the core confirms each (see the restore tests)
     error = ConnectionLost("gone")
     core.finish(error)
     core.finish(ConnectionLost("later"))
     assert core.error is error and core.subscriptions == {}
     assert [h.ended for h in handles] == [[error], [error]]
+
+
+# -- restoring subscriptions after a reconnect (issue 20 D) -----------------------------
+
+
+def _restoring(names: str) -> tuple[ClientCore[Handle], list[Handle], list[Subscribe]]:
+    """A core with one confirmed subscription per letter of ``names``, being restored."""
+    core: ClientCore[Handle] = ClientCore(ConnectOptions(reconnect=Backoff()))
+    handles = [Handle(core.subscribe_event(f"/queue/{n}", "auto", None, n)) for n in names]
+    for handle in handles:
+        core.subscribing(handle)
+        core.subscribe_done(handle, ok=True)
+    core.new_connection()
+    return core, handles, core.restore_subscriptions()
+
+
+def test_an_error_during_restore_refuses_the_oldest_unconfirmed_subscription() -> None:
+    # RabbitMQ: SUBSCRIBE to a deleted /amq/queue/ gets ERROR not_found, with no
+    # receipt-id; it answers frames in order, so the receipts before it name
+    # the subscriptions it took.
+    core, (a, b, c), restored = _restoring("abc")
+    assert core.route(Receipt(restored[0].receipt or "")) is None  # a is back
+    route = core.route(Error(message="not_found", body=b"NOT_FOUND - no queue 'b'"))
+    assert isinstance(route, End) and isinstance(route.error, BrokerError)
+    assert b.ended == [route.error] and a.ended == [] and c.ended == []
+    assert list(core.subscriptions) == ["a", "c"]  # the next session restores these
+    assert core.refused
+    # Refusing a restored subscription is progress: it does not count as an ERROR ending.
+    assert all(core.again(route.error, 0.0) for _ in range(10))
+
+
+def test_an_error_with_a_receipt_id_refuses_the_subscription_it_names() -> None:
+    core, (a, b, c), restored = _restoring("abc")
+    route = core.route(Error(message="no", receipt_id=restored[2].receipt))
+    assert isinstance(route, End)
+    assert c.ended == [route.error] and a.ended == b.ended == []
+    assert list(core.subscriptions) == ["a", "b"]
+
+
+def test_a_message_confirms_a_restored_subscription() -> None:
+    core, (a, b), restored = _restoring("ab")
+    core.target(Message("/queue/a", message_id="m", subscription="a"))
+    core.route(Receipt(restored[1].receipt or ""))
+    route = core.route(Error(message="broker shutting down"))
+    assert isinstance(route, End) and not core.refused
+    assert a.ended == b.ended == []  # nothing was pending: an ordinary ERROR
+
+
+def test_messages_for_a_left_subscription_are_not_strangers() -> None:
+    session = Session("1.2", "client-individual")
+    session.core.unsubscribing(session.handle)
+    message = Message("/queue/q", message_id="m", subscription=session.handle._event.key)
+    assert session.core.target(message) == (session.handle, None)  # the adapter drops it
+    session.core.new_connection()
+    assert session.core.target(message) == (None, None)
+
+
+def test_reconnects_reset_only_after_a_healthy_session() -> None:
+    backoff = Backoff(initial=1.0, factor=2.0, maximum=100.0, jitter=0.0, reset_after=10.0)
+    policy = Reconnects(backoff)
+    lost = ConnectionLost("cut")
+    assert policy.again(lost, 0.0) and policy.next_delay() == 1.0
+    policy.started(1.0)
+    assert policy.again(lost, 2.0) and policy.next_delay() == 2.0  # up 1 s: not healthy
+    policy.started(3.0)
+    assert policy.again(lost, 13.0) and policy.next_delay() == 1.0  # up 10 s: starts over
+
+
+def test_errors_in_a_row_end_the_reconnects() -> None:
+    policy = Reconnects(Backoff(error_attempts=2, reset_after=10.0))
+    error = BrokerError(Error(message="broker shutting down"))
+    assert policy.again(error, 0.0)
+    policy.started(1.0)
+    assert policy.again(error, 2.0)
+    policy.started(3.0)
+    assert not policy.again(error, 4.0)  # the third ERROR in a row
+    # A healthy session in between starts the count over.
+    policy = Reconnects(Backoff(error_attempts=1, reset_after=10.0))
+    assert policy.again(error, 0.0)
+    policy.started(1.0)
+    assert policy.again(error, 20.0)
+
+
+def test_no_backoff_no_reconnect() -> None:
+    core: ClientCore[Handle] = ClientCore(ConnectOptions())
+    assert not core.again(ConnectionLost("cut"), 0.0)

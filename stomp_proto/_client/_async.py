@@ -16,6 +16,7 @@ wire in the order the connection made them.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 
@@ -36,7 +37,7 @@ from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._core import (
     CONNECT_WAITER,
-    Backoff,
+    BrokerError,
     ClientCore,
     ClientError,
     ConnectionLost,
@@ -54,6 +55,38 @@ _write_failures = itertools.count()
 # -- the client ------------------------------------------------------------------
 
 
+class _Session:
+    """One connection attempt and, once CONNECTED, the session on it.
+
+    Each attempt owns its stream, its reader task and its connect waiter, so
+    that an attempt that fails or times out can be ended whole (its reader
+    cancelled, its stream closed), and a reader can never touch another
+    attempt's session.
+    """
+
+    __slots__ = ("conn", "connected", "current", "error", "reader", "stream")
+
+    def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
+        self.conn = conn
+        #: Resolved by this session's reader with CONNECTED, or failed with why it ended.
+        self.connected = connected
+        self.stream: Stream | None = None
+        self.reader: Task | None = None
+        #: Whether this is the client's session (its CONNECTED came and was taken).
+        self.current = False
+        #: Why its reader ended, once it has.
+        self.error: ClientError | None = None
+
+    async def abandon(self) -> None:
+        """End this attempt: cancel its reader, close its stream."""
+        if self.reader is not None:
+            self.reader.cancel()
+            await self.reader.join()
+        if self.stream is not None:
+            with suppress(Exception):
+                await self.stream.aclose()
+
+
 class AsyncSubscription:
     """Messages of one subscription: ``async for message in subscription``.
 
@@ -62,9 +95,18 @@ class AsyncSubscription:
     """
 
     def __init__(self, client: AsyncClient, event: Subscribe) -> None:
+        backend = client._backend
         self._client = client
         self._event = event
-        self._queue = client._backend.queue(client._core.options.max_pending_messages)
+        self._limit = client._core.options.max_pending_messages
+        self._messages: deque[Message] = deque()
+        #: Set when a message arrives or the subscription ends (consumers wait on it).
+        self._arrived = backend.flag()
+        #: Set when the full buffer gets room or the subscription ends (the reader waits on it).
+        self._room = backend.flag()
+        # The end is a flag, never an item in the buffer: a full buffer has no
+        # room for one, and a reader waiting for room must see it too.
+        self._ended = False
         self._error: ClientError | None = None
         self._active = False
         #: The receipt id of its SUBSCRIBE while that is awaited.
@@ -98,24 +140,45 @@ class AsyncSubscription:
     async def get(self, timeout: float | None = None) -> Message | None:
         """The next message; ``None`` once the subscription has ended cleanly.
 
-        Raises the error that ended the session, or TimeoutError.
+        Messages buffered before the end come first.  Raises the error that
+        ended the session, or TimeoutError.
         """
-        if self._queue.empty():
+        if not self._messages and not self._ended:
+            # Only a consumer that must wait arms a timeout (it costs more than a get).
+            async with self._client._backend.timeout(timeout):
+                while not self._messages and not self._ended:
+                    self._arrived.clear()
+                    await self._arrived.wait()
+        if not self._messages:
             if self._error is not None:
                 raise self._error
-            async with self._client._backend.timeout(timeout):
-                item = await self._queue.get()
-        else:
-            # Not waiting: no timeout to arm, which costs more than the get.
-            item = self._queue.get_nowait()
-        if item is None and self._error is not None:
-            raise self._error
-        return item
+            return None
+        if len(self._messages) == self._limit:
+            self._room.set()  # the reader may be waiting for room
+        return self._messages.popleft()
+
+    def _put_nowait(self, message: Message) -> bool:
+        """Buffer ``message`` (the reader); False when the buffer is full."""
+        if len(self._messages) >= self._limit:
+            return False
+        self._messages.append(message)
+        self._arrived.set()
+        return True
+
+    async def _wait_for_room(self) -> None:
+        """Until the full buffer has room or the subscription ends (the reader)."""
+        while len(self._messages) >= self._limit and not self._ended:
+            self._room.clear()
+            await self._room.wait()
 
     def _end(self, error: ClientError | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
         self._error = error
         self._active = False
-        self._queue.put_nowait(None)  # wakes a waiting reader; a full queue has none
+        self._arrived.set()  # wakes waiting consumers
+        self._room.set()  # and a reader waiting for room: its message is dropped
 
 
 class AsyncClient:
@@ -125,11 +188,13 @@ class AsyncClient:
         self._core: ClientCore[AsyncSubscription] = ClientCore(options)
         self._options = options
         self._backend: Backend = backend
-        self._stream: Stream | None = None
+        #: The current session (None before the first CONNECTED).
+        self._session: _Session | None = None
         self._write_lock = backend.lock()
-        self._reader: Task | None = None
         self._reconnector: Task | None = None
         self._waiters: dict[str, Waiter[Event]] = {}
+        #: Set while writers need not wait: a session is up, or the client has
+        #: ended (closed, or failed for good) and writers must hear so.
         self._ready = backend.flag()
         self._closing = False
         self._reconnecting = False
@@ -152,26 +217,42 @@ class AsyncClient:
     # -- lifecycle ---------------------------------------------------------------
 
     async def _open(self) -> None:
-        conn = self._core.conn
-        options = self._options
-        async with self._backend.timeout(options.timeout):
-            stream = await self._backend.open_stream(options)
-            self._stream = stream
-            versions = options.versions
-            if options.websocket is not None:
-                websocket = await WebSocketStream.open(
-                    stream, self._backend, options.host, options.port, options.websocket, versions
-                )
-                self._stream = stream = websocket
-                versions = accepted_versions(websocket.subprotocol, versions)
-            connected = self._expect(CONNECT_WAITER)
-            await stream.send(conn.send(options.connect_event(versions)))
-            self._reader = self._backend.spawn(lambda: self._read_loop(stream, conn))
-            await connected.wait()
-            async with self._write_lock:
-                for subscribe in self._core.restore_subscriptions():
-                    await stream.send(conn.send(subscribe))
+        """One connection attempt; on any failure (a timeout too) it leaves nothing behind."""
+        session = _Session(self._core.conn, self._backend.waiter())
+        try:
+            async with self._backend.timeout(self._options.timeout):
+                await self._connect(session)
+        except BaseException:
+            session.current = False
+            await session.abandon()
+            raise
+        self._core.reconnects.started(self._backend.now())
         self._ready.set()
+
+    async def _connect(self, session: _Session) -> None:
+        options = self._options
+        conn = session.conn
+        stream = session.stream = await self._backend.open_stream(options)
+        versions = options.versions
+        if options.websocket is not None:
+            stream = session.stream = await WebSocketStream.open(
+                stream, self._backend, options.host, options.port, options.websocket, versions
+            )
+            versions = accepted_versions(stream.subprotocol, versions)
+        await stream.send(conn.send(options.connect_event(versions)))
+        session.reader = self._backend.spawn(lambda: self._read_loop(session))
+        await session.connected.wait()  # the reader's error if it ended first
+        # No await between CONNECTED and this: the session becomes the client's,
+        # and from now on its reader reports its end to _lost().
+        self._session = session
+        session.current = True
+        if session.error is not None:
+            raise session.error  # it ended in the same read as CONNECTED
+        async with self._write_lock:
+            for subscribe in self._core.restore_subscriptions():
+                await stream.send(conn.send(subscribe))
+        if session.error is not None:
+            raise session.error  # _lost() left it to this attempt
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -194,21 +275,27 @@ class AsyncClient:
             await self.close()
 
     async def close(self) -> None:
-        """Drop the connection at once (no DISCONNECT)."""
+        """Drop the connection at once (no DISCONNECT).
+
+        Every wait ends: a consumer gets what is buffered, then the end; a
+        receipt wait, or a send waiting for a reconnect, raises ConnectionLost.
+        """
         self._closing = True
-        self._ready.clear()
-        for task in (self._reconnector, self._reader):
-            if task is not None:
-                task.cancel()
-                await task.join()
-        if self._stream is not None:
-            with suppress(Exception):
-                await self._stream.aclose()
+        self._ready.set()  # writers waiting for a session see the end
+        if self._reconnector is not None:
+            self._reconnector.cancel()  # abandons the attempt it is making
+            await self._reconnector.join()
+        if self._session is not None:
+            await self._session.abandon()
+        self._fail_waiters(ConnectionLost("the client is closed"))
         self._finish(None)
 
     # -- reading -----------------------------------------------------------------
 
-    async def _read_loop(self, stream: Stream, conn: ClientConnection) -> None:
+    async def _read_loop(self, session: _Session) -> None:
+        stream = session.stream
+        conn = session.conn
+        assert stream is not None
         error: ClientError
         try:
             while True:
@@ -226,6 +313,10 @@ class AsyncClient:
                 if type(route) is Message:
                     await self._deliver(route, stream, conn)
                 elif isinstance(route, Resolve):
+                    if route.key == CONNECT_WAITER:
+                        if not session.connected.done():
+                            session.connected.set_result(route.value)
+                        continue
                     waiter = self._waiters.pop(route.key, None)
                     if waiter is not None and not waiter.done():
                         waiter.set_result(route.value)
@@ -239,8 +330,14 @@ class AsyncClient:
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
             error.__cause__ = exc
-        # Lost first, so that no writer sees a ready client on a dead stream.
-        self._lost(error)
+        # (Cancelled - its attempt was abandoned, or the client closed - ends
+        # here without a word: whoever cancelled it cleans up.)
+        session.error = error
+        if not session.connected.done():
+            session.connected.set_exception(error)  # the attempt fails with it
+        elif session.current:
+            # Lost first, so that no writer sees a ready client on a dead stream.
+            self._lost(error)
         with suppress(Exception):
             await stream.aclose()
 
@@ -265,79 +362,86 @@ class AsyncClient:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
-        if subscription._queue.put_nowait(message):
-            return  # the common case: room in the queue, no timeout to arm
-        # A full queue pauses reading (back-pressure) but not heart-beats.
-        while True:
+        # The common case: room in the buffer, no timeout to arm.  A message
+        # for a subscription that has ended is dropped, unacknowledged: the
+        # broker delivers it again.
+        while not subscription._ended and not subscription._put_nowait(message):
+            # A full buffer pauses reading (back-pressure) but not heart-beats.
             try:
                 async with self._backend.timeout(self._until_timer(conn)):
-                    await subscription._queue.put(message)
-                return
+                    await subscription._wait_for_room()
             except TimeoutError:
                 await self._write_timer(stream, conn, reading=False)
 
-    def _lost(self, error: ClientError) -> None:
-        """The transport is gone: reconnect if asked to, else end the client."""
-        self._ready.clear()
-        for waiter in self._waiters.values():
+    def _fail_waiters(self, error: ClientError) -> None:
+        waiters = list(self._waiters.values())
+        self._waiters.clear()
+        for waiter in waiters:
             if not waiter.done():
                 waiter.set_exception(error)
-        self._waiters.clear()
+
+    def _lost(self, error: ClientError) -> None:
+        """The current session is gone: reconnect if the policy says so, else end the client."""
+        self._ready.clear()
+        self._fail_waiters(error)
         if self._closing:
+            self._ready.set()
             return
         if self._reconnecting:
-            return  # the reconnect loop sees this failure through _open()
-        backoff = self._options.reconnect
-        # With reconnect on, any end of a working session is worth another try
-        # - a lost transport, a silent broker, or an ERROR (a broker shutting
-        # down sends one); the waits it interrupted have failed with it above.
-        if backoff is not None:
-            self._reconnecting = True
-            self._reconnector = self._backend.spawn(lambda: self._reconnect(backoff, error))
-        else:
+            return  # the attempt in progress sees it (session.error)
+        if not self._core.again(error, self._backend.now()):
             self._finish(error)
+            return
+        self._reconnecting = True
+        self._reconnector = self._backend.spawn(lambda: self._reconnect(error))
 
-    async def _reconnect(self, backoff: Backoff, error: ClientError) -> None:
+    async def _reconnect(self, error: ClientError) -> None:
         try:
-            for delay in backoff.delays():
+            while (delay := self._core.reconnects.next_delay()) is not None:
                 await self._backend.sleep(delay)
                 self._core.new_connection()
                 try:
                     await self._open()
                     return
+                except BrokerError as exc:  # a refused login, or a refused restore
+                    error = exc
+                    if not self._core.again(exc, self._backend.now()):
+                        break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
                     error = ConnectionLost(f"reconnect failed: {exc}")
+                    error.__cause__ = exc
             self._finish(error)
         finally:
             self._reconnecting = False
 
     def _finish(self, error: ClientError | None) -> None:
+        """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self._ready.set()
 
     # -- writing -----------------------------------------------------------------
 
-    async def _why_send_failed(self, exc: OSError) -> ClientError:
+    async def _why_send_failed(self, session: _Session, exc: OSError) -> ClientError:
         """The error a failed write raises: the broker's ERROR when it sent one.
 
         A broker that refuses a frame sends an ERROR and closes; a write can
-        fail (the reader closed the stream on that ERROR, or the WebSocket's
-        close frame closed the channel) before the reader has ended the
-        session.  So wait, bounded by the timeout, for the reader to end it,
-        and raise what ended it.
+        fail (a reset, the reader closed the stream on that ERROR, or the
+        WebSocket's close frame closed the channel) before the reader has
+        ended the session.  So wait, bounded by the timeout, for the session's
+        reader to end, and raise what ended it.
         """
-        if self._ready.is_set():
+        if session.error is None and session.current:
+            # _lost() fails every waiter as the reader ends the session.
             key = f"write failed {next(_write_failures)}"
             waiter = self._expect(key)
             try:
                 async with self._backend.timeout(self._options.timeout):
                     await waiter.wait()
-            except ClientError as ended:
-                return ended
-            except TimeoutError:
+            except (ClientError, TimeoutError):
                 pass
             finally:
                 self._waiters.pop(key, None)
-        return self._core.error or ConnectionLost(f"connection failed: {exc}")
+        return session.error or ConnectionLost(f"connection failed: {exc}")
 
     def _expect(self, key: str) -> Waiter[Event]:
         waiter = self._backend.waiter()
@@ -352,27 +456,34 @@ class AsyncClient:
         ``settles``: the message an ACK or NACK is for (it must have come on
         the current connection).
         """
+        if not self._ready.is_set():
+            try:
+                async with self._backend.timeout(self._options.timeout):
+                    await self._ready.wait()
+            except TimeoutError:
+                # The connection is what is missing, not an answer: say so.
+                raise ConnectionLost(
+                    f"no session with the broker within {self._options.timeout} s (reconnecting)"
+                ) from None
         if self._core.error is not None:
             raise self._core.error
-        if not self._ready.is_set():
-            if self._closing:
-                raise ConnectionLost("the client is closed")
-            async with self._backend.timeout(self._options.timeout):
-                await self._ready.wait()
-        stream = self._stream
-        assert stream is not None
+        if self._closing:
+            raise ConnectionLost("the client is closed")
+        session = self._session
+        assert session is not None and session.stream is not None
+        stream = session.stream
         waiter = self._expect(receipt) if receipt is not None else None
         try:
             async with self._write_lock:
-                conn = self._core.conn
-                if conn.state is ConnectionState.CLOSED:
+                conn = session.conn
+                if conn.state is ConnectionState.CLOSED or session.error is not None:
                     raise self._core.error or ConnectionLost("the connection is closed")
                 if settles is not None:
                     conn.check_delivered(settles)
                 await stream.send(conn.send(event))
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
-            raise await self._why_send_failed(exc) from exc
+            raise await self._why_send_failed(session, exc) from exc
         except BaseException:
             if receipt is not None:
                 self._waiters.pop(receipt, None)

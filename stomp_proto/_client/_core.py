@@ -56,6 +56,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "Outbox",
+    "Reconnects",
 ]
 
 
@@ -96,6 +97,13 @@ class Backoff:
 
     Each wait is spread by up to ``jitter`` (a fraction) so that many clients
     do not return at once.  ``attempts=None`` retries forever.
+
+    The schedule starts over only after a session that stayed up for
+    ``reset_after`` seconds: a session that fails soon after CONNECTED (a
+    broker that accepts and then drops, or refuses what the client restores)
+    keeps the waits growing.  ``error_attempts`` bounds how many times in a row
+    the client comes back after the broker ended the session (or refused the
+    login) with an ERROR; after that the :class:`BrokerError` ends the client.
     """
 
     initial: float = 0.1
@@ -103,6 +111,8 @@ class Backoff:
     factor: float = 2.0
     jitter: float = 0.1
     attempts: int | None = None
+    reset_after: float = 10.0
+    error_attempts: int = 3
 
     def delays(self) -> Iterator[float]:
         delay = self.initial
@@ -216,6 +226,57 @@ class End:
     error: ClientError
 
 
+class Reconnects:
+    """Whether to come back after a session ends, and how long to wait first.
+
+    The rule, the same in every adapter: any ending is worth another try (a
+    lost transport, a silent broker, an ERROR - a broker shutting down sends
+    one), with waits from :meth:`Backoff.delays`.  The waits start over only
+    after a session that was healthy for :attr:`Backoff.reset_after` seconds.
+    Endings by ERROR (and logins refused by one) count: after
+    :attr:`Backoff.error_attempts` in a row the client gives up, since the
+    broker keeps saying no.  An ERROR that refused a restored subscription does
+    not count: that subscription has ended with it, and the next session comes
+    back without it.
+    """
+
+    __slots__ = ("_backoff", "_delays", "_errors", "_since")
+
+    def __init__(self, backoff: Backoff) -> None:
+        self._backoff = backoff
+        self._delays: Iterator[float] | None = None
+        self._errors = 0
+        self._since: float | None = None
+
+    def started(self, now: float) -> None:
+        """A session is up (CONNECTED came, its subscriptions were sent again)."""
+        self._since = now
+
+    def again(self, error: ClientError, now: float, *, refused: bool = False) -> bool:
+        """A session or an attempt ended with ``error``: whether to try again.
+
+        ``refused``: the ERROR refused a restored subscription.
+        """
+        since, self._since = self._since, None
+        if since is not None and now - since >= self._backoff.reset_after:
+            self._delays = None
+            self._errors = 0
+        if isinstance(error, BrokerError) and not refused:
+            self._errors += 1
+            return self._errors <= self._backoff.error_attempts
+        return True
+
+    def next_delay(self) -> float | None:
+        """Seconds to wait before the next attempt; None once the attempts are used up."""
+        if self._delays is None:
+            self._delays = self._backoff.delays()
+        return next(self._delays, None)
+
+
+#: Subscriptions left on one connection that the core remembers, so that
+#: messages still on their way to them are dropped, not taken for strangers'.
+LEFT_REMEMBERED = 1024
+
 #: What to do with one event: a :class:`Message` goes to the buffer of the
 #: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
 #: waiter, an :class:`End` ends the session, ``None``: nothing.
@@ -234,7 +295,11 @@ class Handle(Protocol):
     _active: bool
 
     def _end(self, error: ClientError | None) -> None:
-        """No more messages: after those buffered, end cleanly or raise ``error``."""
+        """No more messages: after those buffered, end cleanly or raise ``error``.
+
+        Also wakes the adapter's reader if it waits for room in the buffer: a
+        message for an ended subscription is dropped.
+        """
 
 
 S = TypeVar("S", bound=Handle)
@@ -340,6 +405,14 @@ class ClientCore(Generic[S]):
         #: The error that ended the client for good (None while it lives, or
         #: when it was closed on purpose).
         self.error: ClientError | None = None
+        #: Subscriptions left on the current connection, by key (see :meth:`target`).
+        self._left: dict[str, S] = {}
+        #: Restored subscriptions whose SUBSCRIBE the broker has not yet
+        #: confirmed, by receipt id, oldest first (see :meth:`route`).
+        self._restoring: dict[str, S] = {}
+        #: Whether the ERROR that ended the last session refused a restored subscription.
+        self.refused = False
+        self.reconnects = Reconnects(options.reconnect or Backoff())
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -350,6 +423,9 @@ class ClientCore(Generic[S]):
         """Start over on a new transport: a fresh ClientConnection, same subscriptions."""
         self.generation += 1
         self.conn = self._make_connection()
+        self._left.clear()
+        self._restoring.clear()
+        self.refused = False
         return self.conn
 
     # -- ids and events --------------------------------------------------------
@@ -460,28 +536,81 @@ class ClientCore(Generic[S]):
 
     def unsubscribing(self, handle: S) -> Unsubscribe | None:
         """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it."""
-        self.subscriptions.pop(handle._event.key, None)
+        key = handle._event.key
+        self.subscriptions.pop(key, None)
         if not handle._active:
             return None
         handle._active = False
+        # Messages already on their way to it are dropped (target() still finds it).
+        self._left[key] = handle
+        if len(self._left) > LEFT_REMEMBERED:
+            del self._left[next(iter(self._left))]
         return Unsubscribe(id=handle._event.id)
 
     def target(self, message: Message) -> tuple[S | None, str | None]:
         """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.
+
+        A handle the application has left is returned too (it has ended): the
+        adapter drops the message, unacknowledged, for the broker to deliver
+        again - it is not a stranger's.
 
         A MESSAGE proves the broker took the SUBSCRIBE.  Its RECEIPT may sit
         behind more messages than the buffer holds, and a full buffer stops
         reading: waiting for it could never end.
         """
         handle = self.subscriptions.get(message.key)
-        if handle is None or handle._receipt is None:
+        if handle is None:
+            return self._left.get(message.key), None
+        if handle._receipt is None:
             return handle, None
         receipt, handle._receipt = handle._receipt, None
+        self._restoring.pop(receipt, None)
         return handle, receipt
 
     def restore_subscriptions(self) -> list[Subscribe]:
-        """The SUBSCRIBE events that re-establish every open subscription."""
-        return [handle._event for handle in self.subscriptions.values()]
+        """The SUBSCRIBE events that re-establish every open subscription.
+
+        Each asks for a receipt, which the core awaits itself: an ERROR that
+        comes while one is pending refuses that subscription (see :meth:`route`).
+        """
+        events = []
+        for handle in self.subscriptions.values():
+            receipt = self.next_id("restore")
+            handle._receipt = receipt
+            self._restoring[receipt] = handle
+            events.append(dataclasses.replace(handle._event, receipt=receipt))
+        return events
+
+    def _refuse(self, error: Error) -> BrokerError:
+        """The BrokerError of ``error``; it also ends the restored subscription it refused.
+
+        Brokers answer frames in order, so the refused one is the one the
+        ERROR's ``receipt-id`` names (ActiveMQ, the embedded broker), else the
+        oldest still unconfirmed (RabbitMQ sends no ``receipt-id``).
+        """
+        failure = BrokerError(error)
+        self.refused = False
+        if self._restoring:
+            receipt = error.receipt_id
+            if receipt not in self._restoring:
+                receipt = next(iter(self._restoring))
+            handle = self._restoring.pop(receipt)
+            self._restoring.clear()
+            self.subscriptions.pop(handle._event.key, None)
+            handle._receipt = None
+            handle._active = False
+            handle._end(failure)
+            self.refused = True
+        return failure
+
+    def again(self, error: ClientError, now: float) -> bool:
+        """The session (or an attempt at one) ended with ``error``: whether to reconnect.
+
+        Never without a :class:`Backoff`; otherwise as :class:`Reconnects` says.
+        """
+        if self.options.reconnect is None:
+            return False
+        return self.reconnects.again(error, now, refused=self.refused)
 
     def finish(self, error: ClientError | None) -> None:
         """End every subscription: cleanly (``None``) or with ``error``, which is kept."""
@@ -499,11 +628,15 @@ class ClientCore(Generic[S]):
         if type(event) is Message:
             return event
         if isinstance(event, Receipt):
+            restored = self._restoring.pop(event.receipt_id, None)
+            if restored is not None:
+                restored._receipt = None
+                return None
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):
             return Resolve(CONNECT_WAITER, event)
         if isinstance(event, Error):
-            return End(BrokerError(event))
+            return End(self._refuse(event))
         if isinstance(event, HeartBeatTimeout):
             return End(HeartBeatLost(f"no data from the broker for {event.silence:.1f} s"))
         if isinstance(event, ConnectionClosed):
