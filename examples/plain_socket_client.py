@@ -14,21 +14,22 @@ import select
 import socket
 import sys
 import time
+from typing import TypeVar
 
 from stomp_proto import (
     ClientConnection,
     Connect,
     Connected,
-    ConnectionClosed,
+    ConnectionState,
     Disconnect,
-    Error,
     Event,
-    HeartBeatTimeout,
     Message,
     Receipt,
     Send,
     Subscribe,
 )
+
+E = TypeVar("E", bound=Event)
 
 
 class PlainSocketClient:
@@ -63,20 +64,22 @@ class PlainSocketClient:
             data = self.sock.recv(65536)
             self.conn.receive_data(data or None)  # b"" from recv means the peer closed
 
-    def expect(self, kind: type[Event]) -> Event:
+    def expect(self, kind: type[E]) -> E:
+        """The next event of ``kind``, skipping others (heart-beats); raise if the session ends."""
         while True:
             event = self.next_event()
             if isinstance(event, kind):
                 return event
-            if isinstance(event, (Error, ConnectionClosed, HeartBeatTimeout)):
-                raise RuntimeError(f"session ended: {event}")
+            if self.conn.state is ConnectionState.CLOSED:
+                # Error, HeartBeatTimeout, ConnectionClosed: conn.ended_by says which.
+                raise RuntimeError(f"session ended: {self.conn.ended_by}")
 
 
 def main(host: str, port: int) -> list[bytes]:
     client = PlainSocketClient(host, port)
     client.send(Connect(host="/", heartbeat=(1000, 1000)))
     connected = client.expect(Connected)
-    print(f"connected: STOMP {connected.version}")  # type: ignore[attr-defined]
+    print(f"connected: STOMP {connected.version}")
 
     client.send(Subscribe("/queue/demo", id="s1", ack="client-individual"))
     for n in range(3):
@@ -85,7 +88,6 @@ def main(host: str, port: int) -> list[bytes]:
     bodies = []
     for _ in range(3):
         message = client.expect(Message)
-        assert isinstance(message, Message)
         bodies.append(message.body)
         client.sock.sendall(client.conn.ack(message))  # the right ACK for the version
 

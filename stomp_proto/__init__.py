@@ -19,6 +19,7 @@ from ._client._core import (
     ConnectionLost,
     HeartBeatLost,
 )
+from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
 from ._connection import ClientConnection, ServerConnection
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
@@ -36,6 +37,7 @@ from ._events import (
     Error,
     Event,
     FrameEvent,
+    Headers,
     HeartBeat,
     HeartBeatTimeout,
     Message,
@@ -52,6 +54,8 @@ from ._state import ConnectionState
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "DRAIN_BYTES",
+    "DRAIN_TIMEOUT",
     "Abort",
     "Ack",
     "AckMode",
@@ -75,6 +79,7 @@ __all__ = [
     "FrameDecoder",
     "FrameEncoder",
     "FrameEvent",
+    "Headers",
     "HeartBeat",
     "HeartBeatLost",
     "HeartBeatTimeout",
@@ -90,4 +95,5 @@ __all__ = [
     "Subscribe",
     "Unsubscribe",
     "Version",
+    "drain_and_close",
 ]

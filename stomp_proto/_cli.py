@@ -2,6 +2,7 @@
 
     stomp-proto broker [--port 61613]              run the embedded broker
     stomp-proto broker --websocket /ws             ... with STOMP over WebSocket too
+    stomp-proto broker --heartbeat 5000,5000 --max-frame-size 1048576 --log-level debug
     stomp-proto send /queue/a hello world          one message per argument
     stomp-proto send /queue/a --file data.bin      the file as one message
     stomp-proto send /queue/a < lines.txt          one message per line of stdin
@@ -18,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import dataclasses
 import json
+import logging
 import ssl
 import statistics
 import sys
@@ -31,7 +34,9 @@ from ._client._core import ClientError, ClientOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
+from ._limits import Limits
 from .asyncio import AsyncClient, connect
+from .broker._core import DEFAULT_HEARTBEAT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -48,6 +53,31 @@ def _user(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME:PASSWORD, not {text!r}")
     return name, password
+
+
+def _heartbeat(text: str) -> tuple[int, int]:
+    send, sep, receive = text.partition(",")
+    try:
+        beats = (int(send), int(receive))
+    except ValueError:
+        beats = (-1, -1)
+    if not sep or min(beats) < 0:
+        raise argparse.ArgumentTypeError(f"expected SEND_MS,RECEIVE_MS, not {text!r}")
+    return beats
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return value
+
+
+#: The broker's --log-level choices, as the logging module names them.
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _websocket_path(text: str) -> str:
@@ -122,6 +152,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="refuse every client frame the STOMP specs forbid (by default the broker accepts "
         "what RabbitMQ and ActiveMQ accept, such as a CONNECT without 'host')",
+    )
+    broker.add_argument(
+        "--heartbeat",
+        type=_heartbeat,
+        default=DEFAULT_HEARTBEAT,
+        metavar="SEND_MS,RECEIVE_MS",
+        help="heart-beats the broker offers, 0 for none (default {},{})".format(*DEFAULT_HEARTBEAT),
+    )
+    limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
+    for field in dataclasses.fields(Limits):
+        limits.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=_positive,
+            metavar="N",
+            help=f"Limits.{field.name} (default {field.default})",
+        )
+    broker.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="log to stderr from this level: info shows every refused or failed connection "
+        "with its client and the reason (default %(default)s)",
     )
 
     send = commands.add_parser("send", help="send messages")
@@ -243,7 +295,30 @@ async def _listen(args: argparse.Namespace, out: TextIO) -> None:
 # -- broker and demo -------------------------------------------------------------
 
 
+def broker_limits(args: argparse.Namespace) -> Limits | None:
+    """The Limits the broker options ask for; ``None`` (the defaults) when none does."""
+    given = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(Limits)
+        if getattr(args, field.name) is not None
+    }
+    return Limits(**given) if given else None
+
+
 async def _broker(args: argparse.Namespace, err: TextIO) -> None:
+
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log = logging.getLogger("stomp_proto")
+    log.addHandler(handler)
+    log.setLevel(args.log_level.upper())
+    try:
+        await _serve_broker(args, err)
+    finally:
+        log.removeHandler(handler)
+
+
+async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
     from .broker import Broker
 
     context = None
@@ -258,6 +333,8 @@ async def _broker(args: argparse.Namespace, err: TextIO) -> None:
         users=users,
         websocket=args.websocket,
         strict=args.strict,
+        heartbeat=args.heartbeat,
+        limits=broker_limits(args),
     ) as broker:
         where = f"{broker.host}:{broker.port}"
         if args.websocket:

@@ -12,6 +12,15 @@ Rules for every method: a refused ``send`` raises ``LocalProtocolError`` and
 changes nothing; the state advances only as events are consumed from
 ``next_event``; bad peer input raises ``RemoteProtocolError`` and closes the
 session.
+
+How a session ends is one model (docs/connection.rst, "How a session ends"):
+each ending - an ERROR either way, the RECEIPT of a DISCONNECT, a DISCONNECT
+without receipt, a heart-beat timeout, the end of the stream, a protocol
+error - leaves the state CLOSED and is kept in ``ended_by``; ``receive_data``
+accepts and drops whatever comes after it.  It is reported once, by
+``next_event`` or by the ``send`` that made it, and the end of the stream
+then gives one ConnectionClosed - except a protocol error, which is sticky:
+``next_event`` raises it again on every call.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from ._events import (
     Message,
     Nack,
     Receipt,
+    Send,
     Subscribe,
     Unsubscribe,
     evolve,
@@ -165,6 +175,7 @@ class _Connection:
         self._eof = False
         self._closed_reported = False
         self._error: RemoteProtocolError | None = None
+        self._ended_by: Event | RemoteProtocolError | None = None
         self._subscriptions: dict[str, Subscribe] = {}
         self._pending = _PendingAcks()
         self._transactions: set[str] = set()
@@ -215,12 +226,37 @@ class _Connection:
         return self._decoder.buffered
 
     @property
+    def ended_by(self) -> Event | RemoteProtocolError | None:
+        """What ended the session; ``None`` while it has not ended.
+
+        The first of: the :class:`Error` received or sent, the :class:`Receipt`
+        of the DISCONNECT (received or sent), the :class:`Disconnect` without a
+        receipt (sent or received), the :class:`HeartBeatTimeout`, the
+        :class:`ConnectionClosed` of a stream that ended first, or the
+        :class:`RemoteProtocolError` the peer's input raised.  Set at the
+        moment ``state`` becomes CLOSED, and kept.
+        """
+        return self._ended_by
+
+    @property
+    def ended_cleanly(self) -> bool:
+        """Whether the session is over and ended as the protocol intends.
+
+        True only after a DISCONNECT: its RECEIPT, or the DISCONNECT itself
+        when it asked for none.  Every other ending (see :attr:`ended_by`) is a
+        failure, as is a session still open (``False``).
+        """
+        return isinstance(self._ended_by, (Receipt, Disconnect))
+
+    @property
     def dropped(self) -> int:
         """Frames and heart-beats received after the session closed, and dropped.
 
         Once the session is over (our DISCONNECT was receipted, the peer sent
         ERROR, a heart-beat timeout) anything still arriving is counted here
         rather than returned; RabbitMQ, for one, sends a RECEIPT after ERROR.
+        After a protocol error nothing is parsed any more, so nothing is
+        counted: the bytes are discarded unread.
         """
         return self._dropped
 
@@ -292,16 +328,20 @@ class _Connection:
     # -- receiving -------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
-        """Add bytes received from the peer; ``None`` means the peer closed the stream."""
+        """Add bytes received from the peer; ``None`` means the peer closed the stream.
+
+        Accepted in every state, after every ending; only data after ``None``
+        is refused (LocalProtocolError, ``ErrorKind.CLOSED``): the caller said
+        the stream was over.  After a protocol error the bytes are discarded
+        unread (the stream can no longer be parsed).
+        """
         if self._eof:
             raise LocalProtocolError(ErrorKind.CLOSED, "data received after end of stream")
-        if self._error is not None:
-            raise LocalProtocolError(
-                ErrorKind.CLOSED, f"the connection failed ({self._error}); it takes no more data"
-            )
         if data is None:
             self._eof = True
-        elif not data:
+            if self._error is not None:
+                return
+        elif not data or self._error is not None:
             return
         elif self._timer is not None:
             # Any data at all is a sign of life (1.2 §Heart-beating).
@@ -317,9 +357,11 @@ class _Connection:
         """The next event from the peer, or ``None`` if more data is needed.
 
         ``ConnectionClosed`` comes once, after the last frame, when the stream
-        has ended; ``HeartBeatTimeout`` comes when ``handle_timer`` found the
-        peer silent.  Raises RemoteProtocolError on bad input (the session is
-        then closed).
+        has ended - whatever ended the session before; ``HeartBeatTimeout``
+        comes when ``handle_timer`` found the peer silent.  Raises
+        RemoteProtocolError on bad input: the session is then closed, and the
+        error is sticky - every later call raises the same one (the stream can
+        no longer be parsed); :attr:`ended_by` keeps it too.
         """
         if self._queued:
             return self._queued.popleft()
@@ -333,8 +375,9 @@ class _Connection:
             if item is None:
                 if self._eof and not self._closed_reported:
                     self._closed_reported = True
-                    self._close()
-                    return ConnectionClosed()
+                    closed = ConnectionClosed()
+                    self._close(closed)
+                    return closed
                 return None
             if self._state is not CLOSED:
                 break
@@ -378,13 +421,16 @@ class _Connection:
         return next_state
 
     def _fail(self, exc: RemoteProtocolError, frame: Frame | None) -> RemoteProtocolError:
-        self._close()
+        self._close(exc)
         self._error = exc
         return exc
 
-    def _close(self) -> None:
+    def _close(self, ending: Event | RemoteProtocolError) -> None:
+        """End the session; ``ending`` is kept as :attr:`ended_by` unless one was."""
         self._state = CLOSED
         self._timer = None
+        if self._ended_by is None:
+            self._ended_by = ending
 
     # -- time ------------------------------------------------------------------
 
@@ -393,6 +439,8 @@ class _Connection:
 
         ``None`` while no heart-beats are in force.  Right after the handshake
         it returns 0.0 - "now" - so that the first call can learn the time.
+        It changes only when ``handle_timer`` runs, when the handshake
+        completes and when the session ends: ask again after those.
         """
         if self._timer is None or self._state is CLOSED:
             return None
@@ -413,8 +461,9 @@ class _Connection:
             return b""
         beat, silence = timer.check(now, reading)
         if silence is not None:
-            self._queued.append(HeartBeatTimeout(silence))
-            self._close()
+            timeout = HeartBeatTimeout(silence)
+            self._queued.append(timeout)
+            self._close(timeout)
             return b""
         return b"\n" if beat else b""
 
@@ -511,12 +560,12 @@ class _Connection:
         # 1.2 §BEGIN: open transactions end with the session.
         self._transactions.clear()
         self._disconnect_receipt = event.receipt
-        return self._closing(after_disconnect(next_state, event.receipt))
+        return self._closing(after_disconnect(next_state, event.receipt), event)
 
-    def _closing(self, next_state: ConnectionState) -> ConnectionState:
-        """``next_state``, after ending the session's timers if it is CLOSED."""
+    def _closing(self, next_state: ConnectionState, event: FrameEvent) -> ConnectionState:
+        """``next_state``, after ending the session by ``event`` if it is CLOSED."""
         if next_state is CLOSED:
-            self._close()
+            self._close(event)
         return next_state
 
     # -- acknowledgements, shared by both roles ----------------------------------
@@ -546,6 +595,8 @@ class _Connection:
 
 
 _SERVER_FRAMES = frozenset({Connected, Message, Receipt, Error})
+#: The client frames with a ``receipt`` field (CONNECT has none: 1.2 §CONNECT).
+_ASKS_FOR_RECEIPT = (Send, Subscribe, Unsubscribe, Ack, Nack, Begin, Commit, Abort, Disconnect)
 
 _Check = Callable[[_Connection, Any], None]
 _Book = Callable[[_Connection, Any, ConnectionState], ConnectionState]
@@ -702,10 +753,10 @@ class ClientConnection(_Connection):
         elif isinstance(event, Receipt):
             self._receipts.pop(event.receipt_id, None)
             return self._closing(
-                after_receipt(next_state, event.receipt_id, self._disconnect_receipt)
+                after_receipt(next_state, event.receipt_id, self._disconnect_receipt), event
             )
         elif isinstance(event, Error):
-            self._close()
+            self._close(event)
         return next_state
 
 
@@ -755,6 +806,18 @@ class ServerConnection(_Connection):
         """The version a CONNECTED will carry: the highest both sides speak."""
         return self._version or self._offered
 
+    def send_receipt(self, event: Event) -> bytes:
+        """The RECEIPT that ``event`` asked for, sent: the bytes to write.
+
+        ``b""`` when ``event`` asked for none (no ``receipt`` header, or an event
+        that cannot carry one).  The connection never answers a receipt by
+        itself: the server sends it once it has done what the frame asked (for a
+        SEND, once the message is stored or routed) - 1.2 §RECEIPT.  For a
+        DISCONNECT, the RECEIPT ends the session.
+        """
+        receipt = event.receipt if isinstance(event, _ASKS_FOR_RECEIPT) else None
+        return b"" if receipt is None else self.send(Receipt(receipt))
+
     def _send_outside_table(self, event: FrameEvent) -> ConnectionState:
         # The ERROR suggested by a RemoteProtocolError may still be sent.
         if self._hint is not None and isinstance(event, Error):
@@ -767,9 +830,22 @@ class ServerConnection(_Connection):
         subscription = self._subscriptions.get(key)
         if subscription is None:
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {key!r}")
-        if subscription.ack != "auto" and self._version == "1.2" and event.ack is None:
+        if subscription.ack == "auto":
+            return
+        if self._version == "1.2" and event.ack is None:
             raise LocalProtocolError(
-                ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs 'ack'"
+                ErrorKind.MISSING_HEADER, "MESSAGE for a client-ack subscription needs an 'ack'"
+            )
+        # What the ACK will name must tell this delivery from every pending one:
+        # the ack id (1.2), the message-id in its subscription (1.1) or alone (1.0).
+        ident = event.ack if self._version == "1.2" else event.message_id
+        scope = key if self._version == "1.1" else None
+        if ident is not None and self._pending.find(ident, scope) is not None:
+            name = "ack" if self._version == "1.2" else "message-id"
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"{name} {ident!r} is already pending on this connection; the client "
+                "could not tell the two deliveries apart",
             )
 
     def _book_message(self, event: Message) -> None:
@@ -812,10 +888,10 @@ class ServerConnection(_Connection):
         elif isinstance(event, Receipt):
             self._receipts_owed.discard(event.receipt_id)
             return self._closing(
-                after_receipt(next_state, event.receipt_id, self._disconnect_receipt)
+                after_receipt(next_state, event.receipt_id, self._disconnect_receipt), event
             )
         elif isinstance(event, Error):
-            self._close()
+            self._close(event)
             return CLOSED
         return next_state
 

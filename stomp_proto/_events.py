@@ -16,6 +16,7 @@ next to the fields it reads: ``to_frame(version)`` and ``from_frame(frame, versi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
@@ -35,6 +36,7 @@ __all__ = [
     "Disconnect",
     "Error",
     "Event",
+    "Headers",
     "HeartBeat",
     "HeartBeatTimeout",
     "Message",
@@ -49,6 +51,9 @@ __all__ = [
 AckMode = Literal["auto", "client", "client-individual"]
 ACK_MODES: tuple[AckMode, ...] = ("auto", "client", "client-individual")
 
+#: The headers of an event that have no typed field: ``(name, value)`` pairs in
+#: wire order (a name may repeat).  An event also takes a :class:`Mapping` or
+#: any iterable of pairs and stores it as this tuple.
 Headers = tuple[tuple[str, str], ...]
 _E = TypeVar("_E", bound="FrameEvent")
 _A = TypeVar("_A", bound="_Settlement")
@@ -70,12 +75,59 @@ HEARTBEAT = HeartBeat()
 
 
 class FrameEvent(Event):
-    """An event that is one STOMP frame on the wire."""
+    """An event that is one STOMP frame on the wire.
+
+    Built by hand, an event takes ``headers`` as a tuple of pairs, a
+    :class:`Mapping` or any iterable of pairs, and a ``body`` as bytes, any
+    bytes-like object or a ``str`` (sent as UTF-8; ``content_type`` then
+    defaults to ``text/plain;charset=utf-8``, as the clients do).  Its
+    ``repr`` hides a ``passcode`` and shows a long body by its first bytes and
+    its length.
+    """
 
     __slots__ = ()
     command: ClassVar[str]
     #: Headers held in typed fields, not in ``headers``.
     _typed: ClassVar[frozenset[str]] = frozenset()
+    #: Fields that must not be empty strings (a frame to nowhere).
+    _not_empty: ClassVar[tuple[str, ...]] = ()
+    #: Every frame event has it (a field of each subclass).
+    headers: Headers
+
+    def __post_init__(self) -> None:
+        # Cheap for what the decoder builds (a tuple and bytes): two type checks.
+        headers = self.headers
+        if type(headers) is not tuple:
+            object.__setattr__(self, "headers", _as_headers(headers))
+        body = getattr(self, "body", b"")
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                object.__setattr__(self, "body", body.encode("utf-8"))
+                if getattr(self, "content_type", "") is None:
+                    object.__setattr__(self, "content_type", "text/plain;charset=utf-8")
+            elif isinstance(body, (bytearray, memoryview)):
+                object.__setattr__(self, "body", bytes(body))
+            else:
+                kind = type(body).__name__
+                raise TypeError(f"{self.command} body must be bytes or str, not {kind}")
+        for name in self._not_empty:
+            if getattr(self, name) == "":
+                raise LocalProtocolError(
+                    ErrorKind.MISSING_HEADER, f"{self.command} frame with an empty {name!r} header"
+                )
+
+    def __repr__(self) -> str:
+        parts = []
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            if name == "passcode" and value is not None:
+                shown = "'***'"
+            elif name == "body" and len(value) > _BODY_SHOWN:
+                shown = f"{value[:_BODY_SHOWN]!r}...<{len(value)} bytes>"
+            else:
+                shown = repr(value)
+            parts.append(f"{name}={shown}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     def to_frame(self, version: Version) -> Frame:
         """The frame that carries this event under ``version``.
@@ -105,6 +157,27 @@ class FrameEvent(Event):
         raise NotImplementedError
 
 
+#: How many bytes of a body a repr shows.
+_BODY_SHOWN = 32
+
+
+def _as_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Headers:
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    pairs = tuple((name, value) for name, value in items)
+    for name, value in pairs:
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"header names and values must be str, not {name!r}: {value!r}")
+    return pairs
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        fields = _FIELDS[cls] = (names, frozenset(names))
+    return fields[0]
+
+
 def evolve(event: _E, **changes: object) -> _E:
     """A copy of ``event`` with ``changes``: :func:`dataclasses.replace`, made cheap.
 
@@ -115,11 +188,8 @@ def evolve(event: _E, **changes: object) -> _E:
     every ACK a broker receives.
     """
     cls = type(event)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-        fields = _FIELDS[cls] = (names, frozenset(names))
-    names, known = fields
+    names = _field_names(cls)
+    known = _FIELDS[cls][1]
     if not changes.keys() <= known:
         unknown = sorted(changes.keys() - known)
         raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
@@ -161,7 +231,7 @@ class _Fields:
     def require(self, name: str) -> str:
         value = self.values.get(name)
         if value is None:
-            raise _missing(f"{self.command} frame without a {name!r} header")
+            raise _missing(f"{self.command} frame without {_a(name)} header")
         return value
 
 
@@ -172,8 +242,13 @@ def _missing(message: str) -> LocalProtocolError:
 
 def _require(value: str | None, command: str, name: str) -> str:
     if value is None:
-        raise _missing(f"{command} frame needs a {name!r} header")
+        raise _missing(f"{command} frame needs {_a(name)} header")
     return value
+
+
+def _a(name: str) -> str:
+    """``name`` quoted, after the article it takes: "an 'id'", "a 'message-id'"."""
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name!r}"
 
 
 def _frame(
@@ -208,7 +283,7 @@ def _check_heartbeat(heartbeat: tuple[int, int]) -> str:
 # -- client frames -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Connect(FrameEvent):
     """CONNECT (or STOMP): open a session.
 
@@ -238,7 +313,10 @@ class Connect(FrameEvent):
         # A 1.0-only client sends no accept-version: that is what 1.0 servers expect.
         accept = None if versions == ("1.0",) else ",".join(versions)
         if accept is not None and self.host is None:
-            raise _missing("CONNECT for STOMP 1.1 or later needs a 'host' header")
+            raise _missing(
+                "CONNECT for STOMP 1.1 or later needs a 'host' header: pass host=, the "
+                "virtual host (often '/'), or accept_versions=('1.0',)"
+            )
         heartbeat = None if self.heartbeat == (0, 0) else _check_heartbeat(self.heartbeat)
         return _frame(
             self.frame_command,
@@ -274,7 +352,7 @@ class Connect(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Send(FrameEvent):
     """SEND: publish ``body`` to ``destination``.
 
@@ -292,6 +370,7 @@ class Send(FrameEvent):
 
     command: ClassVar[str] = "SEND"
     _typed = frozenset({"destination", "content-type", "transaction", "receipt"})
+    _not_empty = ("destination",)
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -319,7 +398,7 @@ class Send(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Subscribe(FrameEvent):
     """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1).
 
@@ -336,6 +415,7 @@ class Subscribe(FrameEvent):
 
     command: ClassVar[str] = "SUBSCRIBE"
     _typed = frozenset({"destination", "id", "ack", "receipt"})
+    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -382,7 +462,7 @@ def _check_ack_mode(ack: str, version: Version) -> AckMode:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Unsubscribe(FrameEvent):
     """UNSUBSCRIBE: end the subscription ``id`` (1.0 also allows a ``destination``)."""
 
@@ -420,7 +500,7 @@ class Unsubscribe(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class _Settlement(FrameEvent):
     """What ACK and NACK share: the fields that name a delivery, and their wire rules."""
 
@@ -484,7 +564,7 @@ class _Settlement(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Ack(_Settlement):
     """ACK: the client consumed a message (fields and headers: see below).
 
@@ -501,7 +581,7 @@ class Ack(_Settlement):
     command: ClassVar[str] = "ACK"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Nack(_Settlement):
     """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`.
 
@@ -511,7 +591,7 @@ class Nack(_Settlement):
     command: ClassVar[str] = "NACK"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class _TransactionEvent(FrameEvent):
     transaction: str
     receipt: str | None = None
@@ -535,28 +615,28 @@ class _TransactionEvent(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Begin(_TransactionEvent):
     """BEGIN: start the transaction ``transaction``."""
 
     command: ClassVar[str] = "BEGIN"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Commit(_TransactionEvent):
     """COMMIT: make the sends and acks of ``transaction`` take effect."""
 
     command: ClassVar[str] = "COMMIT"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Abort(_TransactionEvent):
     """ABORT: drop the sends and acks of ``transaction``."""
 
     command: ClassVar[str] = "ABORT"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Disconnect(FrameEvent):
     """DISCONNECT: end the session; with ``receipt``, gracefully (1.2 §DISCONNECT)."""
 
@@ -577,7 +657,7 @@ class Disconnect(FrameEvent):
 # -- server frames -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Connected(FrameEvent):
     """CONNECTED: the server accepted the session.
 
@@ -627,7 +707,7 @@ class Connected(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Message(FrameEvent):
     """MESSAGE: a message delivered for a subscription.
 
@@ -649,6 +729,7 @@ class Message(FrameEvent):
 
     command: ClassVar[str] = "MESSAGE"
     _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
+    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -692,7 +773,7 @@ class Message(FrameEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
     """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
 
@@ -710,7 +791,7 @@ class Receipt(FrameEvent):
         return cls(receipt_id=fields.require("receipt-id"), headers=fields.extra)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Error(FrameEvent):
     """ERROR: the server reports a problem and closes the connection.
 

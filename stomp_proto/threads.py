@@ -254,6 +254,8 @@ class Client:
         #: ended (closed, or failed for good) and writers must hear so.  Writers
         #: wait for it between sessions.
         self._ready = threading.Event()
+        #: What ended the last session (set as _ready is cleared, under _state_lock).
+        self._ended_by: ClientError | None = None
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
         self._closed = False
@@ -371,6 +373,7 @@ class Client:
             with self._state_lock:
                 if not self._closed:  # close() leaves it set: writers must see the end
                     self._ready.clear()
+                self._ended_by = error
             with self._write_lock:
                 self._outbox.clear()  # acknowledgements of a connection that is gone
             self._fail_waiters(error)
@@ -543,6 +546,36 @@ class Client:
 
     # -- writing (any thread) -------------------------------------------------------
 
+    def _why_send_failed(self, stream: BlockingStream, exc: OSError) -> ClientError:
+        """The error a failed write raises: the broker's ERROR when it sent one.
+
+        A broker that refuses a frame sends an ERROR and closes; a write can
+        find the connection reset or closed before the reader has handled that
+        ERROR (over WebSocket, the close frame behind it closes the channel at
+        once).  So wait, bounded by the timeout, for the reader to end the
+        session written on, and raise what ended it.
+        """
+        lost = ConnectionLost(f"connection failed: {exc}")
+        if threading.current_thread() is self._reader:
+            return lost  # it cannot wait for itself
+        key = f"write failed in thread {threading.get_ident()}"
+        with self._state_lock:
+            # The reader records the reason and clears _ready under this lock,
+            # then fails every waiter.
+            live = self._ready.is_set() and self._stream is stream
+            if not live or self._closed or self._core.error is not None:
+                return self._core.error or self._ended_by or lost
+            waiter = self._expect(key)
+        try:
+            waiter.wait(self._options.timeout)
+        except ClientError as ended:
+            return ended
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.pop(key, None)
+        return lost
+
     def _expect(self, key: str) -> _Waiter:
         waiter = _Waiter()
         self._waiters[key] = waiter
@@ -581,6 +614,7 @@ class Client:
         if not self._ready.is_set() or self._closed or self._core.error is not None:
             self._wait_ready()
         waiter: _Waiter | None = None
+        failed: OSError | None = None
         with self._write_lock:
             with self._state_lock:
                 conn = self._core.conn
@@ -602,7 +636,9 @@ class Client:
                 stream.send(data)
             except OSError as exc:
                 self._waiters.pop(receipt or "", None)
-                raise ConnectionLost(f"connection failed: {exc}") from exc
+                failed = exc
+        if failed is not None:  # outside the write lock: the reader takes it as a session ends
+            raise self._why_send_failed(stream, failed) from failed
         if waiter is None:
             return None
         try:

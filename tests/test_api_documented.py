@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,82 @@ def test_every_public_name_is_documented(module_name: str) -> None:
         and id(getattr(module, name)) not in documented_objects
     ]
     assert not missing, f"{module_name}: not in docs/*.rst: {missing}"
+
+
+def _public_objects() -> dict[int, str]:
+    """id -> public name of everything the public modules export."""
+    public: dict[int, str] = {}
+    for module_name in PUBLIC_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in module.__all__:
+            public.setdefault(id(getattr(module, name)), f"{module_name}.{name}")
+    return public
+
+
+def _signatures(obj: object) -> list[tuple[str, object, dict[str, object]]]:
+    """(where, annotations, the globals they resolve in) of ``obj`` and its public methods."""
+    found = []
+    members = [(getattr(obj, "__qualname__", repr(obj)), obj)]
+    if isinstance(obj, type):
+        # Inherited too: ClientConnection.send is _Connection's.
+        members += [
+            (f"{obj.__qualname__}.{name}", member)
+            for klass in obj.__mro__
+            if klass.__module__.startswith("stomp_proto")
+            for name, member in vars(klass).items()
+            if not name.startswith("_") or name == "__init__"
+        ]
+    for where, member in members:
+        function = member.fget if isinstance(member, property) else member
+        function = getattr(function, "__func__", function)
+        annotations = getattr(function, "__annotations__", None)
+        if isinstance(annotations, dict) and annotations:
+            module = importlib.import_module(getattr(function, "__module__", "stomp_proto"))
+            found.append((where, annotations, vars(module)))
+    return found
+
+
+#: Signatures users do not call, so their types may stay private.
+NOT_CALLED_BY_USERS = {
+    # Built by connect(); the constructor takes the adapter's internals.
+    "AsyncClient.__init__",
+    "Client.__init__",
+    # pyspark's DataSource API: Spark calls these and uses what they return.
+    "StompDataSource.reader",
+    "StompDataSource.writer",
+    "StompDataSource.simpleStreamReader",
+    "StompCaptureDataSource.reader",
+}
+
+
+def test_every_type_in_a_public_signature_is_public() -> None:
+    """A user must be able to import (and read about) every type an API names,
+    ``Headers`` for one."""
+    public = _public_objects()
+    private: list[str] = []
+    for module_name in PUBLIC_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in module.__all__:
+            for where, hints, namespace in _signatures(getattr(module, name)):
+                if where in NOT_CALLED_BY_USERS:
+                    continue
+                for annotation in hints.values():
+                    for word in re.findall(r"[A-Za-z_]\w*", str(annotation)):
+                        target = namespace.get(word)
+                        defined_here = getattr(target, "__module__", "") or ""
+                        # A class of ours, or an alias (Headers) one of our modules made.
+                        ours = defined_here.startswith("stomp_proto") or (
+                            target is not None
+                            and not isinstance(target, (type, types.ModuleType))
+                            and getattr(typing, word, None) is not target
+                        )
+                        if ours and id(target) not in public and not word.startswith("_"):
+                            private.append(f"{where}: {word}")
+    assert not private, sorted(set(private))
+

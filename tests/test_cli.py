@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import pytest
 from adapter_harness import HOST, ServiceLoop, free_port
 
+from stomp_proto import Limits
+from stomp_proto._cli import broker_limits, build_parser
 from stomp_proto.broker import Broker
 
 pytestmark = pytest.mark.timeout(120)
@@ -273,6 +275,9 @@ def test_login_required_and_refused() -> None:
     finally:
         code, _, err = stop(secured.process)
     assert code == EXIT_INTERRUPTED, err
+    # Logged at INFO (the default level), with the client's address and the reason.
+    [refusal] = [line for line in err.splitlines() if "login failed" in line]
+    assert " INFO " in refusal and f"from {HOST}:" in refusal, refusal
 
 
 def test_version() -> None:
@@ -343,3 +348,50 @@ def test_strict_broker_refuses_a_connect_without_host() -> None:
     assert code == EXIT_INTERRUPTED, err
     assert result.returncode == 3, result.stdout + result.stderr
     assert "needs a 'host' header" in result.stdout
+
+
+# -- broker options: heart-beats, limits, log level (issue 22) ----------------------------
+
+
+def test_broker_options_parse() -> None:
+    args = build_parser().parse_args(
+        ["broker", "--heartbeat", "0,500", "--max-frame-size", "1000", "--max-headers", "7"]
+    )
+    assert args.heartbeat == (0, 500)
+    assert broker_limits(args) == Limits(max_frame_size=1000, max_headers=7)
+    assert broker_limits(build_parser().parse_args(["broker"])) is None
+    assert build_parser().parse_args(["broker"]).log_level == "info"
+
+
+@pytest.mark.parametrize(
+    "bad", [["--heartbeat", "5"], ["--heartbeat", "-1,0"], ["--max-body-size", "0"]]
+)
+def test_broker_refuses_bad_option_values(bad: list[str]) -> None:
+    result = cli("broker", *bad)
+    assert result.returncode == EXIT_USAGE
+    assert "expected" in result.stderr
+
+
+def test_broker_heartbeat_limit_and_the_log_of_a_refusal() -> None:
+    """The options reach the broker; a refused connection is one INFO line naming
+    the client and the reason; --log-level warning hides it."""
+    for level, logged in (("info", True), ("warning", False)):
+        running = start_broker("--heartbeat", "0,0", "--max-body-size", "10", "--log-level", level)
+        try:
+            with socket.create_connection((HOST, running.port), timeout=10) as sock:
+                sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:1000,1000\n\n\x00")
+                sock.sendall(b"SEND\ndestination:/queue/x\n\n" + b"x" * 20 + b"\x00")
+                reply = b""
+                while chunk := sock.recv(65536):
+                    reply += chunk
+        finally:
+            code, _, err = stop(running.process)
+        assert code == EXIT_INTERRUPTED, err
+        assert b"heart-beat:0,0" in reply  # 1.2 §Heart-beating: the broker offers none
+        assert b"ERROR" in reply and b"max_body_size" in reply
+        refusals = [line for line in err.splitlines() if "refused: TOO_LARGE" in line]
+        if logged:
+            assert len(refusals) == 1 and f"from {HOST}:" in refusals[0], err
+            assert " INFO " in refusals[0] and "max_body_size" in refusals[0]
+        else:
+            assert refusals == [], err

@@ -104,11 +104,18 @@ def test_data_after_end_of_stream_raises_closed() -> None:
     assert error.value.kind is ErrorKind.CLOSED
 
 
-def test_data_after_a_protocol_error_raises_closed() -> None:
+def test_data_after_a_protocol_error_is_discarded() -> None:
+    """As after every other ending (docs/connection.rst, "How a session ends"); the
+    error stays the answer of next_event."""
     client = _connected_client()
     client.receive_data(b"BOGUS\n\n\x00")
-    with pytest.raises(RemoteProtocolError):
+    with pytest.raises(RemoteProtocolError) as first:
         client.next_event()
+    client.receive_data(b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:s\n\nx\x00")
+    client.receive_data(None)
+    with pytest.raises(RemoteProtocolError) as again:
+        client.next_event()
+    assert again.value is first.value
     with pytest.raises(LocalProtocolError) as error:
         client.receive_data(b"\n")
     assert error.value.kind is ErrorKind.CLOSED

@@ -15,6 +15,7 @@ wire in the order the connection made them.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -47,6 +48,9 @@ from ._core import (
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
+
+#: Names the waits of writes that failed (see AsyncClient._why_send_failed).
+_write_failures = itertools.count()
 
 # -- the client ------------------------------------------------------------------
 
@@ -417,6 +421,28 @@ class AsyncClient:
 
     # -- writing -----------------------------------------------------------------
 
+    async def _why_send_failed(self, session: _Session, exc: OSError) -> ClientError:
+        """The error a failed write raises: the broker's ERROR when it sent one.
+
+        A broker that refuses a frame sends an ERROR and closes; a write can
+        fail (a reset, the reader closed the stream on that ERROR, or the
+        WebSocket's close frame closed the channel) before the reader has
+        ended the session.  So wait, bounded by the timeout, for the session's
+        reader to end, and raise what ended it.
+        """
+        if session.error is None and session.current:
+            # _lost() fails every waiter as the reader ends the session.
+            key = f"write failed {next(_write_failures)}"
+            waiter = self._expect(key)
+            try:
+                async with self._backend.timeout(self._options.timeout):
+                    await waiter.wait()
+            except (ClientError, TimeoutError):
+                pass
+            finally:
+                self._waiters.pop(key, None)
+        return session.error or ConnectionLost(f"connection failed: {exc}")
+
     def _expect(self, key: str) -> Waiter[Event]:
         waiter = self._backend.waiter()
         self._waiters[key] = waiter
@@ -457,7 +483,7 @@ class AsyncClient:
                 await stream.send(conn.send(event))
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
-            raise ConnectionLost(f"connection failed: {exc}") from exc
+            raise await self._why_send_failed(session, exc) from exc
         except BaseException:
             if receipt is not None:
                 self._waiters.pop(receipt, None)

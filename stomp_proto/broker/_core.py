@@ -98,6 +98,8 @@ DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
+#: The heart-beats the broker offers by default, ``(send every ms, receive every ms)``.
+DEFAULT_HEARTBEAT = (10000, 10000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
@@ -431,7 +433,7 @@ class BrokerCore:
         *,
         users: Mapping[str, str] | None = None,
         versions: tuple[Version, ...] = VERSIONS,
-        heartbeat: tuple[int, int] = (10000, 10000),
+        heartbeat: tuple[int, int] = DEFAULT_HEARTBEAT,
         limits: Limits | None = None,
         max_in_flight: int = 1000,
         max_queue_length: int = 100_000,

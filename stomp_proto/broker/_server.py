@@ -28,10 +28,19 @@ within :data:`HANDSHAKE_TIMEOUT` seconds; a refused or malformed upgrade is
 logged (INFO, with its ``BAD_WEBSOCKET`` kind) and the connection closed, and
 the negotiated subprotocol caps the session's STOMP versions.
 
+Ending a connection the broker ended (an ERROR, a refused upgrade, shutdown):
+half-close it, read and discard what the client still sends until it closes
+(at most :data:`~stomp_proto.DRAIN_TIMEOUT` seconds or
+:data:`~stomp_proto.DRAIN_BYTES` bytes), then close - as
+:func:`stomp_proto.drain_and_close` does for a blocking socket.  Closing at
+once would reset a client that is still sending (a frame over the limits, or
+frames pipelined behind a bad one), and the reset would destroy the ERROR that
+says why before the client reads it.
+
 Shutdown (:meth:`Broker.close`): stop listening, send every client an ERROR
-``broker shutting down``, then close every connection, letting each flush what
-it has buffered (at most :data:`CLOSE_TIMEOUT` seconds, then it is aborted), and
-wait for every task.
+``broker shutting down``, then close every connection as above, letting each
+flush what it has buffered (at most :data:`CLOSE_TIMEOUT` seconds, then it is
+aborted), and wait for every task.
 """
 
 from __future__ import annotations
@@ -44,7 +53,9 @@ from contextlib import suppress
 from types import TracebackType
 from typing import Unpack
 
+from .._closing import DRAIN_BYTES, DRAIN_TIMEOUT
 from .._errors import ErrorKind, RemoteProtocolError
+from .._events import ConnectionClosed, Error, HeartBeatTimeout
 from .._frame import VERSIONS
 from .._websocket import ServerHandshake, WebSocketChannel, check_path, require_wsproto
 from ._core import DEFAULT_OUTPUT_LIMIT, BrokerCore, BrokerOptions, Outbox, Session
@@ -66,7 +77,18 @@ _HTTP_GET = b"GET "
 class _Peer:
     """The transport side of one session."""
 
-    __slots__ = ("pending", "reader", "resumer", "session", "stopping", "task", "writer", "ws")
+    __slots__ = (
+        "address",
+        "ended",
+        "pending",
+        "reader",
+        "resumer",
+        "session",
+        "stopping",
+        "task",
+        "writer",
+        "ws",
+    )
 
     def __init__(
         self,
@@ -87,6 +109,10 @@ class _Peer:
         #: Waits for the send buffer to drain, then resumes deliveries.
         self.resumer: asyncio.Task[None] | None = None
         self.stopping = False
+        #: The client closed (or reset) its stream: nothing is left to drain.
+        self.ended = False
+        #: Where the client connects from, for the log.
+        self.address = _address(writer.get_extra_info("peername"))
 
     def write(self, data: bytes | bytearray) -> None:
         """Write STOMP bytes (in a WebSocket message, for a WebSocket)."""
@@ -229,7 +255,7 @@ class Broker:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
     ) -> None:
         """Tell a WebSocket upgrade from plain STOMP; start the session either way."""
-        peername = writer.get_extra_info("peername")
+        peername = _address(writer.get_extra_info("peername"))
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
                 data = b""
@@ -270,17 +296,16 @@ class Broker:
         except Exception:
             # As for sessions: one connection's failure must not take the broker down.
             log.exception("STOMP broker: handshake with %s failed", peername)
-        writer.close()
-        with suppress(OSError, TimeoutError):
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await writer.wait_closed()
+        await _drain_and_close(reader, writer)
 
     async def _serve(self, peer: _Peer) -> None:
         session = peer.session
         loop = asyncio.get_running_loop()
         try:
             while not session.closed:
-                session.receive_data(await self._next_input(peer))
+                data = await self._next_input(peer)
+                peer.ended = data is None
+                session.receive_data(data)
                 beat = session.handle_timer(loop.time())
                 if beat:
                     peer.write(beat)
@@ -290,6 +315,7 @@ class Broker:
             log.exception("STOMP broker: connection %s failed", session.id)
         finally:
             peer.stopping = True  # cancelling the clean-up below would cut it short
+            _log_ending(peer, self._closing)
             self._flush(self.core.close_session(session))
             await self._stop_resumer(peer)
             await self._close_transport(peer)
@@ -384,15 +410,78 @@ class Broker:
         writer = peer.writer
         if peer.ws is not None:
             writer.write(peer.ws.close())
-        writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await writer.wait_closed()
-        except (TimeoutError, OSError):
-            writer.transport.abort()
+        if peer.ended:
+            await _close(writer)
+        else:
+            await _drain_and_close(peer.reader, writer)
 
 
-def _log_refusal(peer: object, error: RemoteProtocolError) -> None:
+async def _drain_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Close so that what was written last (an ERROR) reaches a client still sending.
+
+    The asyncio form of :func:`stomp_proto.drain_and_close`: half-close (once
+    the buffered output is written), discard input until the client closes or
+    the bounds are reached, then close.
+    """
+    if writer.can_write_eof():  # TLS cannot half-close: the client closes on the ERROR
+        with suppress(OSError):
+            writer.write_eof()
+    discarded = 0
+    with suppress(OSError, TimeoutError):
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            while discarded < DRAIN_BYTES:
+                chunk = await reader.read(READ_SIZE)
+                if not chunk:
+                    break
+                discarded += len(chunk)
+    await _close(writer)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await writer.wait_closed()
+    except (TimeoutError, OSError):
+        writer.transport.abort()
+
+
+def _address(peername: object) -> str:
+    """``host:port`` of a peer name (``[host]:port`` for IPv6); anything else as it is."""
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        host, port = peername[0], peername[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(peername)
+
+
+def _log_ending(peer: _Peer, shutting_down: bool) -> None:
+    """Log how a session ended: INFO for a refused or failed one, with the client and why.
+
+    A clean DISCONNECT, a connection closed before it sent anything (a port
+    probe) and the broker's own shutdown are DEBUG.
+    """
+    conn = peer.session.connection
+    ending = conn.ended_by
+    where = f"STOMP broker: connection {peer.session.id} from {peer.address}"
+    if conn.ended_cleanly:
+        log.debug("%s: ended by DISCONNECT", where)
+    elif isinstance(ending, RemoteProtocolError):
+        log.info("%s refused: %s: %s", where, ending.kind.name, ending.message)
+    elif isinstance(ending, Error):
+        detail = ending.body.decode("utf-8", "replace").strip()[:200]
+        reason = ending.message if not detail or detail == ending.message else (
+            f"{ending.message}: {detail}"
+        )
+        (log.debug if shutting_down else log.info)("%s ended by ERROR: %s", where, reason)
+    elif isinstance(ending, HeartBeatTimeout):
+        log.info("%s: no heart-beat for %.1f s", where, ending.silence)
+    elif isinstance(ending, ConnectionClosed) and conn.negotiated_version is None:
+        log.debug("%s closed before CONNECT", where)
+    else:
+        log.info("%s lost: closed without DISCONNECT", where)
+
+
+def _log_refusal(peer: str, error: RemoteProtocolError) -> None:
     # A client's mistake, not the broker's: INFO, with the kind to grep for.
     log.info(
         "STOMP broker: refused connection from %s: %s: %s", peer, error.kind.name, error.message
