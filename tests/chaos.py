@@ -75,6 +75,9 @@ class ChaosProxy:
         self.accepted = 0
         self._server: asyncio.Server | None = None
         self._pairs: set[_Pair] = set()
+        #: The server's task of each connection it carries (ended by close()).
+        self._accepting: set[asyncio.Task[Any]] = set()
+        self._closed = False
         self._flowing = asyncio.Event()
         self._flowing.set()
 
@@ -96,11 +99,13 @@ class ChaosProxy:
         return self.port
 
     async def close(self) -> None:
+        self._closed = True
         if self._server is not None:
             self._server.close()
         pairs = list(self._pairs)
         for pair in pairs:
             self._drop(pair, _reset)
+        await asyncio.gather(*self._accepting, return_exceptions=True)
         await asyncio.gather(
             *(task for pair in pairs for task in pair.tasks), return_exceptions=True
         )
@@ -139,10 +144,23 @@ class ChaosProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._accepting.add(task)
+        try:
+            await self._carry(reader, writer)
+        finally:
+            self._accepting.discard(task)
+
+    async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             broker_reader, broker_writer = await asyncio.open_connection(*self.target)
         except OSError:
             _reset(writer)  # the broker is down: what a load balancer in front of it may do
+            return
+        if self._closed:
+            _reset(writer)
+            _reset(broker_writer)
             return
         pair = _Pair(writer, broker_writer)
         self._pairs.add(pair)
