@@ -165,18 +165,24 @@ class StreamLink:
         if isinstance(event, (ConnectionClosed, HeartBeatTimeout)):
             raise ConnectionLost("the broker closed the connection")
 
-    def close(self, timeout: float = 5.0) -> None:
-        """DISCONNECT with a receipt; messages still in flight are dropped on the way."""
+    def close(self, timeout: float = 5.0) -> bool:
+        """DISCONNECT with a receipt; True if the receipt came (a clean end).
+
+        Messages still in flight are dropped on the way.
+        """
+        clean = False
         with contextlib.suppress(Exception):
             receipt = f"bye-{uuid.uuid4().hex[:8]}"
             self.send(Disconnect(receipt=receipt))
             deadline = time.monotonic() + timeout
             while (event := self.next_event(deadline)) is not None:
                 if isinstance(event, Receipt) and event.receipt_id == receipt:
+                    clean = True
                     break
                 if isinstance(event, (Error, ConnectionClosed)):
                     break
         self.abandon()
+        return clean
 
     def abandon(self) -> None:
         with contextlib.suppress(OSError):

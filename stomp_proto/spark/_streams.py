@@ -118,7 +118,10 @@ def parse_offset_spec(
             offsets[stream] = offset
         return OffsetSpec("offsets", offsets, default=default)
     if "timestamp" in allowed:
-        seconds = _timestamp(value)
+        try:
+            seconds = _timestamp(value)
+        except ValueError as exc:
+            raise ValueError(f"option {name!r}: {exc}") from None
         if seconds is not None:
             return OffsetSpec("timestamp", timestamp=seconds)
     kinds = " | ".join(
@@ -349,13 +352,22 @@ def cap_by_backlog(
     limit allows it.
     """
     backlog = {s: max(0, latest[s] - start.get(s, 0)) for s in latest}
-    total = sum(backlog.values())
-    if total <= max_offsets:
+    if sum(backlog.values()) <= max_offsets:
         return dict(latest)
-    shares = {s: max_offsets * n / total for s, n in backlog.items()}
-    granted = {s: math.floor(v) for s, v in shares.items()}
+    granted = dict.fromkeys(latest, 0)
+    left = max_offsets
+    behind = [s for s in latest if backlog[s] > 0]
+    if left >= len(behind):
+        for s in behind:
+            granted[s] = 1
+        left -= len(behind)
+    rest = {s: backlog[s] - granted[s] for s in latest}
+    total = sum(rest.values())
+    shares = {s: left * n / total for s, n in rest.items()}
+    for s, share in shares.items():
+        granted[s] += math.floor(share)
     left = max_offsets - sum(granted.values())
-    for s in sorted(shares, key=lambda s: (granted[s] - shares[s], s)):
+    for s in sorted(shares, key=lambda s: (math.floor(shares[s]) - shares[s], s)):
         if left <= 0:
             break
         if granted[s] < backlog[s]:
