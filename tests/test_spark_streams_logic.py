@@ -83,12 +83,11 @@ def test_wrong_offset_syntax_is_refused_before_anything_is_sent(text: str) -> No
 
 
 def test_offset_specs() -> None:
-    assert parse_offset_spec(
-        "o", "Earliest", STREAMS, allowed=("earliest",), default="earliest"
-    ).kind == "earliest"
-    spec = parse_offset_spec(
-        "o", '{"s-1": 7}', STREAMS, allowed=("offsets",), default="latest"
+    assert (
+        parse_offset_spec("o", "Earliest", STREAMS, allowed=("earliest",), default="earliest").kind
+        == "earliest"
     )
+    spec = parse_offset_spec("o", '{"s-1": 7}', STREAMS, allowed=("offsets",), default="latest")
     assert spec.kind == "offsets" and dict(spec.offsets) == {"s-1": 7}
     assert spec.default == "latest"
     stamp = parse_offset_spec(
@@ -240,9 +239,7 @@ class FakeStreams:
         self.state = state
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(
-        self, connection: Any, streams: Any, **kwargs: Any
-    ) -> dict[str, ProbeResult]:
+    def __call__(self, connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
         self.calls.append(kwargs)
         result = {}
         for s in streams:
@@ -319,7 +316,8 @@ def test_planner_never_goes_back_when_a_probe_finds_nothing() -> None:
 def test_planner_data_loss() -> None:
     fake = FakeStreams({"a": (1000, 1999), "b": (0, 99)})
     p = planner(fake)
-    with pytest.raises(DataLossError, match=r"'a'.*0\.\.998.*first offset the stream still has is 1000"):
+    lost = r"'a'.*0\.\.998.*first offset the stream still has is 1000"
+    with pytest.raises(DataLossError, match=lost):
         p.ranges({"a": 0, "b": 0}, {"a": 2000, "b": 100})
     # A start on the kept segment's opening entry lost nothing.
     assert p.ranges({"a": 999, "b": 0}, {"a": 2000, "b": 100})[0] == StreamRange("a", 999, 2000)

@@ -10,6 +10,8 @@ test's streams.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import subprocess
 import time
@@ -183,7 +185,9 @@ def test_missing_stream_for_writing_is_never_written_into(
     # A stream column naming a stream that is not there: checked before the first SEND.
     writer = StreamsPartitionWriter(
         settings,
-        StreamsWriterSettings.from_options({"streams": f"{names[0]}-known", "createStreams": "false"}),
+        StreamsWriterSettings.from_options(
+            {"streams": f"{names[0]}-known", "createStreams": "false"}
+        ),
         StreamColumns(body="body", key=None, stream="stream", headers=None),
     )
     with pytest.raises(MissingStreamError, match=missing):
@@ -307,15 +311,11 @@ def small_segments(rabbitmq: Endpoint, names: list[str]) -> Iterator[str]:
     try:
         yield policy
     finally:
-        try:
+        with contextlib.suppress(RuntimeError, OSError, subprocess.SubprocessError):
             rabbitmqctl("clear_policy", "-p", rabbitmq.vhost, policy)
-        except (RuntimeError, OSError, subprocess.SubprocessError):
-            pass
 
 
-def test_segment_gaps(
-    settings: ConnectionSettings, names: list[str], small_segments: str
-) -> None:
+def test_segment_gaps(settings: ConnectionSettings, names: list[str], small_segments: str) -> None:
     stream = names[0]
     declare_streams(settings, [stream], create=True)
     publish(settings, stream, 400)
@@ -325,9 +325,9 @@ def test_segment_gaps(
     offsets = [o for o, _ in got]
     assert len(offsets) == 400  # every message once ...
     assert [int(dict(m.headers)["n"]) for _, m in got] == list(range(400))
-    gaps = [b for a, b in zip(offsets, offsets[1:]) if b != a + 1]
+    gaps = [b for a, b in itertools.pairwise(offsets) if b != a + 1]
     assert gaps, "4 KB segments should have split 400 messages of 100 B"
-    assert all(b - a <= 2 for a, b in zip(offsets, offsets[1:]))  # ... with gaps of one
+    assert all(b - a <= 2 for a, b in itertools.pairwise(offsets))  # ... with gaps of one
     entry = gaps[0] - 1  # a segment's opening entry: no message has this offset
     # A range ending on the entry stops at the message after it, without waiting.
     before = read_all(settings, StreamRange(stream, 0, entry + 1), read_timeout=5.0)
