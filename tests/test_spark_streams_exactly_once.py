@@ -20,7 +20,10 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from brokers import Endpoint, in_ci, real_broker
@@ -107,3 +110,89 @@ def test_every_message_exactly_once_after_the_driver_is_killed(
         "duplicated": 0,
         "unexpected": 0,
     }, (batches_at_kill, second)
+
+
+# -- the format through Spark, in this process ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark(rabbitmq: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from stomp_proto.spark import local_session
+
+    session = local_session("stomp-streams-tests", conf_dir=tmp_path_factory.mktemp("conf"))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def test_write_read_and_stream_write_through_spark(
+    spark: Any, rabbitmq: Endpoint, tmp_path: Path
+) -> None:
+    base = f"spark-rw-{uuid.uuid4().hex[:10]}"
+    connection = {
+        "port": str(rabbitmq.port), "login": rabbitmq.login, "passcode": rabbitmq.passcode,
+        "vhost": rabbitmq.vhost,
+    }  # fmt: skip
+    rows = spark.range(3000).selectExpr(
+        "concat('k', CAST(id % 97 AS STRING)) AS key", "CAST(id AS STRING) AS body"
+    )
+    rows.write.format("stomp-streams").options(**connection, stream=base, partitions=3).mode(
+        "append"
+    ).save()
+    read = (
+        spark.read.format("stomp-streams")
+        .options(**connection, stream=base, partitions=3, maxOffsetsPerPartition=400)
+        .load()
+        .collect()
+    )
+    assert sorted(int(r.body) for r in read) == list(range(3000))
+    assert len({r.row_id for r in read}) == 3000
+    assert len({(r.stream, r.offset) for r in read}) == 3000
+    for r in read:
+        assert r.stream == f"{base}-{zlib.crc32(r.key.encode()) % 3}"
+        assert r.headers["content-type"].startswith("text/plain")
+    # A streaming write of what a streaming read gives.
+    copy = f"{base}-copy"
+    query = (
+        spark.readStream.format("stomp-streams")
+        .options(**connection, stream=base, partitions=3, maxOffsetsPerTrigger=1000)
+        .load()
+        .selectExpr("key", "body")
+        .writeStream.format("stomp-streams")
+        .options(**connection, stream=copy, partitions=2)
+        .option("checkpointLocation", str(tmp_path / "copy"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(180), "the streaming copy did not finish"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    copied = (
+        spark.read.format("stomp-streams")
+        .options(**connection, stream=copy, partitions=2)
+        .load()
+        .collect()
+    )
+    assert sorted(r.body for r in copied) == sorted(r.body for r in read)
+    query_id = query.id
+    assert all(r.row_id.startswith(f"{query_id}-") for r in copied)
+    assert len({r.row_id for r in copied}) == 3000
+
+
+def test_mistakes_through_spark(spark: Any, rabbitmq: Endpoint) -> None:
+    connection = {"port": str(rabbitmq.port), "login": rabbitmq.login,
+                  "passcode": rabbitmq.passcode, "vhost": rabbitmq.vhost}  # fmt: skip
+    missing = f"spark-missing-{uuid.uuid4().hex[:10]}"
+    with pytest.raises(Exception, match=f"stream '{missing}' does not exist"):
+        spark.read.format("stomp-streams").options(**connection, streams=missing).load().count()
+    with pytest.raises(Exception, match=f"stream '{missing}' does not exist"):
+        spark.range(3).selectExpr("CAST(id AS STRING) AS body").write.format(
+            "stomp-streams"
+        ).options(**connection, streams=missing, createStreams="false").mode("append").save()
+    with pytest.raises(Exception, match="startingOffsets"):
+        spark.read.format("stomp-streams").options(
+            **connection, streams=missing, startingOffsets="offset:5"
+        ).load().count()

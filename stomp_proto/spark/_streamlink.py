@@ -22,6 +22,7 @@ The frames are the ones measured on RabbitMQ 3.10 (``docs/spark.rst``):
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 import uuid
@@ -57,6 +58,12 @@ __all__ = [
 ]
 
 _READ_SIZE = 256 * 1024
+#: How often a probe or a range read is tried again after its connection failed.  RabbitMQ
+#: 3.10's STOMP plugin can close a connection with "Processing error" when a stream delivers
+#: before the plugin has registered the new subscription (seen under load): a retry succeeds.
+RETRIES = 3
+
+log = logging.getLogger("stomp_proto.spark")
 
 
 class MissingStreamError(RuntimeError):
@@ -198,7 +205,7 @@ class StreamLink:
         return ConnectionLost(f"connection to the broker failed: {exc}")
 
 
-def _missing(error: BrokerError, streams: Sequence[str]) -> Exception:
+def _missing(error: BrokerError | ConnectionLost, streams: Sequence[str]) -> Exception:
     """A clear error for the broker's NOT_FOUND, naming the stream when it can."""
     text = str(error)
     if "NOT_FOUND" not in text and "not found" not in text.lower():
@@ -237,14 +244,22 @@ def probe_streams(
     """
     if not streams:
         return {}
-    link = StreamLink(settings)
-    try:
-        return _probe(link, streams, tails, firsts, timestamp, timeout, quiet)
-    except BrokerError as exc:
-        link.abandon()
-        raise _missing(exc, streams) from exc
-    finally:
-        link.close()
+    failures = 0
+    while True:
+        link = StreamLink(settings)
+        try:
+            return _probe(link, streams, tails, firsts, timestamp, timeout, quiet)
+        except (BrokerError, ConnectionLost) as exc:
+            link.abandon()
+            failure = _missing(exc, streams) if isinstance(exc, BrokerError) else exc
+            if isinstance(failure, MissingStreamError) or failures >= RETRIES:
+                raise failure from exc
+            failures += 1
+            log.warning("stomp-streams: a probe failed (%s); again (%d of %d)", exc, failures,
+                        RETRIES)  # fmt: skip
+            time.sleep(0.05 * failures)
+        finally:
+            link.close()
 
 
 def _probe(
@@ -394,24 +409,49 @@ def read_range(
     with ``TimeoutError`` naming the stream, the range and the last offset
     seen when no message comes for ``read_timeout`` seconds; with
     :class:`~._streams.DataLossError` when retention deleted the range's
-    start (unless ``fail_on_data_loss`` is false).
+    start (unless ``fail_on_data_loss`` is false).  A connection that fails
+    midway is made again, from the offset after the last one received (a
+    stream can be read again from any offset): up to :data:`RETRIES` times.
     """
     cursor = RangeCursor(part.stream, part.start, part.end, fail_on_data_loss=fail_on_data_loss)
-    if cursor.done:
-        return
+    failures = 0
+    while not cursor.done:
+        begin = part.start if cursor.last is None else cursor.last + 1
+        try:
+            yield from _read_from(settings, part.stream, begin, cursor, prefetch, read_timeout)
+        except (BrokerError, ConnectionLost) as exc:
+            failure = _missing(exc, [part.stream]) if isinstance(exc, BrokerError) else exc
+            if isinstance(failure, MissingStreamError) or failures >= RETRIES:
+                raise failure from exc
+            failures += 1
+            log.warning(
+                "stomp-streams: reading %s from offset %d failed (%s); again (%d of %d)",
+                part.stream, begin, exc, failures, RETRIES,
+            )  # fmt: skip
+            time.sleep(0.05 * failures)
+
+
+def _read_from(
+    settings: ConnectionSettings,
+    stream: str,
+    begin: int,
+    cursor: RangeCursor,
+    prefetch: int,
+    read_timeout: float,
+) -> Iterator[list[tuple[int, Message]]]:
+    """One connection's part of :func:`read_range`: from ``begin`` until the cursor is done."""
     link = StreamLink(settings)
     ok = False
     try:
         conn = link.conn
-        subscription = "range"
         link.send(
             Subscribe(
-                amq_destination(part.stream),
-                id=subscription,
+                amq_destination(stream),
+                id="range",
                 ack="client",
                 headers=(
                     ("prefetch-count", str(prefetch)),
-                    ("x-stream-offset", f"offset={part.start}"),
+                    ("x-stream-offset", f"offset={begin}"),
                 ),
             )
         )
@@ -423,7 +463,7 @@ def read_range(
         while not cursor.done:
             if not link.fill(time.monotonic() + read_timeout):
                 raise TimeoutError(
-                    f"stream {part.stream!r}: offsets {part.start}..{part.end - 1} did not "
+                    f"stream {stream!r}: offsets {cursor.start}..{cursor.end - 1} did not "
                     f"arrive within readTimeout={read_timeout:g} s (last offset received: "
                     f"{cursor.last if cursor.last is not None else 'none'}; the range may "
                     "lie beyond the stream's tail)"
@@ -445,9 +485,6 @@ def read_range(
                 unacked = 0
             yield got
         ok = True
-    except BrokerError as exc:
-        link.abandon()
-        raise _missing(exc, [part.stream]) from exc
     finally:
         if ok:
             link.close(read_timeout)
