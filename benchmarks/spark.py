@@ -10,7 +10,9 @@
 200,000 messages of 100 B, read by ``format("stomp")`` from one queue and by
 ``format("stomp-streams")`` from four stream queues, ``local[2]``, both with
 50,000 rows per micro-batch and ``availableNow`` into the ``noop`` sink;
-medians of 3 and their ratio.  It also times one read task alone (the
+medians of 3 and their ratio.  The queue source ends after ``idleTimeout``
+(1 s) without a message, which its end-to-end time includes (under load a
+shorter one ended a run early).  It also times one read task alone (the
 executor's code, ``read_partition``, on a 50,000-offset range in this
 process) against the 40,000 rows/s per task target.
 
@@ -499,7 +501,7 @@ def compare_sources(args: argparse.Namespace) -> int:
                 spark,
                 "stomp",
                 {**options, "destination": queue, "maxBatchSize": str(per_batch),
-                 "idleTimeout": "0.2"},
+                 "idleTimeout": "1.0"},
                 rows,
             )  # fmt: skip
             base = f"bench-s-{tag}-{run}"

@@ -374,3 +374,50 @@ def test_stream_columns() -> None:
         plan_stream_columns([("value", "binary")], settings)
     with pytest.raises(ValueError, match="headers column"):
         plan_stream_columns([("body", "string"), ("headers", "string")], settings)
+
+
+# -- a range read that loses its connection -------------------------------------------------
+
+
+def test_range_read_resumes_after_the_last_offset_received(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stomp_proto import Error, Message
+    from stomp_proto._client._core import BrokerError
+    from stomp_proto.spark import _streamlink
+
+    begins: list[int] = []
+
+    def fake_read_from(
+        settings: Any, stream: str, begin: int, cursor: RangeCursor, *rest: Any
+    ) -> Any:
+        begins.append(begin)
+        for offset in range(begin, 100):
+            if offset == 30 and len(begins) == 1:
+                raise BrokerError(Error(message="Processing error"))
+            message = Message(f"/amq/queue/{stream}", f"m{offset}", subscription="range")
+            if cursor.take(offset):
+                yield [(offset, message)]
+            if cursor.done:
+                return
+
+    monkeypatch.setattr(_streamlink, "_read_from", fake_read_from)
+    got = [
+        offset
+        for chunk in _streamlink.read_range(
+            ConnectionSettings(), StreamRange("s", 10, 50), prefetch=10, read_timeout=1.0,
+            fail_on_data_loss=True,
+        )
+        for offset, _ in chunk
+    ]  # fmt: skip
+    assert got == list(range(10, 50))
+    assert begins == [10, 30]
+
+    def missing(*args: Any) -> Any:
+        raise BrokerError(Error(message="not_found", body=b"NOT_FOUND - no queue 's'"))
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(_streamlink, "_read_from", missing)
+    with pytest.raises(_streamlink.MissingStreamError, match="'s' does not exist"):
+        list(_streamlink.read_range(ConnectionSettings(), StreamRange("s", 0, 5), prefetch=10,
+                                    read_timeout=1.0, fail_on_data_loss=True))  # fmt: skip
