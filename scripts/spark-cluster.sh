@@ -11,7 +11,8 @@
 # committed; 10,000 more messages are published while it is down, and it restarts from its
 # checkpoint.  The last run goes to the end, prints its rows/s and how many tasks each
 # executor ran (from the driver's REST API); then spark.read.parquet must find every published
-# message exactly once.  The cluster is stopped at exit (only the processes this script started).
+# message exactly once.  Then a new query reads them all again with larger micro-batches, for
+# the rows/s.  The cluster is stopped at exit (only the processes this script started).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
@@ -109,3 +110,8 @@ echo "== verify: spark.read.parquet over the sink"
     || { tail -30 "$WORK/verify.err"; exit 1; }
 echo "parquet files in the sink directory: $(find "$WORK/out" -name '*.parquet' | wc -l)" \
      "(orphans of killed batches are left out by _spark_metadata)"
+echo "== throughput: the same $total messages again, a new query, ${THROUGHPUT_PER_TRIGGER:-50000} per micro-batch"
+"$PY" scripts/spark_streams_check.py run "${COMMON[@]}" --master "$MASTER" \
+    --ui-port $((PORT_BASE + 12)) --out "$WORK/out-throughput" --checkpoint "$WORK/cp-throughput" \
+    --per-trigger "${THROUGHPUT_PER_TRIGGER:-50000}" 2>"$WORK/throughput.err" | grep -v '^batch ' \
+    || { tail -30 "$WORK/throughput.err"; exit 1; }

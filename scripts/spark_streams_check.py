@@ -157,6 +157,18 @@ def run(args: argparse.Namespace) -> None:
     finally:
         took = time.monotonic() - began
         print(f"query done: {rows} rows in {took:.2f} s ({rows / took:,.0f} rows/s)", flush=True)
+        # Where a micro-batch's time goes, on average (Spark's own progress figures).
+        durations: dict[str, float] = {}
+        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        for p in batches:
+            for name, ms in p["durationMs"].items():
+                durations[name] = durations.get(name, 0) + ms / len(batches)
+        if batches:
+            print(
+                f"per batch ({len(batches)} with rows, ms): "
+                + ", ".join(f"{k} {v:.0f}" for k, v in sorted(durations.items())),
+                flush=True,
+            )
         if not args.master.startswith("local"):
             print("executors: " + json.dumps(executors_report(spark)), flush=True)
         spark.stop()
