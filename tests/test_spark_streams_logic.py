@@ -421,3 +421,23 @@ def test_range_read_resumes_after_the_last_offset_received(
     with pytest.raises(_streamlink.MissingStreamError, match="'s' does not exist"):
         list(_streamlink.read_range(ConnectionSettings(), StreamRange("s", 0, 5), prefetch=10,
                                     read_timeout=1.0, fail_on_data_loss=True))  # fmt: skip
+
+
+def test_planner_probes_again_when_a_stream_with_messages_looks_empty() -> None:
+    fake = FakeStreams({"a": (1000, 1999), "b": (None, None)})
+    slow = {"first": 1}  # the first probe of "a" times out before its first message
+
+    def probe(connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
+        found = fake(connection, streams, **kwargs)
+        if slow["first"] and "a" in found:
+            slow["first"] -= 1
+            found["a"] = ProbeResult(first=None, tail=found["a"].tail)
+        return found
+
+    p = planner(fake)
+    p._probe_fn = probe
+    # Without the second look "a" would seem to keep everything and the loss go unseen.
+    with pytest.raises(DataLossError, match="'a'"):
+        p.ranges({"a": 0, "b": 0}, p.latest())
+    timeouts = [call["timeout"] for call in fake.calls]
+    assert timeouts == [0.25, 1.0]  # the empty stream "b" is not probed again

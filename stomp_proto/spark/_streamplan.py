@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ._options import ConnectionSettings
@@ -38,6 +38,9 @@ __all__ = ["StreamsPlanner", "read_partition"]
 log = logging.getLogger("stomp_proto.spark")
 
 Probe = Callable[..., dict[str, ProbeResult]]
+
+#: How often a probe that found nothing in a stream known to hold messages is repeated.
+PROBE_RETRIES = 3
 
 
 class StreamsPlanner:
@@ -66,21 +69,53 @@ class StreamsPlanner:
     # -- probes --------------------------------------------------------------------
 
     def probe(self, *, tails: bool = True, firsts: bool = True) -> dict[str, ProbeResult]:
+        """Probe every stream; a stream that looks empty but is known not to be is probed
+        again, with longer waits (a loaded broker can take longer than ``probeTimeout``).
+
+        A stream is known not to be empty once some probe saw a message in it; a
+        truly empty stream costs one ``probeTimeout`` per call, no more.
+        """
         s = self.settings
-        found = self._probe_fn(
-            self.connection,
-            s.streams,
-            tails=tails,
-            firsts=firsts,
-            timeout=s.probe_timeout,
-            quiet=s.probe_quiet,
-        )
+        found = dict(self._probe_once(s.streams, tails, firsts, s.probe_timeout))
+        timeout = s.probe_timeout
+        for _ in range(PROBE_RETRIES):
+            slow = [
+                stream
+                for stream, r in found.items()
+                if (tails and r.tail is None and stream in self._tails)
+                or (firsts and r.first is None and (r.tail is not None or stream in self._tails))
+            ]
+            if not slow:
+                break
+            timeout *= 4
+            log.info("stomp-streams: probing %s again (%.2f s)", ", ".join(slow), timeout)
+            again = self._probe_once(slow, tails, firsts, timeout)
+            for stream, r in again.items():
+                old = found[stream]
+                found[stream] = ProbeResult(
+                    first=old.first if old.first is not None else r.first,
+                    tail=max((t for t in (old.tail, r.tail) if t is not None), default=None),
+                )
         for stream, result in found.items():
             if result.tail is not None:
                 self._tails[stream] = max(self._tails.get(stream, -1), result.tail)
-            if firsts:
+            if firsts and (result.first is not None or stream not in self._tails):
                 self._firsts[stream] = result.first
+            elif firsts:
+                self._firsts.pop(stream, None)  # unknown: the read task checks for loss
         return found
+
+    def _probe_once(
+        self, streams: Sequence[str], tails: bool, firsts: bool, timeout: float
+    ) -> dict[str, ProbeResult]:
+        return self._probe_fn(
+            self.connection,
+            streams,
+            tails=tails,
+            firsts=firsts,
+            timeout=timeout,
+            quiet=self.settings.probe_quiet,
+        )
 
     def latest(self) -> dict[str, int]:
         """Each stream's next offset after its tail (0 for an empty stream)."""
@@ -89,7 +124,7 @@ class StreamsPlanner:
 
     def earliest(self) -> dict[str, int]:
         """Each stream's first kept offset (0 for an empty stream)."""
-        found = self.probe(tails=False)
+        found = self.probe()
         return {s: found[s].first or 0 for s in self.settings.streams}
 
     # -- what Spark's driver calls ---------------------------------------------------
@@ -150,7 +185,7 @@ class StreamsPlanner:
         begin = self._start_of(start)
         wanted = {s: e for s, e in end.items() if s in begin and e > begin[s]}
         if wanted and any(s not in self._firsts for s in wanted):
-            self.probe(tails=False)
+            self.probe()
         for stream in wanted:
             first = self._firsts.get(stream)
             lost = lost_range(begin[stream], first)
@@ -168,7 +203,7 @@ class StreamsPlanner:
         missing = [s for s in self.settings.streams if s not in start]
         firsts: dict[str, int] = {}
         if missing:
-            found = self.probe(tails=False)
+            found = self.probe()
             firsts = {s: found[s].first or 0 for s in missing}
         return {s: int(start[s]) if s in start else firsts[s] for s in self.settings.streams}
 
