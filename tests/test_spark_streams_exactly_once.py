@@ -21,13 +21,14 @@ import sys
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from brokers import Endpoint, in_ci, real_broker
-from test_spark_integration import _unavailable
+
+# The one SparkSession of the test process (getOrCreate would share it anyway).
+from test_spark_integration import _unavailable, spark  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -115,19 +116,10 @@ def test_every_message_exactly_once_after_the_driver_is_killed(
 # -- the format through Spark, in this process ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def spark(rabbitmq: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from stomp_proto.spark import local_session
-
-    session = local_session("stomp-streams-tests", conf_dir=tmp_path_factory.mktemp("conf"))
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
 def test_write_read_and_stream_write_through_spark(
-    spark: Any, rabbitmq: Endpoint, tmp_path: Path
+    spark: Any,  # noqa: F811 - the fixture imported above
+    rabbitmq: Endpoint,
+    tmp_path: Path,
 ) -> None:
     base = f"spark-rw-{uuid.uuid4().hex[:10]}"
     connection = {
@@ -182,7 +174,7 @@ def test_write_read_and_stream_write_through_spark(
     assert len({r.row_id for r in copied}) == 3000
 
 
-def test_mistakes_through_spark(spark: Any, rabbitmq: Endpoint) -> None:
+def test_mistakes_through_spark(spark: Any, rabbitmq: Endpoint) -> None:  # noqa: F811
     connection = {"port": str(rabbitmq.port), "login": rabbitmq.login,
                   "passcode": rabbitmq.passcode, "vhost": rabbitmq.vhost}  # fmt: skip
     missing = f"spark-missing-{uuid.uuid4().hex[:10]}"
