@@ -388,3 +388,17 @@ def test_data_lost_to_retention(
     assert got[0][0] == first and got[-1][0] == end[stream] - 1
     # earliest means the first kept offset, which is no loss.
     assert planner_for(settings, streams=stream).initial_offsets() == {stream: first}
+
+
+def test_starting_offsets_by_time(settings: ConnectionSettings, names: list[str]) -> None:
+    stream = names[0]
+    declare_streams(settings, [stream], create=True)
+    publish(settings, stream, 100)
+    # Long ago: the first message; in the future: after the tail (nothing to read yet).
+    assert planner_for(
+        settings, streams=stream, startingOffsets="timestamp=1"
+    ).initial_offsets() == {stream: 0}
+    later = int(time.time()) + 3600
+    assert planner_for(
+        settings, streams=stream, startingOffsets=f"timestamp={later}"
+    ).initial_offsets() == {stream: 100}
