@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 from .._events import Message
+from .._frame import Frame
 from . import CAPTURE_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
 
 __all__ = [
@@ -115,11 +116,14 @@ def message_batch(received: Sequence[tuple[int, Message]]) -> Any:
 
 def stream_batch(
     stream: str,
-    received: Sequence[tuple[int, int, Message]],
+    received: Sequence[tuple[int, int, Frame]],
     key_header: str,
     row_id_header: str,
 ) -> Any:
-    """A record batch of ``(offset, received_at in µs, message)`` triples of one stream."""
+    """A record batch of ``(offset, received_at in µs, MESSAGE frame)`` triples of one stream.
+
+    The ``headers`` column keeps the first of a repeated name, as STOMP does.
+    """
     count = len(received)
     offsets: list[int] = []
     times: list[int] = []
@@ -128,17 +132,14 @@ def stream_batch(
     keys: list[str | None] = []
     row_ids: list[str | None] = []
     omitted = STREAM_OMITTED_HEADERS
-    for offset, received_at, message in received:
+    for offset, received_at, frame in received:
         offsets.append(offset)
         times.append(received_at)
-        bodies.append(message.body)
+        bodies.append(frame.body)
         pairs: list[tuple[str, str]] = []
         seen: set[str] = set()
-        if message.content_type is not None:
-            pairs.append(("content-type", message.content_type))
-            seen.add("content-type")
         key = row_id = None
-        for name, value in message.headers:
+        for name, value in frame.headers:
             if name in seen or name in omitted:
                 continue
             seen.add(name)
