@@ -14,7 +14,9 @@ The frames are the ones measured on RabbitMQ 3.10 (``docs/spark.rst``):
   (an empty one).
 * A **range read** subscribes at ``offset=a`` with ``ack:client`` and a
   prefetch, ACKs now and then only to return credit (the broker keeps no
-  position), and stops by the rule of :class:`~._streams.RangeCursor`.
+  position), and stops by the rule of :class:`~._streams.RangeCursor`.  It
+  is the hot path, so past the handshake it decodes with a bare
+  :class:`~stomp_proto.FrameDecoder` and hands on MESSAGE frames.
 * Every connection ends with DISCONNECT and a receipt.  Never UNSUBSCRIBE
   with messages in flight: RabbitMQ answers that with an ERROR.
 """
