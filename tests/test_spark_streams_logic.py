@@ -441,3 +441,19 @@ def test_planner_probes_again_when_a_stream_with_messages_looks_empty() -> None:
         p.ranges({"a": 0, "b": 0}, p.latest())
     timeouts = [call["timeout"] for call in fake.calls]
     assert timeouts == [0.25, 1.0]  # the empty stream "b" is not probed again
+
+
+def test_ack_frames_of_each_version() -> None:
+    from stomp_proto import Frame
+    from stomp_proto.spark._streamlink import _ack_frame
+
+    message = Frame(
+        "MESSAGE",
+        (("subscription", "range"), ("message-id", "m-7"), ("ack", "a-7"), ("ack", "other")),
+        b"",
+    )
+    assert _ack_frame("1.2", message) == Frame("ACK", (("id", "a-7"),))
+    assert _ack_frame("1.1", message) == Frame(
+        "ACK", (("subscription", "range"), ("message-id", "m-7"))
+    )
+    assert _ack_frame("1.0", message) == Frame("ACK", (("message-id", "m-7"),))

@@ -270,6 +270,19 @@ def test_ranges_ending_exactly_at_the_tail(settings: ConnectionSettings, names: 
     assert [o for o, _ in read_all(settings, StreamRange(stream, 999, 1000))] == [999]
 
 
+def test_a_range_that_does_not_arrive_fails_the_task_clearly(
+    settings: ConnectionSettings, names: list[str]
+) -> None:
+    stream = names[0]
+    declare_streams(settings, [stream], create=True)
+    publish(settings, stream, 10)
+    # Offsets 5..14 of a stream whose tail is 9: the last five never come.
+    with pytest.raises(
+        TimeoutError, match=rf"'{stream}': offsets 5..14 did not arrive.*last offset received: 9"
+    ):
+        read_all(settings, StreamRange(stream, 5, 15), read_timeout=0.5)
+
+
 def test_stop_with_messages_in_flight_ends_cleanly(
     settings: ConnectionSettings, names: list[str]
 ) -> None:
