@@ -117,8 +117,8 @@ def publish(settings: ConnectionSettings, stream: str, count: int, size: int = 1
 def read_all(
     settings: ConnectionSettings, part: StreamRange, *, fail_on_data_loss: bool = True,
     prefetch: int = 500, read_timeout: float = 10.0,
-) -> list[tuple[int, Message]]:  # fmt: skip
-    got: list[tuple[int, Message]] = []
+) -> list[tuple[int, Frame]]:  # fmt: skip
+    got: list[tuple[int, Frame]] = []
     for chunk in read_range(
         settings, part, prefetch=prefetch, read_timeout=read_timeout,
         fail_on_data_loss=fail_on_data_loss,
