@@ -3,6 +3,18 @@
     python benchmarks/spark.py              # 100,000 rows, 3 repetitions (about 2 minutes)
     python benchmarks/spark.py --quick      # 20,000 rows, 1 repetition
     python benchmarks/spark.py --json out.json
+    python benchmarks/spark.py --streams    # RabbitMQ: queue source vs stream source
+
+``--streams`` compares the two sources against RabbitMQ
+(``scripts/start-brokers.sh rabbitmq``; ``RABBITMQ_STOMP_PORT``, guest/guest):
+200,000 messages of 100 B, read by ``format("stomp")`` from one queue and by
+``format("stomp-streams")`` from four stream queues, ``local[2]``, both with
+50,000 rows per micro-batch and ``availableNow`` into the ``noop`` sink;
+medians of 3 and their ratio.  The queue source ends after ``idleTimeout``
+(1 s) without a message, which its end-to-end time includes (under load a
+shorter one ended a run early).  It also times one read task alone (the
+executor's code, ``read_partition``, on a 50,000-offset range in this
+process) against the 40,000 rows/s per task target.
 
 Needs the ``spark`` extra and Java 17+.  Runs a ``local[2]`` session with the
 embedded broker in a background thread of the same process, and measures
@@ -349,17 +361,215 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
+STREAM_RATIO_TARGET = 2.0
+TASK_TARGET = 40_000
+
+
+def rabbitmq_options() -> dict[str, str]:
+    return {
+        "host": os.environ.get("RABBITMQ_STOMP_HOST", "127.0.0.1"),
+        "port": os.environ.get("RABBITMQ_STOMP_PORT", "61613"),
+        "login": os.environ.get("RABBITMQ_STOMP_USER", "guest"),
+        "passcode": os.environ.get("RABBITMQ_STOMP_PASSWORD", "guest"),
+    }
+
+
+def fill_queue(options: dict[str, str], destination: str, rows: int, size: int) -> None:
+    """``rows`` messages into a RabbitMQ queue, with the ``stomp`` sink's sender."""
+    import pyarrow as pa
+
+    from stomp_proto.spark._options import ConnectionSettings, WriterSettings
+    from stomp_proto.spark._writer import PartitionWriter, plan_columns
+
+    settings = WriterSettings(destination=destination)
+    writer = PartitionWriter(
+        ConnectionSettings.from_options(options),
+        settings,
+        plan_columns([("body", "binary")], settings),
+    )
+    body = b"x" * size
+    batches = (
+        pa.record_batch([pa.array([body] * min(10_000, rows - start))], names=["body"])
+        for start in range(0, rows, 10_000)
+    )
+    assert writer.write_batches(batches)[0] == rows
+
+
+def fill_streams(options: dict[str, str], base: str, partitions: int, rows: int, size: int) -> None:
+    """``rows`` messages over ``<base>-0..N-1``, routed by key, with the stream sink's sender."""
+    from stomp_proto.spark._options import ConnectionSettings
+    from stomp_proto.spark._streamlink import declare_streams
+    from stomp_proto.spark._streams import StreamsWriterSettings
+    from stomp_proto.spark._streamwrite import StreamColumns, StreamsPartitionWriter
+
+    stream_options = {**options, "stream": base, "partitions": str(partitions)}
+    connection = ConnectionSettings.from_options(stream_options)
+    settings = StreamsWriterSettings.from_options(stream_options)
+    declare_streams(connection, settings.streams, create=True)
+    writer = StreamsPartitionWriter(
+        connection, settings, StreamColumns(body="body", key="key", stream=None, headers=None)
+    )
+    body = b"x" * size
+    chunks = (
+        (
+            [body] * min(10_000, rows - start),
+            [str(i) for i in range(start, min(start + 10_000, rows))],
+            None,
+            None,
+        )
+        for start in range(0, rows, 10_000)
+    )
+    assert sum(writer.send(chunks, task_partition=0, row_id_prefix=base).values()) == rows
+
+
+def read_to_noop(spark: Any, source: str, options: dict[str, str], rows: int) -> dict[str, Any]:
+    """An availableNow query from ``source`` into ``noop``: rows/s end to end and in batches."""
+    checkpoint = tempfile.mkdtemp(prefix="stomp-bench-")
+    started = time.perf_counter()
+    running = (
+        spark.readStream.format(source)
+        .options(**options)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    running.awaitTermination(900)
+    elapsed = time.perf_counter() - started
+    progress = [p for p in running.recentProgress if p["numInputRows"]]
+    got = sum(p["numInputRows"] for p in progress)
+    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    plan_seconds = sum(p["durationMs"].get("latestOffset", 0) for p in progress) / 1000
+    return {
+        "rows": got,
+        "lost": rows - got,
+        "seconds": elapsed,
+        "rows_per_s": got / elapsed,
+        "batches": len(progress),
+        "batch_rows_per_s": got / batch_seconds if batch_seconds else 0.0,
+        "latest_offset_s": plan_seconds,
+    }
+
+
+def one_task(options: dict[str, str], stream: str, count: int) -> float:
+    """Rows/s of one read task's code (``read_partition``) on ``[0, count)`` of ``stream``."""
+    from stomp_proto.spark._options import ConnectionSettings
+    from stomp_proto.spark._streamplan import read_partition
+    from stomp_proto.spark._streams import StreamRange, StreamsReaderSettings
+
+    settings = StreamsReaderSettings.from_options({**options, "streams": stream})
+    connection = ConnectionSettings.from_options(options)
+    started = time.perf_counter()
+    got = sum(
+        b.num_rows for b in read_partition(connection, settings, StreamRange(stream, 0, count))
+    )
+    elapsed = time.perf_counter() - started
+    assert got == count, (got, count)
+    return got / elapsed
+
+
+def compare_sources(args: argparse.Namespace) -> int:
+    import uuid
+
+    options = rabbitmq_options()
+    rows, size, partitions, per_batch = args.rows, 100, 4, 50_000
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load {load_average()}")
+    spark = start_spark()
+    import pyspark
+
+    print(
+        f"pyspark {pyspark.__version__}, local[2], "
+        f"RabbitMQ on {options['host']}:{options['port']}, "
+        f"{rows:,} messages of {size} B per run, {per_batch:,} per micro-batch\n"
+    )
+    results: dict[str, list[Any]] = {"queue": [], "streams": [], "task": []}
+    lost = False
+    tag = uuid.uuid4().hex[:8]
+    try:
+        # Warm up the Python workers and both sources once, untimed.
+        fill_queue(options, f"/queue/bench-warm-{tag}", 2000, size)
+        read_to_noop(spark, "stomp", {**options, "destination": f"/queue/bench-warm-{tag}",
+                                      "idleTimeout": "0.2"}, 2000)  # fmt: skip
+        fill_streams(options, f"bench-warm-{tag}", partitions, 2000, size)
+        read_to_noop(spark, "stomp-streams", {**options, "stream": f"bench-warm-{tag}",
+                                              "partitions": str(partitions)}, 2000)  # fmt: skip
+        for run in range(args.repeats):
+            queue = f"/queue/bench-q-{tag}-{run}"
+            fill_queue(options, queue, rows, size)
+            q = read_to_noop(
+                spark,
+                "stomp",
+                {**options, "destination": queue, "maxBatchSize": str(per_batch),
+                 "idleTimeout": "1.0"},
+                rows,
+            )  # fmt: skip
+            base = f"bench-s-{tag}-{run}"
+            fill_streams(options, base, partitions, rows, size)
+            s = read_to_noop(
+                spark,
+                "stomp-streams",
+                {**options, "stream": base, "partitions": str(partitions),
+                 "maxOffsetsPerTrigger": str(per_batch)},
+                rows,
+            )  # fmt: skip
+            task = one_task(options, f"{base}-0", min(50_000, rows // partitions - 500))
+            lost = lost or q["lost"] != 0 or s["lost"] != 0
+            results["queue"].append(q)
+            results["streams"].append(s)
+            results["task"].append(task)
+            print(
+                f"run {run + 1}: load {load_average()} | queue source {q['rows_per_s']:,.0f}/s "
+                f"({q['batches']} batches) | stream source {s['rows_per_s']:,.0f}/s "
+                f"({s['batches']} batches, {s['batch_rows_per_s']:,.0f}/s in batches, "
+                f"latestOffset {s['latest_offset_s']:.2f} s) | one read task {task:,.0f}/s"
+            )
+    finally:
+        spark.stop()
+    queue_rate = median([r["rows_per_s"] for r in results["queue"]])
+    stream_rate = median([r["rows_per_s"] for r in results["streams"]])
+    task_rate = median(results["task"])
+    ratio = stream_rate / queue_rate if queue_rate else 0.0
+    print("\nmedians (rows/s, end to end)")
+    print(f"  queue source  (stomp)          {queue_rate:>10,.0f}")
+    print(f"  stream source (stomp-streams)  {stream_rate:>10,.0f}")
+    print(
+        f"  ratio                          {ratio:>10.2f}x  "
+        f"{'meets' if ratio >= STREAM_RATIO_TARGET else 'MISSES'} "
+        f"the {STREAM_RATIO_TARGET:g}x target"
+    )
+    print(
+        f"  one read task                  {task_rate:>10,.0f}  "
+        f"{'meets' if task_rate >= TASK_TARGET else 'MISSES'} the {TASK_TARGET:,} target"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if lost:
+        print("error: a read lost messages", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="20,000 rows, one repetition")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--streams", action="store_true", help="RabbitMQ: the queue source vs the stream source"
+    )
     parser.add_argument("--fake-broker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fake_broker:
         serve_fake_broker(args.fake_broker[0], int(args.fake_broker[1]))
         return 0
+    if args.streams:
+        if "--rows" not in sys.argv:
+            args.rows = 200_000
+        if args.quick:
+            args.rows, args.repeats = 20_000, 1
+        return compare_sources(args)
     if args.quick:
         args.rows, args.repeats = 20_000, 1
     rows = args.rows

@@ -84,6 +84,9 @@ NOT_EVERY_PYTHON=(
     # the PySpark data source
     tests/test_spark_integration.py
     tests/test_spark_logic.py
+    tests/test_spark_streams_exactly_once.py
+    tests/test_spark_streams_logic.py
+    tests/test_spark_streams_rabbitmq.py
     # fuzzing, benchmarks, the mypyc build and the docs
     tests/test_decoder_fuzz.py
     tests/test_fuzz_properties.py

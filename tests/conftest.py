@@ -124,7 +124,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_cli",
         "test_hostile_peers",
     ),
-    "spark": ("test_spark_integration", "test_spark_logic"),
+    "spark": (
+        "test_spark_integration",
+        "test_spark_logic",
+        "test_spark_streams_exactly_once",
+        "test_spark_streams_logic",
+        "test_spark_streams_rabbitmq",
+    ),
     # real brokers and other projects' clients
     "interop": (
         "test_chaos_rabbitmq",

@@ -1,4 +1,4 @@
-"""STOMP for Spark: the ``stomp`` and ``stomp-capture`` data sources (PySpark 4).
+"""STOMP for Spark: the ``stomp``, ``stomp-streams`` and ``stomp-capture`` data sources (PySpark 4).
 
 .. code-block:: python
 
@@ -32,13 +32,16 @@ if TYPE_CHECKING:
         register,
     )
     from ._local import local_session
+    from ._streams_datasource import StompStreamsDataSource
 
 __all__ = [
     "CAPTURE_SCHEMA",
     "MESSAGE_SCHEMA",
+    "STREAMS_SCHEMA",
     "StompCaptureDataSource",
     "StompCommitMessage",
     "StompDataSource",
+    "StompStreamsDataSource",
     "local_session",
     "register",
 ]
@@ -47,6 +50,11 @@ __all__ = [
 MESSAGE_SCHEMA = (
     "destination STRING, message_id STRING, subscription STRING, "
     "headers MAP<STRING, STRING>, body BINARY, received_at TIMESTAMP"
+)
+#: The ``stomp-streams`` source's schema (DDL); columns are only ever added at the end.
+STREAMS_SCHEMA = (
+    "stream STRING, offset BIGINT, headers MAP<STRING, STRING>, body BINARY, "
+    "received_at TIMESTAMP, key STRING, row_id STRING"
 )
 #: The ``stomp-capture`` source's schema (DDL).
 CAPTURE_SCHEMA = (
@@ -68,4 +76,8 @@ def __getattr__(name: str) -> Any:
         from . import _datasource  # imports pyspark
 
         return getattr(_datasource, name)
+    if name == "StompStreamsDataSource":
+        from ._streams_datasource import StompStreamsDataSource  # imports pyspark
+
+        return StompStreamsDataSource
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -72,8 +72,11 @@ _MESSAGE_COLUMNS = [
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``stomp`` and ``stomp-capture`` with a session (once per session)."""
+    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with a session (once each)."""
+    from ._streams_datasource import StompStreamsDataSource
+
     spark.dataSource.register(StompDataSource)
+    spark.dataSource.register(StompStreamsDataSource)
     spark.dataSource.register(StompCaptureDataSource)
 
 

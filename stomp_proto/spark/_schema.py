@@ -15,7 +15,8 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
 from .._events import Message
-from . import CAPTURE_SCHEMA, MESSAGE_SCHEMA
+from .._frame import Frame
+from . import CAPTURE_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
 
 __all__ = [
     "CAPTURE_ARROW_SCHEMA",
@@ -23,6 +24,8 @@ __all__ = [
     "MESSAGE_ARROW_SCHEMA",
     "MESSAGE_SCHEMA",
     "OMITTED_HEADERS",
+    "STREAMS_ARROW_SCHEMA",
+    "STREAMS_SCHEMA",
     "message_batch",
     "message_headers",
     "now_us",
@@ -46,6 +49,22 @@ MESSAGE_ARROW_SCHEMA = pa.schema(
         ("received_at", _TIMESTAMP),
     ]
 )
+
+STREAMS_ARROW_SCHEMA = pa.schema(
+    [
+        ("stream", pa.string()),
+        ("offset", pa.int64()),
+        ("headers", _HEADERS_TYPE),
+        ("body", pa.binary()),
+        ("received_at", _TIMESTAMP),
+        ("key", pa.string()),
+        ("row_id", pa.string()),
+    ]
+)
+
+#: Stream MESSAGE headers left out of the ``headers`` column: the ``stomp``
+#: source's, and the offset (a column of its own).
+STREAM_OMITTED_HEADERS = OMITTED_HEADERS | {"x-stream-offset"}
 
 CAPTURE_ARROW_SCHEMA = pa.schema(
     [
@@ -92,4 +111,55 @@ def message_batch(received: Sequence[tuple[int, Message]]) -> Any:
             pa.array([t for t, _ in received], _TIMESTAMP),
         ],
         schema=MESSAGE_ARROW_SCHEMA,
+    )
+
+
+def stream_batch(
+    stream: str,
+    received: Sequence[tuple[int, int, Frame]],
+    key_header: str,
+    row_id_header: str,
+) -> Any:
+    """A record batch of ``(offset, received_at in µs, MESSAGE frame)`` triples of one stream.
+
+    The ``headers`` column keeps the first of a repeated name, as STOMP does.
+    """
+    count = len(received)
+    offsets: list[int] = []
+    times: list[int] = []
+    bodies: list[bytes] = []
+    headers: list[list[tuple[str, str]]] = []
+    keys: list[str | None] = []
+    row_ids: list[str | None] = []
+    omitted = STREAM_OMITTED_HEADERS
+    for offset, received_at, frame in received:
+        offsets.append(offset)
+        times.append(received_at)
+        bodies.append(frame.body)
+        pairs: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        key = row_id = None
+        for name, value in frame.headers:
+            if name in seen or name in omitted:
+                continue
+            seen.add(name)
+            pairs.append((name, value))
+            if name == key_header:
+                key = value
+            elif name == row_id_header:
+                row_id = value
+        headers.append(pairs)
+        keys.append(key)
+        row_ids.append(row_id)
+    return pa.record_batch(
+        [
+            pa.array([stream] * count, pa.string()),
+            pa.array(offsets, pa.int64()),
+            pa.array(headers, _HEADERS_TYPE),
+            pa.array(bodies, pa.binary()),
+            pa.array(times, _TIMESTAMP),
+            pa.array(keys, pa.string()),
+            pa.array(row_ids, pa.string()),
+        ],
+        schema=STREAMS_ARROW_SCHEMA,
     )

@@ -1,0 +1,233 @@
+"""The stream source's two halves without Spark: planning (driver) and range reads (executors).
+
+:class:`StreamsPlanner` is what Spark's driver-side calls go to: where a query
+starts (``initialOffset``), how far a micro-batch reaches (``latestOffset``,
+with ``maxOffsetsPerTrigger`` and ``Trigger.AvailableNow``), and which ranges
+the tasks of a batch read (``partitions``).  It learns the streams' state
+from probes (:func:`~._streamlink.probe_streams`), injected so that tests can
+fake them.  :func:`read_partition` is one task: one range over one
+connection, as Arrow record batches.
+
+The broker keeps no consumer position for a stream, and the ranges of a
+micro-batch are fixed in Spark's offset log before they are read, so a
+batch replayed after a crash reads the very same messages: with a sink that
+commits each batch once (idempotently), every message lands exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ._options import ConnectionSettings
+from ._streamlink import ProbeResult, probe_streams, read_range
+from ._streams import (
+    DataLossError,
+    StreamRange,
+    StreamsReaderSettings,
+    cap_by_backlog,
+    data_loss_message,
+    lost_range,
+    plan_ranges,
+)
+
+__all__ = ["StreamsPlanner", "read_partition"]
+
+log = logging.getLogger("stomp_proto.spark")
+
+Probe = Callable[..., dict[str, ProbeResult]]
+
+#: How often a probe that found nothing in a stream known to hold messages is repeated.
+PROBE_RETRIES = 3
+
+
+class StreamsPlanner:
+    """Offsets and ranges for a query over a fixed set of streams (see the module docstring).
+
+    Picklable; it connects only inside its methods, one probe connection at a time.
+    """
+
+    def __init__(
+        self,
+        connection: ConnectionSettings,
+        settings: StreamsReaderSettings,
+        probe: Probe = probe_streams,
+    ) -> None:
+        self.connection = connection
+        self.settings = settings
+        self._probe_fn = probe
+        #: The highest tail each stream was seen with: a probe that times out under
+        #: load must not make a stream look empty (its offsets never go back).
+        self._tails: dict[str, int] = {}
+        #: First kept offsets from the latest probe (None: the stream was empty).
+        self._firsts: dict[str, int | None] = {}
+        #: Trigger.AvailableNow: the ends the query stops at.
+        self._target: dict[str, int] | None = None
+
+    # -- probes --------------------------------------------------------------------
+
+    def probe(self, *, tails: bool = True, firsts: bool = True) -> dict[str, ProbeResult]:
+        """Probe every stream; a stream that looks empty but is known not to be is probed
+        again, with longer waits (a loaded broker can take longer than ``probeTimeout``).
+
+        A stream is known not to be empty once some probe saw a message in it; a
+        truly empty stream costs one ``probeTimeout`` per call, no more.
+        """
+        s = self.settings
+        found = dict(self._probe_once(s.streams, tails, firsts, s.probe_timeout))
+        timeout = s.probe_timeout
+        for _ in range(PROBE_RETRIES):
+            slow = [
+                stream
+                for stream, r in found.items()
+                if (tails and r.tail is None and stream in self._tails)
+                or (firsts and r.first is None and (r.tail is not None or stream in self._tails))
+            ]
+            if not slow:
+                break
+            timeout *= 4
+            log.info("stomp-streams: probing %s again (%.2f s)", ", ".join(slow), timeout)
+            again = self._probe_once(slow, tails, firsts, timeout)
+            for stream, r in again.items():
+                old = found[stream]
+                found[stream] = ProbeResult(
+                    first=old.first if old.first is not None else r.first,
+                    tail=max((t for t in (old.tail, r.tail) if t is not None), default=None),
+                )
+        for stream, result in found.items():
+            if result.tail is not None:
+                self._tails[stream] = max(self._tails.get(stream, -1), result.tail)
+            if firsts and (result.first is not None or stream not in self._tails):
+                self._firsts[stream] = result.first
+            elif firsts:
+                self._firsts.pop(stream, None)  # unknown: the read task checks for loss
+        return found
+
+    def _probe_once(
+        self, streams: Sequence[str], tails: bool, firsts: bool, timeout: float
+    ) -> dict[str, ProbeResult]:
+        return self._probe_fn(
+            self.connection,
+            streams,
+            tails=tails,
+            firsts=firsts,
+            timeout=timeout,
+            quiet=self.settings.probe_quiet,
+        )
+
+    def latest(self) -> dict[str, int]:
+        """Each stream's next offset after its tail (0 for an empty stream)."""
+        self.probe()
+        return {s: self._tails.get(s, -1) + 1 for s in self.settings.streams}
+
+    def earliest(self) -> dict[str, int]:
+        """Each stream's first kept offset (0 for an empty stream)."""
+        found = self.probe()
+        return {s: found[s].first or 0 for s in self.settings.streams}
+
+    # -- what Spark's driver calls ---------------------------------------------------
+
+    def initial_offsets(self) -> dict[str, int]:
+        """Where a new query (or a batch read) starts, per ``startingOffsets``."""
+        spec = self.settings.starting
+        streams = self.settings.streams
+        if spec.kind == "latest":
+            return self.latest()
+        if spec.kind == "timestamp":
+            found = self._probe_fn(
+                self.connection,
+                streams,
+                tails=True,
+                firsts=True,
+                timestamp=spec.timestamp,
+                timeout=self.settings.probe_timeout,
+                quiet=self.settings.probe_quiet,
+            )
+            # Nothing written since the timestamp: start after the tail.
+            starts: dict[str, int] = {}
+            for s in streams:
+                first, tail = found[s].first, found[s].tail
+                starts[s] = first if first is not None else (-1 if tail is None else tail) + 1
+            return starts
+        if spec.kind == "offsets" and all(s in spec.offsets for s in streams):
+            return {s: spec.offsets[s] for s in streams}
+        base = self.latest() if spec.default == "latest" and spec.kind == "offsets" else None
+        if base is None:
+            base = self.earliest()
+        return {s: spec.offsets.get(s, base[s]) for s in streams}
+
+    def ending_offsets(self) -> dict[str, int]:
+        """Where a batch read ends, per ``endingOffsets``; never past the tails it finds."""
+        latest = self.latest()
+        spec = self.settings.ending
+        if spec.kind == "offsets":
+            return {s: min(spec.offsets.get(s, latest[s]), latest[s]) for s in latest}
+        return latest
+
+    def prepare_available_now(self) -> None:
+        """``Trigger.AvailableNow``: fix the ends at the tails of this moment."""
+        self._target = self.latest()
+
+    def latest_offsets(self, start: Mapping[str, int], max_offsets: int | None) -> dict[str, int]:
+        """The end of the next micro-batch from ``start``: the tails (or the AvailableNow
+        target), at most ``max_offsets`` further in total; ``start`` itself if nothing is new."""
+        latest = dict(self._target) if self._target is not None else self.latest()
+        begin = self._start_of(start)
+        latest = {s: max(latest[s], begin[s]) for s in latest}
+        if max_offsets is not None:
+            latest = cap_by_backlog(begin, latest, max_offsets)
+        return latest
+
+    def ranges(self, start: Mapping[str, int], end: Mapping[str, int]) -> list[StreamRange]:
+        """The read tasks of the batch ``start``..``end``, after the data-loss check."""
+        begin = self._start_of(start)
+        wanted = {s: e for s, e in end.items() if s in begin and e > begin[s]}
+        if wanted and any(s not in self._firsts for s in wanted):
+            self.probe()
+        for stream in wanted:
+            first = self._firsts.get(stream)
+            lost = lost_range(begin[stream], first)
+            if lost is None or first is None:
+                continue
+            if self.settings.fail_on_data_loss:
+                raise DataLossError(data_loss_message(stream, begin[stream], first))
+            log.warning("stomp-streams: %s", data_loss_message(stream, begin[stream], first))
+            begin[stream] = min(first, wanted[stream])
+        return plan_ranges(begin, wanted, self.settings.max_offsets_per_partition)
+
+    def _start_of(self, start: Mapping[str, int]) -> dict[str, int]:
+        """``start`` for every stream read; a stream new to the query starts at its first kept
+        offset (as Kafka's source does with a new partition)."""
+        missing = [s for s in self.settings.streams if s not in start]
+        firsts: dict[str, int] = {}
+        if missing:
+            found = self.probe()
+            firsts = {s: found[s].first or 0 for s in missing}
+        return {s: int(start[s]) if s in start else firsts[s] for s in self.settings.streams}
+
+
+def read_partition(
+    connection: ConnectionSettings, settings: StreamsReaderSettings, part: StreamRange
+) -> Iterator[Any]:
+    """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows."""
+    from ._schema import stream_batch
+
+    pending: list[tuple[int, int, Any]] = []
+    for got in read_range(
+        connection,
+        part,
+        prefetch=settings.prefetch,
+        read_timeout=settings.read_timeout,
+        fail_on_data_loss=settings.fail_on_data_loss,
+    ):
+        if not got:
+            continue
+        received_at = time.time_ns() // 1000
+        pending.extend((offset, received_at, message) for offset, message in got)
+        if len(pending) >= settings.batch_rows:
+            yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)
+            pending = []
+    if pending:
+        yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)

@@ -1,0 +1,470 @@
+"""The ``stomp-streams`` source and sink without Spark or sockets: offsets, plans, routing.
+
+RabbitMQ stream queues keep their messages after they are read, each at an
+offset that the broker puts on every MESSAGE (``x-stream-offset``).  That
+makes a stream replayable, and a Spark micro-batch becomes a set of offset
+ranges, one or more per stream, that executor tasks read in parallel.  The
+rules this module encodes were measured on RabbitMQ 3.10 (``docs/spark.rst``):
+
+* An offset of the source is ``{"<stream>": next offset to read}``.
+* Offsets are dense inside a segment, but every segment after the first
+  starts with an entry that is no message and still takes an offset.  So a
+  range is defined by offsets, never by counts, and a reader that starts at
+  ``a`` and first sees ``a + 1`` has lost nothing.
+* Retention deletes whole segments from the head, and a read from a deleted
+  offset silently starts at the first kept message.  Whether data was lost
+  is therefore decided by comparing offsets (:func:`lost_range`).
+* A range ``[a, b)`` is read by emitting while ``offset < b`` and stopping at
+  the first ``offset >= b - 1`` (:class:`RangeCursor`): ``b - 1`` may be a
+  segment's first entry, which never arrives as a message.
+* The broker silently reads ``next`` for an ``x-stream-offset`` it cannot
+  parse, so offsets from options are checked here, before anything is sent.
+
+Everything here is plain, picklable data and pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ._options import _Options
+
+__all__ = [
+    "ROW_ID_HEADER",
+    "STREAM_OFFSET_HEADER",
+    "DataLossError",
+    "OffsetSpec",
+    "RangeCursor",
+    "StreamRange",
+    "StreamsReaderSettings",
+    "StreamsWriterSettings",
+    "cap_by_backlog",
+    "lost_range",
+    "parse_offset_spec",
+    "partition_of_key",
+    "plan_ranges",
+    "stream_names",
+]
+
+#: The MESSAGE header holding a stream message's offset.
+STREAM_OFFSET_HEADER = "x-stream-offset"
+#: The header the sink puts a per-row id in (readers deduplicate on it).
+ROW_ID_HEADER = "x-row-id"
+#: The header the sink puts a row's key in (the reader's ``key`` column).
+KEY_HEADER = "x-key"
+
+
+class DataLossError(RuntimeError):
+    """Offsets that were to be read were deleted by retention first."""
+
+
+# -- offsets ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends, as the user gave it (checked, not yet resolved).
+
+    ``kind`` is ``earliest``, ``latest``, ``offsets`` (a JSON object of stream
+    to offset; streams it leaves out take ``default``) or ``timestamp``
+    (Unix seconds: the first chunk written at or after it).
+    """
+
+    kind: str
+    offsets: Mapping[str, int] = field(default_factory=dict)
+    timestamp: int = 0
+    #: For streams an ``offsets`` spec leaves out: ``earliest`` or ``latest``.
+    default: str = "earliest"
+
+
+def parse_offset_spec(
+    name: str, text: str, streams: Sequence[str], *, allowed: tuple[str, ...], default: str
+) -> OffsetSpec:
+    """Check an offsets option (``startingOffsets``/``endingOffsets``); ValueError if wrong.
+
+    ``allowed`` lists the kinds this option takes.  The broker itself would
+    read a misspelt offset as ``next`` without a word, hence the strictness.
+    """
+    value = text.strip()
+    lowered = value.lower()
+    if lowered in ("earliest", "latest"):
+        if lowered not in allowed:
+            raise ValueError(f"option {name!r} cannot be {value!r}")
+        return OffsetSpec(lowered)
+    if value.startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"option {name!r} is not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"option {name!r} must be a JSON object of stream to offset")
+        offsets: dict[str, int] = {}
+        for stream, offset in parsed.items():
+            if stream not in streams:
+                raise ValueError(
+                    f"option {name!r} names stream {stream!r}, which is not read "
+                    f"(the streams are: {', '.join(streams)})"
+                )
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ValueError(
+                    f"option {name!r}: the offset of {stream!r} must be a whole number "
+                    f">= 0, not {offset!r}"
+                )
+            offsets[stream] = offset
+        return OffsetSpec("offsets", offsets, default=default)
+    if "timestamp" in allowed:
+        try:
+            seconds = _timestamp(value)
+        except ValueError as exc:
+            raise ValueError(f"option {name!r}: {exc}") from None
+        if seconds is not None:
+            return OffsetSpec("timestamp", timestamp=seconds)
+    kinds = " | ".join(
+        {"earliest": "earliest", "latest": "latest", "offsets": '{"<stream>": <offset>}',
+         "timestamp": "timestamp=<unix seconds> | <ISO 8601 time>"}[k]
+        for k in allowed
+    )  # fmt: skip
+    raise ValueError(f"option {name!r} must be {kinds}; not {text!r}")
+
+
+def _timestamp(value: str) -> int | None:
+    """Unix seconds from ``timestamp=<seconds>`` or an ISO 8601 time; None if neither."""
+    if value.lower().startswith("timestamp="):
+        number = value.partition("=")[2].strip()
+        if number.isdigit():
+            return int(number)
+        raise ValueError(f"a timestamp must be whole Unix seconds: {value!r}")
+    if len(value) >= 10 and value[4:5] == "-" and value[7:8] == "-":
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return math.floor(moment.timestamp())
+    return None
+
+
+def check_offsets(
+    name: str, offsets: object, streams: Sequence[str] | None = None
+) -> dict[str, int]:
+    """An offset Spark hands back (from the checkpoint) as ``{stream: int}``; ValueError if not."""
+    if not isinstance(offsets, dict):
+        raise ValueError(f"{name}: not an offset of the stomp-streams source: {offsets!r}")
+    result: dict[str, int] = {}
+    for stream, offset in offsets.items():
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"{name}: bad offset {offset!r} for stream {stream!r}")
+        result[str(stream)] = offset
+    return result
+
+
+# -- which streams --------------------------------------------------------------------
+
+
+def stream_names(options: Mapping[str, str]) -> tuple[str, ...]:
+    """The streams named by ``stream`` + ``partitions`` or by ``streams``; ValueError if neither."""
+    read = _Options(options)
+    listed = read.text("streams")
+    base = read.text("stream")
+    if listed is not None and base is not None:
+        raise ValueError("give either 'stream' (with 'partitions') or 'streams', not both")
+    if listed is not None:
+        names = tuple(s.strip() for s in listed.split(",") if s.strip())
+        if not names:
+            raise ValueError("option 'streams' must list at least one stream")
+        if len(set(names)) != len(names):
+            raise ValueError(f"option 'streams' lists a stream twice: {listed!r}")
+    elif base is not None:
+        count = read.integer("partitions", 1, minimum=1)
+        names = tuple(f"{base}-{i}" for i in range(count))
+    else:
+        raise ValueError(
+            "stomp-streams needs 'stream' and 'partitions' (streams <stream>-0 .. "
+            "<stream>-<partitions - 1>) or 'streams' (a comma-separated list)"
+        )
+    for name in names:
+        if "/" in name or not name.isprintable():
+            raise ValueError(f"not a stream name: {name!r} (give the name, not a destination)")
+    return names
+
+
+@dataclass(frozen=True)
+class StreamsReaderSettings:
+    """The ``stomp-streams`` read options, checked."""
+
+    streams: tuple[str, ...]
+    starting: OffsetSpec
+    ending: OffsetSpec
+    #: Most offsets in one micro-batch over all streams (None: no limit).
+    max_offsets_per_trigger: int | None
+    #: Most offsets one read task takes (None: one task per stream and batch).
+    max_offsets_per_partition: int | None
+    fail_on_data_loss: bool
+    #: Un-ACKed messages the broker may have in flight to one range read.
+    prefetch: int
+    #: Seconds a range read may go without a message before its task fails.
+    read_timeout: float
+    #: Seconds a tail or first-offset probe waits for a first message (an empty stream).
+    probe_timeout: float
+    #: Seconds without a new message that end a probe's chunk.
+    probe_quiet: float
+    #: Rows per Arrow record batch a range read returns.
+    batch_rows: int
+    key_header: str
+    row_id_header: str
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
+        read = _Options(options)
+        streams = stream_names(options)
+        starting = parse_offset_spec(
+            "startingOffsets",
+            read.text("startingOffsets", "earliest") or "earliest",
+            streams,
+            allowed=("earliest", "latest", "offsets", "timestamp"),
+            default="earliest",
+        )
+        ending = parse_offset_spec(
+            "endingOffsets",
+            read.text("endingOffsets", "latest") or "latest",
+            streams,
+            allowed=("latest", "offsets"),
+            default="latest",
+        )
+        return cls(
+            streams=streams,
+            starting=starting,
+            ending=ending,
+            max_offsets_per_trigger=read.optional_integer("maxOffsetsPerTrigger", minimum=1),
+            max_offsets_per_partition=read.optional_integer("maxOffsetsPerPartition", minimum=1),
+            fail_on_data_loss=read.flag("failOnDataLoss", True),
+            prefetch=read.integer("prefetch", 2000, minimum=1),
+            read_timeout=read.number("readTimeout", 60.0, minimum=0.001),
+            probe_timeout=read.number("probeTimeout", 0.25, minimum=0.001),
+            probe_quiet=read.number("probeQuiet", 0.025, minimum=0.001),
+            batch_rows=read.integer("batchRows", 10_000, minimum=1),
+            key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
+            row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
+        )
+
+
+@dataclass(frozen=True)
+class StreamsWriterSettings:
+    """The ``stomp-streams`` write options, checked."""
+
+    streams: tuple[str, ...]
+    #: Declare missing streams (True) or only check that they exist (False).
+    create_streams: bool
+    #: ``x-max-length-bytes`` for streams this sink declares (None: the broker's default).
+    max_length_bytes: int | None
+    key_column: str
+    stream_column: str
+    body_column: str
+    headers_column: str
+    key_header: str
+    row_id_header: str
+    #: Headers added to every SEND (a row's own headers win).
+    send_headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
+        read = _Options(options)
+        return cls(
+            streams=stream_names(options),
+            create_streams=read.flag("createStreams", True),
+            max_length_bytes=read.optional_integer("maxLengthBytes", minimum=1),
+            key_column=read.text("keyColumn", "key") or "key",
+            stream_column=read.text("streamColumn", "stream") or "stream",
+            body_column=read.text("bodyColumn", "body") or "body",
+            headers_column=read.text("headersColumn", "headers") or "headers",
+            key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
+            row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
+            send_headers=read.headers("sendHeaders"),
+        )
+
+    def declare_headers(self) -> dict[str, str]:
+        """SUBSCRIBE headers, beyond the stream type, for the streams this sink declares."""
+        headers: dict[str, str] = {}
+        if self.max_length_bytes is not None:
+            headers["x-max-length-bytes"] = str(self.max_length_bytes)
+        return headers
+
+
+def streams_option_names() -> dict[str, tuple[str, ...]]:
+    """Every option the stream source and sink read (for the docs and tests)."""
+    return {
+        "streams-read": (
+            "stream", "partitions", "streams", "startingOffsets", "endingOffsets",
+            "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
+            "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
+            "rowIdHeader",
+        ),
+        "streams-write": (
+            "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
+            "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
+            "sendHeaders",
+        ),
+    }  # fmt: skip
+
+
+# -- planning ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamRange:
+    """Offsets ``[start, end)`` of one stream: what one read task takes."""
+
+    stream: str
+    start: int
+    end: int
+
+
+def plan_ranges(
+    start: Mapping[str, int], end: Mapping[str, int], max_per_range: int | None
+) -> list[StreamRange]:
+    """The read tasks between two offsets: each stream's ``[start, end)`` in ranges of at most
+    ``max_per_range`` offsets; streams with nothing to read get none."""
+    ranges: list[StreamRange] = []
+    for stream, stop in end.items():
+        first = start.get(stream, 0)
+        if stop <= first:
+            continue
+        step = stop - first if max_per_range is None else max_per_range
+        for a in range(first, stop, step):
+            ranges.append(StreamRange(stream, a, min(a + step, stop)))
+    return ranges
+
+
+def cap_by_backlog(
+    start: Mapping[str, int], latest: Mapping[str, int], max_offsets: int
+) -> dict[str, int]:
+    """End offsets that advance at most ``max_offsets`` in total, shared by backlog.
+
+    Each stream gets a share of the limit in proportion to how far behind it
+    is (largest remainders first), so a lagging stream catches up while none
+    starves; every stream with a backlog advances at least one offset when the
+    limit allows it.
+    """
+    backlog = {s: max(0, latest[s] - start.get(s, 0)) for s in latest}
+    if sum(backlog.values()) <= max_offsets:
+        return dict(latest)
+    granted = dict.fromkeys(latest, 0)
+    left = max_offsets
+    behind = [s for s in latest if backlog[s] > 0]
+    if left >= len(behind):
+        for s in behind:
+            granted[s] = 1
+        left -= len(behind)
+    rest = {s: backlog[s] - granted[s] for s in latest}
+    total = sum(rest.values())
+    shares = {s: left * n / total for s, n in rest.items()}
+    for s, share in shares.items():
+        granted[s] += math.floor(share)
+    left = max_offsets - sum(granted.values())
+    for s in sorted(shares, key=lambda s: (math.floor(shares[s]) - shares[s], s)):
+        if left <= 0:
+            break
+        if granted[s] < backlog[s]:
+            granted[s] += 1
+            left -= 1
+    return {s: start.get(s, 0) + granted[s] for s in latest}
+
+
+def lost_range(start: int, first_kept: int | None) -> tuple[int, int] | None:
+    """The offsets ``[start, end)`` retention deleted before a read from ``start``, or None.
+
+    ``first_kept`` is the offset of the first message the stream still has
+    (None for an empty stream).  The segment holding it opens with an entry
+    that is no message, at ``first_kept - 1``, so a start there lost nothing.
+    """
+    if first_kept is None or start >= first_kept - 1:
+        return None
+    return start, first_kept - 1
+
+
+def data_loss_message(stream: str, start: int, first_kept: int) -> str:
+    return (
+        f"stream {stream!r}: offsets {start}..{first_kept - 2} were deleted by retention "
+        f"before they were read (the read starts at offset {start}; the first offset the "
+        f"stream still has is {first_kept}).  Set failOnDataLoss=false to go on from "
+        f"offset {first_kept} instead."
+    )
+
+
+class RangeCursor:
+    """The stop rule of a range read ``[start, end)``, fed the offsets as they arrive.
+
+    :meth:`take` says whether a message belongs in the range; :attr:`done`
+    turns true at the first offset ``>= end - 1``.  With ``fail_on_data_loss``
+    the first message must be at ``start`` or ``start + 1`` (a segment's
+    opening entry); anything later means retention got there first.
+    """
+
+    __slots__ = ("_check_loss", "done", "end", "last", "seen", "start", "stream")
+
+    def __init__(self, stream: str, start: int, end: int, *, fail_on_data_loss: bool) -> None:
+        self.stream = stream
+        self.start = start
+        self.end = end
+        self.done = end <= start
+        self.seen = 0
+        self.last: int | None = None
+        self._check_loss = fail_on_data_loss
+
+    def take(self, offset: int) -> bool:
+        """True if the message at ``offset`` is one of the range's (emit it)."""
+        if self.last is None and self._check_loss and offset > self.start + 1:
+            raise DataLossError(data_loss_message(self.stream, self.start, offset))
+        if offset < self.start:  # not expected from offset=K; never emit it twice
+            return False
+        self.seen += 1
+        self.last = offset
+        if offset >= self.end - 1:
+            self.done = True
+        return offset < self.end
+
+
+# -- routing ----------------------------------------------------------------------------
+
+
+def partition_of_key(key: str | bytes, partitions: int) -> int:
+    """The partition a key belongs to: ``crc32(key) % partitions``.
+
+    CRC-32 is the same in every process and language (Python's ``hash`` is
+    salted per process), so writers anywhere route a key to the same stream.
+    """
+    data = key.encode("utf-8") if isinstance(key, str) else key
+    return zlib.crc32(data) % partitions
+
+
+def route(
+    streams: Sequence[str],
+    keys: Iterable[str | bytes | None] | None,
+    named: Iterable[str | None] | None,
+    count: int,
+    task_partition: int,
+) -> list[str]:
+    """The stream each of ``count`` rows goes to.
+
+    A row's own stream (``named``, from the stream column) wins; then its key
+    picks ``streams[crc32(key) % len(streams)]``; a row with neither goes to
+    the stream of the Spark partition writing it.
+    """
+    fallback = streams[task_partition % len(streams)]
+    result = [fallback] * count
+    if keys is not None:
+        n = len(streams)
+        for i, key in enumerate(keys):
+            if key is not None:
+                result[i] = streams[partition_of_key(key, n)]
+    if named is not None:
+        for i, name in enumerate(named):
+            if name is not None:
+                result[i] = name
+    return result

@@ -1,0 +1,236 @@
+"""The stream sink without Spark: routing rows to streams and sending them.
+
+Each task sends over one connection.  Rows go to ``/amq/queue/<stream>``:
+
+* the stream a ``stream`` column names, when the row has one;
+* else ``streams[crc32(key) % N]`` when there is a ``key`` column;
+* else the stream of the Spark partition writing the row.
+
+RabbitMQ drops a SEND to a stream that does not exist without a word (even
+one with a receipt), so every stream is declared or checked
+(:func:`~._streamlink.declare_streams`) before the first SEND to it: the
+configured ones by the driver when the write starts, a stream first named
+by a ``stream`` column by the task, on a short side connection, before
+sending to it.
+
+A transaction's COMMIT receipt is no publisher confirm on RabbitMQ 3.10 (it
+came before the last SEND's), so there is no transaction: the last SEND to
+each stream asks for a receipt, and the task succeeds once all those
+receipts are in.  A task that fails midway leaves what it sent, and a
+retried task sends it again: writes are at-least-once.  Every row carries an
+id (``x-row-id``) that is the same in a retry of the same batch, for readers
+to deduplicate on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._encoder import FrameEncoder
+from .._events import Receipt, Send
+from .._frame import Frame
+from ._options import ConnectionSettings
+from ._streamlink import StreamLink, amq_destination, declare_streams
+from ._streams import StreamsWriterSettings, route
+from ._writer import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+
+__all__ = ["StreamColumns", "StreamsPartitionWriter", "plan_stream_columns"]
+
+
+@dataclass(frozen=True)
+class StreamColumns:
+    """Which DataFrame columns the stream sink reads (None: the column is absent)."""
+
+    body: str
+    key: str | None
+    stream: str | None
+    headers: str | None
+
+
+def plan_stream_columns(
+    fields: Sequence[tuple[str, str]], settings: StreamsWriterSettings
+) -> StreamColumns:
+    """Check the DataFrame's ``(column, Spark simple type)`` pairs; ValueError if unusable."""
+    kinds = dict(fields)
+    body = settings.body_column
+    if kinds.get(body) not in (STRING, BINARY):
+        names = ", ".join(kinds) or "none"
+        raise ValueError(
+            f"the stomp-streams sink needs a {body!r} column of type binary or string "
+            f"(option 'bodyColumn'); the columns are: {names}"
+        )
+
+    def optional(name: str, allowed: tuple[str, ...], what: str) -> str | None:
+        if name not in kinds:
+            return None
+        if kinds[name] not in allowed:
+            raise ValueError(f"the {what} column {name!r} must be {' or '.join(allowed)}")
+        return name
+
+    return StreamColumns(
+        body=body,
+        key=optional(settings.key_column, (STRING, BINARY), "key"),
+        stream=optional(settings.stream_column, (STRING,), "stream"),
+        headers=optional(settings.headers_column, (HEADER_MAP,), "headers"),
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+class StreamsPartitionWriter:
+    """Sends one task's rows to the streams; see the module docstring.  Picklable."""
+
+    def __init__(
+        self,
+        connection: ConnectionSettings,
+        settings: StreamsWriterSettings,
+        columns: StreamColumns,
+    ) -> None:
+        self.connection = connection
+        self.settings = settings
+        self.columns = columns
+
+    def write_batches(
+        self, batches: Iterable[Any], *, task_partition: int, row_id_prefix: str
+    ) -> dict[str, int]:
+        """Send Arrow record batches; returns rows sent per stream, once the broker has them."""
+        columns = self.columns
+
+        def column(batch: Any, name: str | None) -> list[Any] | None:
+            if name is None:
+                return None
+            return batch.column(batch.schema.get_field_index(name)).to_pylist()  # type: ignore[no-any-return]
+
+        chunks = (
+            (
+                column(b, columns.body),
+                column(b, columns.key),
+                column(b, columns.stream),
+                column(b, columns.headers),
+            )
+            for b in batches
+            if b.num_rows
+        )
+        return self.send(chunks, task_partition=task_partition, row_id_prefix=row_id_prefix)  # type: ignore[arg-type]
+
+    def send(
+        self,
+        chunks: Iterable[tuple[list[Any], list[Any] | None, list[Any] | None, list[Any] | None]],
+        *,
+        task_partition: int,
+        row_id_prefix: str,
+    ) -> dict[str, int]:
+        """Send rows given column by column: (bodies, keys, streams, headers) per chunk."""
+        iterator = iter(chunks)
+        first = next(iterator, None)
+        if first is None:
+            return {}  # an empty partition needs no connection
+        settings = self.settings
+        checked = set(settings.streams)  # the driver declared or checked these
+        link = StreamLink(self.connection)
+        try:
+            encoder = FrameEncoder(link.conn.version or "1.2")
+            static = [(k, v) for k, v in settings.send_headers.items() if k not in RESERVED_HEADERS]
+            held: dict[str, tuple[list[tuple[str, str]], bytes]] = {}
+            sent: dict[str, int] = {}
+            index = 0
+            chunk: tuple[list[Any], list[Any] | None, list[Any] | None, list[Any] | None] | None
+            chunk = first
+            while chunk is not None:
+                bodies, keys, named, headers = chunk
+                targets = route(settings.streams, keys, named, len(bodies), task_partition)
+                new = sorted({t for t in targets if t not in checked})
+                if new:
+                    declare_streams(
+                        self.connection,
+                        new,
+                        create=settings.create_streams,
+                        arguments=settings.declare_headers(),
+                    )
+                    checked.update(new)
+                out: list[bytes] = []
+                for i, body in enumerate(bodies):
+                    stream = targets[i]
+                    frame_headers = self._headers(
+                        stream,
+                        body,
+                        None if keys is None else keys[i],
+                        None if headers is None else headers[i],
+                        f"{row_id_prefix}-{task_partition}-{index}",
+                        static,
+                    )
+                    index += 1
+                    data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+                    previous = held.get(stream)
+                    if previous is not None:
+                        out.append(encoder.encode(Frame("SEND", tuple(previous[0]), previous[1])))
+                    held[stream] = (frame_headers, data)
+                    sent[stream] = sent.get(stream, 0) + 1
+                if out:
+                    link.write(b"".join(out))
+                chunk = next(iterator, None)
+            receipts: dict[str, str] = {}
+            for n, (stream, (frame_headers, data)) in enumerate(held.items()):
+                receipt = f"sent-{n}"
+                receipts[receipt] = stream
+                # Through the connection, which then expects the RECEIPT.
+                link.send(
+                    Send(
+                        frame_headers[0][1],
+                        data,
+                        receipt=receipt,
+                        headers=tuple(frame_headers[1:]),
+                    )
+                )
+            deadline = time.monotonic() + self.connection.timeout
+            while receipts:
+                event = link.next_event(deadline)
+                if event is None:
+                    raise TimeoutError(
+                        f"no receipt for the last SEND to {', '.join(receipts.values())} "
+                        f"within {self.connection.timeout:g} s"
+                    )
+                if isinstance(event, Receipt):
+                    receipts.pop(event.receipt_id, None)
+                else:
+                    link.check(event)  # an ERROR raises
+        except BaseException:
+            link.abandon()
+            raise
+        link.close(self.connection.timeout)
+        return sent
+
+    def _headers(
+        self,
+        stream: str,
+        body: Any,
+        key: Any,
+        row_headers: Any,
+        row_id: str,
+        static: list[tuple[str, str]],
+    ) -> list[tuple[str, str]]:
+        settings = self.settings
+        own: list[tuple[str, str]] = []
+        if row_headers:
+            pairs = row_headers.items() if isinstance(row_headers, Mapping) else row_headers
+            own = [(k, v) for k, v in pairs if v is not None and k not in RESERVED_HEADERS]
+        names = {k for k, _ in own}
+        frame_headers = [("destination", amq_destination(stream))]
+        frame_headers += [(k, v) for k, v in static if k not in names]
+        frame_headers += own
+        if key is not None and settings.key_header not in names:
+            frame_headers.append((settings.key_header, _text(key)))
+        if settings.row_id_header not in names:
+            frame_headers.append((settings.row_id_header, row_id))
+        if (
+            isinstance(body, str)
+            and "content-type" not in names
+            and all(k != "content-type" for k, _ in static)
+        ):
+            frame_headers.append(("content-type", TEXT_CONTENT_TYPE))
+        return frame_headers
