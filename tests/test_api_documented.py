@@ -132,6 +132,9 @@ NOT_CALLED_BY_USERS = {
     "StompDataSource.writer",
     "StompDataSource.simpleStreamReader",
     "StompCaptureDataSource.reader",
+    "StompStreamsDataSource.reader",
+    "StompStreamsDataSource.streamReader",
+    "StompStreamsDataSource.writer",
 }
 
 
