@@ -298,3 +298,9 @@ def test_errors_in_a_row_end_the_reconnects() -> None:
 def test_no_backoff_no_reconnect() -> None:
     core: ClientCore[Handle] = ClientCore(ConnectOptions())
     assert not core.again(ConnectionLost("cut"), 0.0)
+
+
+def test_connect_options_repr_hides_the_passcode() -> None:
+    options = ConnectOptions(login="alice", passcode="s3cret")
+    assert "s3cret" not in repr(options) and "login='alice'" in repr(options)
+    assert options.connect_event().passcode == "s3cret"

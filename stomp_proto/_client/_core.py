@@ -128,7 +128,8 @@ class ConnectOptions:
     host: str = "127.0.0.1"
     port: int = 61613
     login: str | None = None
-    passcode: str | None = None
+    #: Left out of the repr: options get logged.
+    passcode: str | None = field(default=None, repr=False)
     #: The CONNECT ``host`` header: RabbitMQ's virtual host ("/" is its default).
     vhost: str = "/"
     #: (can send every ms, want to receive every ms); 0 disables a direction.
