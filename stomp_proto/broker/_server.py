@@ -427,13 +427,19 @@ async def _drain_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamW
         with suppress(OSError):
             writer.write_eof()
     discarded = 0
-    with suppress(OSError, TimeoutError):
-        async with asyncio.timeout(DRAIN_TIMEOUT):
-            while discarded < DRAIN_BYTES:
-                chunk = await reader.read(READ_SIZE)
-                if not chunk:
-                    break
-                discarded += len(chunk)
+    try:
+        with suppress(OSError, TimeoutError):
+            async with asyncio.timeout(DRAIN_TIMEOUT):
+                while discarded < DRAIN_BYTES:
+                    chunk = await reader.read(READ_SIZE)
+                    if not chunk:
+                        break
+                    discarded += len(chunk)
+    except asyncio.CancelledError:
+        # The broker is closing: no time for the rest of a polite close, but the
+        # transport must go (from 3.12, Server.wait_closed() waits for it).
+        writer.transport.abort()
+        raise
     await _close(writer)
 
 
