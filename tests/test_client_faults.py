@@ -61,6 +61,10 @@ class Peer:
     def send(self, event: Connected | Error) -> None:
         self.writer.write(self.conn.send(event))
 
+    def drop_later(self, seconds: float = 0.3) -> None:
+        """Reset this connection ``seconds`` from now (a cut the client must survive)."""
+        asyncio.get_running_loop().call_later(seconds, self.writer.transport.abort)
+
     async def closed_within(self, seconds: float) -> bool:
         """Whether the client closes this connection within ``seconds``."""
         try:
@@ -142,7 +146,7 @@ async def test_a_timed_out_reconnect_attempt_leaves_nothing_behind(h: Harness) -
         peer.send(Connected(session=f"s{peer.n}"))
         seen.logged_in.add(peer.n)
         if peer.n == 1:
-            asyncio.get_running_loop().call_later(0.3, peer.writer.transport.abort)
+            peer.drop_later()
         return True
 
     port = await h.start_server(scripted_broker(seen, plan))
@@ -243,7 +247,7 @@ async def test_a_subscription_refused_on_restore_ends_with_the_broker_error(h: H
         if isinstance(event, Connect):
             peer.send(Connected(session=f"s{peer.n}"))
             if peer.n == 1:
-                asyncio.get_running_loop().call_later(0.3, peer.writer.transport.abort)
+                peer.drop_later()
         elif (
             isinstance(event, Subscribe)
             and peer.n > 1
@@ -285,7 +289,7 @@ async def test_errors_in_a_row_end_the_client(h: Harness) -> None:
             if peer.n > 1:
                 peer.send(Error(message="go away"))
                 return False
-            asyncio.get_running_loop().call_later(0.3, peer.writer.transport.abort)
+            peer.drop_later()
         return True
 
     port = await h.start_server(scripted_broker(seen, plan))

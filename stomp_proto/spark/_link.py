@@ -37,7 +37,6 @@ from .._client._core import BrokerError, ClientError, ConnectionLost
 from .._connection import ClientConnection
 from .._errors import ProtocolError
 from .._events import (
-    Connect,
     Connected,
     ConnectionClosed,
     Disconnect,
@@ -106,29 +105,15 @@ class Consumer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        sock = socket.create_connection((connection.host, connection.port), connection.timeout)
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            context = connection.ssl_context()
-            if context is not None:
-                sock = context.wrap_socket(sock, server_hostname=connection.host)
-            sock.setblocking(False)
+            sock = connection.open_socket()
         except BaseException:
-            sock.close()
             self._wake_r.close()
             self._wake_w.close()
             raise
+        sock.setblocking(False)
         self._sock = sock
-        self._queue(
-            Connect(
-                host=connection.vhost,
-                accept_versions=connection.versions,
-                login=connection.login,
-                passcode=connection.passcode,
-                heartbeat=connection.heartbeat,
-                headers=tuple(connection.connect_headers.items()),
-            )
-        )
+        self._queue(connection.connect_event())
         self._subscribe = Subscribe(
             reader.destination,
             id=self._subscription,
@@ -351,23 +336,9 @@ class Producer:
     def __init__(self, settings: ConnectionSettings) -> None:
         self._timeout = settings.timeout
         self._conn = ClientConnection()
-        sock = socket.create_connection((settings.host, settings.port), timeout=settings.timeout)
+        sock = self._sock = settings.open_socket()
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            context = settings.ssl_context()
-            if context is not None:
-                sock = context.wrap_socket(sock, server_hostname=settings.host)
-            self._sock = sock
-            self.send(
-                Connect(
-                    host=settings.vhost,
-                    accept_versions=settings.versions,
-                    login=settings.login,
-                    passcode=settings.passcode,
-                    heartbeat=(0, 0),
-                    headers=tuple(settings.connect_headers.items()),
-                )
-            )
+            self.send(settings.connect_event(heartbeat=(0, 0)))
             self._expect(Connected)
         except BaseException:
             sock.close()

@@ -14,12 +14,13 @@ only where they are used.
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._events import AckMode
+from .._events import AckMode, Connect
 from .._frame import VERSIONS, Version
 
 __all__ = [
@@ -178,6 +179,31 @@ class ConnectionSettings:
             timeout=read.number("timeout", 30.0, minimum=0.001),
             versions=versions,
             connect_headers=read.headers("connectHeaders"),
+        )
+
+    def open_socket(self) -> socket.socket:
+        """A connected socket to the broker (TLS when asked), Nagle off; blocking,
+        with ``timeout`` as its timeout."""
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            context = self.ssl_context()
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def connect_event(self, heartbeat: tuple[int, int] | None = None) -> Connect:
+        """The CONNECT for these settings; ``heartbeat`` replaces theirs."""
+        return Connect(
+            host=self.vhost,
+            accept_versions=self.versions,
+            login=self.login,
+            passcode=self.passcode,
+            heartbeat=self.heartbeat if heartbeat is None else heartbeat,
+            headers=tuple(self.connect_headers.items()),
         )
 
     def ssl_context(self) -> ssl.SSLContext | None:

@@ -37,7 +37,6 @@ from .._decoder import FrameDecoder
 from .._encoder import FrameEncoder
 from .._errors import ProtocolError
 from .._events import (
-    Connect,
     Connected,
     ConnectionClosed,
     Disconnect,
@@ -100,23 +99,9 @@ class StreamLink:
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
         self.conn = ClientConnection()
-        sock = socket.create_connection((settings.host, settings.port), timeout=settings.timeout)
+        sock = self.sock = settings.open_socket()
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            context = settings.ssl_context()
-            if context is not None:
-                sock = context.wrap_socket(sock, server_hostname=settings.host)
-            self.sock = sock
-            self.send(
-                Connect(
-                    host=settings.vhost,
-                    accept_versions=settings.versions,
-                    login=settings.login,
-                    passcode=settings.passcode,
-                    heartbeat=(0, 0),
-                    headers=tuple(settings.connect_headers.items()),
-                )
-            )
+            self.send(settings.connect_event(heartbeat=(0, 0)))
             deadline = time.monotonic() + settings.timeout
             while True:
                 event = self.next_event(deadline)
@@ -168,6 +153,25 @@ class StreamLink:
             raise ConnectionLost(f"connection to the broker failed: {exc}") from exc
         self.conn.receive_data(data or None)
         return True
+
+    def wait_for_receipts(self, receipts: dict[str, str], what: str) -> None:
+        """Read until every receipt in ``receipts`` (receipt id -> stream) has come.
+
+        Messages are skipped; an ERROR or the end of the connection raises, and
+        so does ``settings.timeout`` passing: "no receipt for ``what`` <streams>".
+        """
+        timeout = self.settings.timeout
+        deadline = time.monotonic() + timeout
+        while receipts:
+            event = self.next_event(deadline)
+            if event is None:
+                raise TimeoutError(
+                    f"no receipt for {what} {', '.join(receipts.values())} within {timeout:g} s"
+                )
+            if isinstance(event, Receipt):
+                receipts.pop(event.receipt_id, None)
+            elif not isinstance(event, Message):
+                self.check(event)
 
     @staticmethod
     def check(event: Event) -> None:
@@ -381,18 +385,7 @@ def declare_streams(
                     headers=tuple(headers),
                 )
             )
-        deadline = time.monotonic() + settings.timeout
-        while receipts:
-            event = link.next_event(deadline)
-            if event is None:
-                raise TimeoutError(
-                    f"no receipt for the declaration of {', '.join(receipts.values())} "
-                    f"within {settings.timeout:g} s"
-                )
-            if isinstance(event, Receipt):
-                receipts.pop(event.receipt_id, None)
-            elif not isinstance(event, Message):
-                link.check(event)
+        link.wait_for_receipts(receipts, "the declaration of")
     except BrokerError as exc:
         link.abandon()
         raise _missing(exc, streams) from exc

@@ -24,13 +24,12 @@ to deduplicate on.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._encoder import FrameEncoder
-from .._events import Receipt, Send
+from .._events import Send
 from .._frame import Frame
 from ._options import ConnectionSettings
 from ._streamlink import StreamLink, amq_destination, declare_streams
@@ -187,18 +186,7 @@ class StreamsPartitionWriter:
                         headers=tuple(frame_headers[1:]),
                     )
                 )
-            deadline = time.monotonic() + self.connection.timeout
-            while receipts:
-                event = link.next_event(deadline)
-                if event is None:
-                    raise TimeoutError(
-                        f"no receipt for the last SEND to {', '.join(receipts.values())} "
-                        f"within {self.connection.timeout:g} s"
-                    )
-                if isinstance(event, Receipt):
-                    receipts.pop(event.receipt_id, None)
-                else:
-                    link.check(event)  # an ERROR raises
+            link.wait_for_receipts(receipts, "the last SEND to")  # an ERROR raises
         except BaseException:
             link.abandon()
             raise
