@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import logging
 import os
@@ -920,6 +921,8 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return {
+        # When the run ended (UTC): benchmarks/summary.py dates the published tables with it.
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "machine": platform.machine(),

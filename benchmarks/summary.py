@@ -1,0 +1,288 @@
+"""Write the published benchmark tables from the results files, so every figure has one source.
+
+    python benchmarks/summary.py            # rewrite docs/_generated/*.inc and README's block
+    python benchmarks/summary.py --check    # exit 1 if any of them is out of date
+
+It reads ``benchmarks/results/codec.json``, ``e2e.json`` and ``broker.json`` (what
+``scripts/bench.sh`` writes) and writes the reST tables that ``docs/benchmarks.rst``
+includes, plus the summary between the ``benchmark-summary`` markers in ``README.rst``.
+Nothing here is typed by hand: run it after a benchmark run and commit what it wrote.
+``tests/test_docs_pages.py`` runs ``--check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+GENERATED = ROOT / "docs" / "_generated"
+README = ROOT / "README.rst"
+README_START = ".. benchmark-summary-start\n"
+README_END = ".. benchmark-summary-end\n"
+
+OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
+PURE, COMPILED = "stomp_proto", "stomp_proto[mypyc]"
+READ_SIZES = {1: "1 B", 1460: "1460 B", 65536: "64 KiB"}
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RESULTS / name).read_text(encoding="utf-8"))
+    return data
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A reST list-table: real table markup that the theme can wrap and scroll."""
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [header, *rows]:
+        lines.append(f"   * - {row[0]}")
+        lines.extend(f"     - {cell}" for cell in row[1:])
+    return "\n".join(lines) + "\n"
+
+
+def ratio(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def spread(values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    return ratio(low) if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}x"
+
+
+def day(stamp: str) -> str:
+    return stamp[:10]
+
+
+# -- the codec -------------------------------------------------------------------------
+
+
+def codec_ratio(codec: dict[str, Any], workload: str, read_size: int | None, build: str) -> float:
+    for row in codec["ratios"]:
+        if (row["workload"], row["read_size"], row["build"]) == (workload, read_size, build):
+            key = (
+                "time_vs_floor"
+                if workload == "1m"
+                else ("vs_fastest_escaping_peer" if row["group"] == "encode" else "vs_fastest_peer")
+            )
+            return float(row[key])
+    raise KeyError(f"codec.json has no {workload} row for reads of {read_size} ({build})")
+
+
+def codec_targets(codec: dict[str, Any]) -> str:
+    rows = []
+    for target in codec["targets"]:
+        if target["build"] != PURE:
+            continue
+        compiled = next(
+            t for t in codec["targets"] if t["build"] == COMPILED and t["name"] == target["name"]
+        )
+        rows.append(
+            [
+                target["name"],
+                target["goal"],
+                f"{ratio(target['value'])} ({'met' if target['met'] else 'missed'})",
+                f"{ratio(compiled['value'])} ({'met' if compiled['met'] else 'missed'})",
+            ]
+        )
+    return table(["target", "goal", "pure Python", "compiled (mypyc)"], rows)
+
+
+# -- end to end ------------------------------------------------------------------------
+
+
+def e2e_rows(e2e: dict[str, Any]) -> list[dict[str, Any]]:
+    return [row for row in e2e["rows"] if row["ok"]]
+
+
+def against_stomppy(e2e: dict[str, Any], client: str, key: str) -> list[float]:
+    """``key`` of ``client`` over stomp.py's, for every scenario both ran."""
+    rows = e2e_rows(e2e)
+    ratios = []
+    for row in rows:
+        if row["client"] != client:
+            continue
+        scenario = (row["broker"], row["size"], row["ack"])
+        peer = [r for r in rows if r["client"] == "stomp.py" and
+                (r["broker"], r["size"], r["ack"]) == scenario]  # fmt: skip
+        if peer:
+            ratios.append(row[key] / peer[0][key])
+    return ratios
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+
+
+def e2e_table(e2e: dict[str, Any]) -> str:
+    rows = e2e_rows(e2e)
+    out = []
+    for row in rows:
+        scenario = (row["broker"], row["size"], row["ack"])
+        peer = next(
+            (r for r in rows if r["client"] == "stomp.py" and
+             (r["broker"], r["size"], r["ack"]) == scenario),
+            None,
+        )  # fmt: skip
+        out.append(
+            [
+                row["broker"],
+                size_label(row["size"]),
+                row["ack"],
+                row["client"],
+                f"{row['msgs_per_s']:,.0f}",
+                ratio(row["msgs_per_s"] / peer["msgs_per_s"]) if peer else "",
+                f"{row['cpu_per_100k']:.1f}",
+                ratio(row["cpu_per_100k"] / peer["cpu_per_100k"]) if peer else "",
+                f"{row['p50_ms']:.2f} / {row['p99_ms']:.2f}",
+                f"{row['broker_cpu_per_100k']:.1f}" if row.get("broker_cpu_per_100k") else "",
+            ]
+        )
+    header = [
+        "broker", "body", "ack", "client", "msg/s", "msg/s vs stomp.py", "client CPU s/100k",
+        "CPU vs stomp.py", "latency p50 / p99 ms", "broker CPU s/100k",
+    ]  # fmt: skip
+    return table(header, out)
+
+
+def broker_table(broker: dict[str, Any]) -> str:
+    rows = [
+        [str(row["n"]), f"{row['msgs_per_s']:,.0f}", f"{row['broker_cpu_per_100k']:.1f}"]
+        for row in broker["throughput"]
+    ]
+    memory = broker["memory"]
+    text = table(["producer and consumer connections", "msg/s", "broker CPU s/100k"], rows)
+    text += (
+        f"\nMemory: {memory['bytes_per_connection']:,.0f} B per idle connection "
+        f"(traced; {memory['rss_bytes_per_connection']:,.0f} B of RSS), "
+        f"{memory['bytes_per_message_100b']:,.0f} B per queued 100 B message, "
+        f"{memory['bytes_per_message_4k']:,.0f} B per queued 4 KiB message.\n"
+    )
+    return text
+
+
+# -- the summary -----------------------------------------------------------------------
+
+
+def summary_rows(codec: dict[str, Any], e2e: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for workload, read_size, what in [
+        ("small", 1460, "Decode small frames, 1460 B reads: speed over the fastest peer"),
+        ("small", 1, "Decode small frames, 1 B reads: speed over the fastest peer"),
+        ("1m", 65536, "Decode 1 MiB bodies, 64 KiB reads: time over a bare scan (lower is better)"),
+        ("send", None, "Encode SEND frames: speed over the fastest escaping peer"),
+    ]:
+        rows.append(
+            [
+                what,
+                ratio(codec_ratio(codec, workload, read_size, PURE)),
+                ratio(codec_ratio(codec, workload, read_size, COMPILED)),
+            ]
+        )
+    for client in OUR_CLIENTS:
+        speed = against_stomppy(e2e, client, "msgs_per_s")
+        cpu = against_stomppy(e2e, client, "cpu_per_100k")
+        if not speed:
+            continue
+        rows.append(
+            [
+                f"End to end, {client}: messages/s over stomp.py's "
+                f"(median {ratio(statistics.median(speed))})",
+                spread(speed),
+                "not measured",
+            ]
+        )
+        rows.append(
+            [
+                f"End to end, {client}: CPU per message over stomp.py's, lower is better "
+                f"(median {ratio(statistics.median(cpu))})",
+                spread(cpu),
+                "not measured",
+            ]
+        )
+    return rows
+
+
+def scenarios(e2e: dict[str, Any]) -> int:
+    return len({(r["broker"], r["size"], r["ack"]) for r in e2e_rows(e2e)})
+
+
+def summary(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
+    env = e2e["environment"]
+    intro = (
+        f"Codec measured on {day(codec['meta']['date'])}, end to end on {day(env['date'])}: "
+        f"CPython {env['python']} on Linux, {env['cpus']} CPUs, stomp.py "
+        f"{env['versions']['stomp.py']}.  End-to-end ranges cover {scenarios(e2e)} scenarios "
+        "(the embedded broker and RabbitMQ, 100 B and 4 KiB bodies, auto and "
+        "client-individual acknowledgements), medians of three runs each.\n\n"
+    )
+    return intro + table(["measure", "pure Python", "compiled (mypyc)"], summary_rows(codec, e2e))
+
+
+def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
+    env = e2e["environment"]
+    lines = [
+        f"Measured on {day(codec['meta']['date'])} (codec) and {day(env['date'])} (end to end), "
+        f"CPython {env['python']}, {env['cpus']} CPUs; ``docs/benchmarks.rst`` has the tables:",
+        "",
+        f"- decoding small frames: {ratio(codec_ratio(codec, 'small', 1460, PURE))} "
+        "the speed of the fastest other Python STOMP codec "
+        f"({ratio(codec_ratio(codec, 'small', 1460, COMPILED))} compiled with mypyc);",
+    ]
+    for client in OUR_CLIENTS:
+        speed = against_stomppy(e2e, client, "msgs_per_s")
+        cpu = against_stomppy(e2e, client, "cpu_per_100k")
+        if speed:
+            who = "the bare ClientConnection loop" if client == "bare" else f"the {client} client"
+            lines.append(
+                f"- end to end, {who}: {spread(speed)} stomp.py's messages/s, "
+                f"at {spread(cpu)} its CPU per message;"
+            )
+    lines[-1] = lines[-1].rstrip(";") + "."
+    return "\n".join(lines) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    codec, e2e, broker = load("codec.json"), load("e2e.json"), load("broker.json")
+    note = ".. Written by benchmarks/summary.py from benchmarks/results/; do not edit.\n\n"
+    generated = {
+        GENERATED / "summary.inc": note + summary(codec, e2e),
+        GENERATED / "codec-targets.inc": note + codec_targets(codec),
+        GENERATED / "e2e-results.inc": note + e2e_table(e2e),
+        GENERATED / "broker-results.inc": note + broker_table(broker),
+    }
+    readme = README.read_text(encoding="utf-8")
+    start = readme.index(README_START) + len(README_START)
+    end = readme.index(README_END)
+    generated[README] = readme[:start] + "\n" + readme_block(codec, e2e) + "\n" + readme[end:]
+    return generated
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if a file is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in outputs().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(path.relative_to(ROOT))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print("out of date (run python benchmarks/summary.py):", *stale, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
