@@ -1,0 +1,178 @@
+"""The documentation's pages speak to users, and their code runs as printed.
+
+- No user-facing page (``docs/*.rst`` but the changelog, the benchmark methodology
+  and the fuzzing log, and ``README.rst``) names an issue number or a commit hash:
+  that history belongs in ``CHANGELOG.rst``.
+- No paragraph runs over 120 words.
+- Every Python code block is a complete program: it compiles as a module and uses no
+  name it does not import or define (``ruff``'s undefined-name check), and a ``main``
+  it defines is called.  Longer programs are ``literalinclude``\\ s of ``examples/``,
+  which ``tests/test_examples.py`` runs; ``>>>`` blocks run under Sphinx's doctest.
+- The benchmark tables and README's figures are what ``benchmarks/summary.py`` writes
+  from the results files.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+#: Pages that keep the project's history, and may name issues and runs.
+HISTORY_PAGES = {"changelog.rst", "benchmark-methodology.rst", "fuzzing-log.rst"}
+MAX_WORDS = 120
+
+PAGES = sorted(DOCS.glob("*.rst"))
+USER_PAGES = [p for p in PAGES if p.name not in HISTORY_PAGES] + [ROOT / "README.rst"]
+
+_ISSUE = re.compile(r"\b(?:issues?|stop)\s+#?\d+|#\d{1,4}\b", re.IGNORECASE)
+# A commit hash: 7 to 40 hex digits with at least one letter and one digit, standing
+# alone (not part of a longer word, a number with a unit, or a hex literal).
+_HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w/-])")
+
+
+def prose_paragraphs(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of each prose paragraph: no directives, literal blocks,
+    tables, titles or indented content; list items count on their own."""
+    paragraphs: list[tuple[int, str]] = []
+    lines = text.splitlines()
+    current: list[str] = []
+    start = 0
+    in_literal = False
+
+    def close() -> None:
+        if current:
+            paragraphs.append((start + 1, " ".join(current)))
+            current.clear()
+
+    in_table = False
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if re.fullmatch(r"=+( +=+)+", stripped):  # a simple table's border
+            close()
+            following = lines[number + 1] if number + 1 < len(lines) else ""
+            in_table = not (in_table and not following.strip())
+            continue
+        if in_table:
+            continue
+        if not stripped:
+            close()
+            continue
+        indented = line.startswith((" ", "\t"))
+        if in_literal and indented:
+            continue
+        in_literal = False
+        if re.fullmatch(r"[-=~^\"'`#*+]{3,}", stripped):  # a title's underline
+            if len(current) == 1:
+                current.clear()  # the title is no paragraph
+            close()
+            continue
+        if indented or stripped.startswith(("..", "|", "+")):
+            close()
+            if stripped.startswith(".."):
+                in_literal = True  # the directive's options and body follow, indented
+            continue
+        if re.match(r"([-*]|\d+\.|#\.)\s", stripped):  # a new list item
+            close()
+        if not current:
+            start = number
+        current.append(stripped)
+        if stripped.endswith("::"):
+            close()
+            in_literal = True
+    close()
+    return paragraphs
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, code) of each ``.. code-block:: python`` in a page."""
+    blocks = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if re.match(r"\s*\.\. code-block:: python3?\s*$", line):
+            indent = len(line) - len(line.lstrip())
+            body = []
+            for following in lines[number + 1 :]:
+                if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                    break
+                body.append(following)
+            code = textwrap.dedent("\n".join(b for b in body if not b.strip().startswith(":")))
+            blocks.append((number + 1, code.strip() + "\n"))
+    return blocks
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: p.name)
+def test_user_pages_name_no_issue_or_commit(page: Path) -> None:
+    found = []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        found += [f"{number}: {m.group()}" for m in _ISSUE.finditer(line)]
+        found += [f"{number}: {m.group()}" for m in _HASH.finditer(line)]
+    assert not found, f"{page.name} names project history: {found}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "changelog.rst"], ids=str)
+def test_no_paragraph_runs_over_120_words(page: Path) -> None:
+    long = [
+        f"line {number}: {len(paragraph.split())} words"
+        for number, paragraph in prose_paragraphs(page.read_text(encoding="utf-8"))
+        if len(paragraph.split()) > MAX_WORDS
+    ]
+    assert not long, f"{page.name}: split these paragraphs: {long}"
+
+
+def test_the_checks_see_what_they_look_for() -> None:
+    """The detectors above find what they must, so that a pass means something."""
+    assert _ISSUE.search("as issue 12 showed") and _ISSUE.search("see #34")
+    assert _HASH.search("fixed in d6f3291.") and not _HASH.search("port 61613, 0x1f, abcdefg")
+    paragraphs = prose_paragraphs(
+        "Title\n=====\n\none two\nthree\n\n.. note::\n\n   x y\n\n"
+        "==  ==\na   b\n==  ==\nc   d\n==  ==\n\nfour five\n"
+    )
+    assert paragraphs == [(4, "one two three"), (17, "four five")]
+    assert python_blocks("Text\n\n.. code-block:: python\n\n   import a\n   a.b()\n\nEnd\n") == [
+        (3, "import a\na.b()\n")
+    ]
+
+
+def _ruff() -> str:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed (the dev extra has it)")
+    return ruff
+
+
+BLOCKS = [
+    pytest.param(page, number, code, id=f"{page.name}:{number}")
+    for page in [*PAGES, ROOT / "README.rst"]
+    for number, code in python_blocks(page.read_text(encoding="utf-8"))
+]
+
+
+@pytest.mark.parametrize(("page", "line", "code"), BLOCKS)
+def test_python_blocks_are_complete_programs(page: Path, line: int, code: str) -> None:
+    where = f"{page.name} line {line}"
+    compile(code, where, "exec")  # a SyntaxError (say, 'await' outside a function) fails
+    result = subprocess.run(
+        [_ruff(), "check", "--isolated", "--select", "F821,F822,F811", "--stdin-filename",
+         "block.py", "-"],
+        input=code, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{where} uses names it does not define:\n{result.stdout}"
+    if re.search(r"^(async )?def main\(", code, re.MULTILINE):
+        assert re.search(r"^\S.*\bmain\(", code, re.MULTILINE), f"{where}: main() is never run"
+
+
+def test_benchmark_figures_are_written_from_the_results() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "summary.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
