@@ -35,6 +35,10 @@ bash scripts/ensure-java.sh || true
 # and root); they run `npm ci` in tests/js themselves.  Same rule: skip, or fail under CI.
 bash scripts/ensure-node.sh || true
 
+# The docs screenshot check needs Chromium (installed from Debian when missing and root).
+chromium_ready=true
+bash scripts/ensure-chromium.sh || chromium_ready=false
+
 # Each heading shows the seconds since the start, so the log tells what each step cost.
 section() {
     printf '\n==> %s  [%ss]\n' "$*" "$SECONDS"
@@ -48,6 +52,19 @@ section "mypy --strict"
 
 section "sphinx html"
 "$VENV_BIN/sphinx-build" -W --keep-going -b html docs docs/_build/html -q
+
+# The built site in headless Chromium at 1280 and 390 px: no page may scroll sideways,
+# no chart may be unreadable without a link to its full size; screenshots of the
+# index, a guide, the reference and the benchmarks page go to docs/_build/screenshots.
+section "docs in Chromium"
+if [ "$chromium_ready" = true ]; then
+    "$VENV_BIN/python" scripts/docs_screens.py --html docs/_build/html --out docs/_build/screenshots
+elif [ "${CI:-}" = true ]; then
+    echo "error: CI=true and no chromium for the docs screenshot check" >&2
+    exit 1
+else
+    echo "chromium missing: docs screenshot check skipped (bash scripts/ensure-chromium.sh)"
+fi
 
 section "sphinx doctest"
 "$VENV_BIN/sphinx-build" -W -b doctest docs docs/_build/doctest -q
