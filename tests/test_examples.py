@@ -147,3 +147,17 @@ def test_tls_client_talks_to_a_tls_broker(tmp_path: Path) -> None:
 def test_heartbeat_client_agrees_on_one_second_beats() -> None:
     output = run_against_broker("heartbeat_client.py", heartbeat=(1000, 1000))
     assert output == "agreed: (1000, 1000)\nstill connected\n"
+
+
+def test_codec_listener_prints_the_waiting_message() -> None:
+    async def scenario() -> str:
+        async with Broker("127.0.0.1", 0) as broker:
+            # What the page says to run first, to leave a message waiting.
+            send = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "stomp_proto", "send", "--port", str(broker.port),
+                "/queue/work", "hello",
+            )  # fmt: skip
+            assert await send.wait() == 0
+            return await asyncio.to_thread(run_program, "codec_listener.py", broker.port)
+
+    assert asyncio.run(scenario()) == "b'hello'\n"
