@@ -39,22 +39,35 @@ _HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}
 
 
 def prose_paragraphs(text: str) -> list[tuple[int, str]]:
-    """(line number, text) of each prose paragraph: no directives, literal blocks,
-    tables, titles or indented content; list items count on their own."""
+    """(line number, text) of each prose paragraph.
+
+    Left out: titles, tables, and what follows a directive (``..``) or a ``::``
+    while it is indented deeper than that line.  Kept: plain paragraphs, list items
+    with their continuation lines (each item on its own), definitions and quotes.
+    """
     paragraphs: list[tuple[int, str]] = []
     lines = text.splitlines()
     current: list[str] = []
     start = 0
-    in_literal = False
+    literal_indent: int | None = None  # inside a directive or literal block
+    in_table = False
+    previous_indent = 0
 
     def close() -> None:
         if current:
             paragraphs.append((start + 1, " ".join(current)))
             current.clear()
 
-    in_table = False
     for number, line in enumerate(lines):
         stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if not stripped:
+            close()
+            continue
+        if literal_indent is not None:
+            if indent > literal_indent:
+                continue
+            literal_indent = None
         if re.fullmatch(r"=+( +=+)+", stripped):  # a simple table's border
             close()
             following = lines[number + 1] if number + 1 < len(lines) else ""
@@ -62,31 +75,27 @@ def prose_paragraphs(text: str) -> list[tuple[int, str]]:
             continue
         if in_table:
             continue
-        if not stripped:
-            close()
-            continue
-        indented = line.startswith((" ", "\t"))
-        if in_literal and indented:
-            continue
-        in_literal = False
         if re.fullmatch(r"[-=~^\"'`#*+]{3,}", stripped):  # a title's underline
             if len(current) == 1:
                 current.clear()  # the title is no paragraph
             close()
             continue
-        if indented or stripped.startswith(("..", "|", "+")):
+        if stripped.startswith(("..", "|", "+")):
             close()
             if stripped.startswith(".."):
-                in_literal = True  # the directive's options and body follow, indented
+                literal_indent = indent  # the directive's options and body follow
             continue
-        if re.match(r"([-*]|\d+\.|#\.)\s", stripped):  # a new list item
+        new_item = re.match(r"([-*]|\d+\.|#\.)\s", stripped) is not None
+        next_term = bool(current) and indent < previous_indent  # in a definition list
+        if new_item or next_term:
             close()
+        previous_indent = indent
         if not current:
             start = number
         current.append(stripped)
         if stripped.endswith("::"):
             close()
-            in_literal = True
+            literal_indent = indent
     close()
     return paragraphs
 
@@ -133,9 +142,17 @@ def test_the_checks_see_what_they_look_for() -> None:
     assert _HASH.search("fixed in d6f3291.") and not _HASH.search("port 61613, 0x1f, abcdefg")
     paragraphs = prose_paragraphs(
         "Title\n=====\n\none two\nthree\n\n.. note::\n\n   x y\n\n"
-        "==  ==\na   b\n==  ==\nc   d\n==  ==\n\nfour five\n"
+        "==  ==\na   b\n==  ==\nc   d\n==  ==\n\nfour five\n\n"
+        "* six\n  seven\n* eight\n\nterm\n    nine ten\nterm2\n    eleven\n"
     )
-    assert paragraphs == [(4, "one two three"), (17, "four five")]
+    assert paragraphs == [
+        (4, "one two three"),
+        (17, "four five"),
+        (19, "* six seven"),
+        (21, "* eight"),
+        (23, "term nine ten"),
+        (25, "term2 eleven"),
+    ]
     assert python_blocks("Text\n\n.. code-block:: python\n\n   import a\n   a.b()\n\nEnd\n") == [
         (3, "import a\na.b()\n")
     ]
