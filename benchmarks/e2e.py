@@ -41,16 +41,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import datetime
 import json
 import logging
 import os
 import platform
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -65,6 +68,23 @@ ROOT = HERE.parent
 #: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
 #: examples/plain_socket_client.py - the floor under what our clients cost.
 CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
+#: With --compiled, our clients also run on the mypyc-compiled build of stomp_proto,
+#: as rows named "asyncio[compiled]" and so on (the broker stays the same, pure build).
+COMPILED = "[compiled]"
+OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
+
+
+def implementation(client: str) -> str:
+    """The runner a row's client name stands for: "asyncio[compiled]" runs "asyncio"."""
+    return client.removesuffix(COMPILED)
+
+
+def ordered_clients(names: Iterable[str]) -> list[str]:
+    """Clients in the tables' and charts' order: each of ours, then its compiled row."""
+    order = [c for client in CLIENTS for c in (client, client + COMPILED)]
+    return sorted(set(names), key=lambda name: order.index(name) if name in order else 99)
+
+
 BODIES = (100, 4096)
 ACKS = ("auto", "client-individual")
 #: Seconds between two sends of the latency phase.
@@ -418,12 +438,12 @@ def worker_main(text: str) -> None:
         import cProfile
 
         profiler = cProfile.Profile()
-        profiler.runcall(RUNNERS[spec.client], spec)
+        profiler.runcall(RUNNERS[implementation(spec.client)], spec)
         profiler.dump_stats(
             Path(profile_dir) / f"{spec.client}-{spec.size}-{spec.ack}-{spec.role}.prof"
         )
     else:
-        RUNNERS[spec.client](spec)
+        RUNNERS[implementation(spec.client)](spec)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     _say("exit", cpu=usage.ru_utime + usage.ru_stime, maxrss_kib=usage.ru_maxrss)
 
@@ -533,10 +553,28 @@ class _suppress:
         return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
 
 
-def _child_env() -> dict[str, str]:
+def build_compiled(directory: Path) -> str:
+    """Compile a copy of the measured stomp_proto into ``directory``; return its root.
+
+    The copy is made and compiled by that checkout's own ``scripts/build_mypyc.py``.
+    """
+    source = Path(os.environ.get("STOMP_BENCH_ROOT", str(ROOT)))
+    print(f"compiling {source / 'stomp_proto'} with mypyc ...", file=sys.stderr)
+    subprocess.run(
+        [sys.executable, str(source / "scripts" / "build_mypyc.py"), "--target", str(directory)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return str(directory)
+
+
+def _child_env(client: str = "") -> dict[str, str]:
     env = dict(os.environ)
-    # The stomp_proto next to benchmarks/ is the one measured, installed or not.
+    # The stomp_proto next to benchmarks/ is the one measured, installed or not; a
+    # "[compiled]" row takes the compiled copy that --compiled built.
     root = env.get("STOMP_BENCH_ROOT", str(ROOT))
+    if client.endswith(COMPILED):
+        root = env["STOMP_BENCH_COMPILED_ROOT"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
 
@@ -594,7 +632,7 @@ class Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=_child_env(),
+            env=_child_env(spec.client),
             cwd=ROOT,
         )
 
@@ -830,6 +868,11 @@ COLOURS = {
     "bare": "#7f7f7f",
     "stomp.py": "#d62728",
     "stompman": "#ff7f0e",
+    # the compiled build's rows: a darker shade of the same client's colour
+    "asyncio[compiled]": "#0b3c61",
+    "trio[compiled]": "#0b6a73",
+    "threads[compiled]": "#145214",
+    "bare[compiled]": "#3b3b3b",
 }
 
 
@@ -839,7 +882,7 @@ def svg(rows: Sequence[Row], title: str) -> str:
     for r in rows:
         if r.scenario not in scenarios:
             scenarios.append(r.scenario)
-    clients = [c for c in CLIENTS if any(r.client == c for r in rows)]
+    clients = ordered_clients(r.client for r in rows)
     by_key = {(r.scenario, r.client): r for r in rows if r.ok}
     bar, gap, label_w, panel_w = 9, 10, 230, 330
     group_h = bar * len(clients) + gap
@@ -898,11 +941,10 @@ def svg(rows: Sequence[Row], title: str) -> str:
         out.append(f'<text x="{label_w - 8}" y="{y}" text-anchor="end">{_esc(scenario)}</text>')
     x = label_w
     for client in clients:
-        out.append(
-            f'<rect x="{x}" y="{height - 24}" width="10" height="10" fill="{COLOURS[client]}"/>'
-        )
+        colour = COLOURS.get(client, "#777")
+        out.append(f'<rect x="{x}" y="{height - 24}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text x="{x + 14}" y="{height - 15}">{_esc(client)}</text>')
-        x += 90
+        x += 14 + 7 * len(client)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -949,7 +991,7 @@ def combine_files(paths: Sequence[Path], json_path: Path | None, svg_path: Path 
         for fields in data["rows"]:
             row = Row(**fields)
             rows[(row.broker, row.client, row.size, row.ack)] = row
-    order = {name: i for i, name in enumerate(CLIENTS)}
+    order = {name: i for i, name in enumerate(ordered_clients(r.client for r in rows.values()))}
     brokers = {name: i for i, name in enumerate(("embedded", "rabbitmq"))}
     ordered = sorted(
         rows.values(),
@@ -1005,6 +1047,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="measure the stomp_proto package in this directory (say, an older checkout)",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also run our clients on the mypyc-compiled build (scripts/build_mypyc.py "
+        "--target, in a temporary directory): rows named asyncio[compiled] and so on",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--broker-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -1027,6 +1075,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     latency_count = args.latency_count or (100 if args.quick else 2000)
     repeats = args.repeats or (1 if args.quick else 3)
     clients = [c for c in args.clients.split(",") if c]
+    if args.compiled:
+        clients = ordered_clients([*clients, *(c + COMPILED for c in clients if c in OUR_CLIENTS)])
+        compiled_dir = tempfile.mkdtemp(prefix="stomp-proto-e2e-compiled-")
+        atexit.register(shutil.rmtree, compiled_dir, ignore_errors=True)
+        os.environ["STOMP_BENCH_COMPILED_ROOT"] = build_compiled(Path(compiled_dir))
     sizes = [int(s) for s in args.sizes.split(",") if s]
     acks = [a for a in args.acks.split(",") if a]
     results = Results(

@@ -61,7 +61,16 @@ section "embedded broker"
 
 section "end to end"
 brokers_ready
-"$PYTHON" benchmarks/e2e.py "${quick[@]}" \
+# Our clients on the pure build and on the mypyc-compiled one, side by side (the
+# same skip as the codec's when mypyc or a C compiler is missing).
+compiled=()
+[ ${#mypyc[@]} -gt 0 ] && compiled=(--compiled)
+"$PYTHON" benchmarks/e2e.py "${quick[@]}" "${compiled[@]}" \
     --json "$results/e2e.json" --svg "$charts/benchmarks-e2e.svg"
+
+section "the tables in docs/ and README.rst"
+if [ -z "$out" ]; then
+    "$PYTHON" benchmarks/summary.py
+fi
 
 section "done: results in $results, charts in $charts"
