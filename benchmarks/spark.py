@@ -5,6 +5,11 @@
     python benchmarks/spark.py --json out.json
     python benchmarks/spark.py --streams    # RabbitMQ: queue source vs stream source
 
+``--tasks`` times one read task of the stream source (``read_partition`` on a
+50,000-offset range of a RabbitMQ stream, no Spark session) on the pure build and on
+a mypyc-compiled copy of ``stomp_proto`` (``scripts/build_mypyc.py --target``), each
+in its own process, alternating; medians of ``--repeats`` (5 by default).
+
 ``--streams`` compares the two sources against RabbitMQ
 (``scripts/start-brokers.sh rabbitmq``; ``RABBITMQ_STOMP_PORT``, guest/guest):
 200,000 messages of 100 B, read by ``format("stomp")`` from one queue and by
@@ -469,6 +474,56 @@ def one_task(options: dict[str, str], stream: str, count: int) -> float:
     return got / elapsed
 
 
+def compare_builds(args: argparse.Namespace) -> int:
+    """One read task's rows/s on the pure and the compiled build, alternating."""
+    import shutil
+    import subprocess
+    import uuid
+
+    root = Path(__file__).resolve().parent.parent
+    options = rabbitmq_options()
+    count = 5_000 if args.quick else 50_000
+    stream = f"bench-task-{uuid.uuid4().hex[:8]}"
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load {load_average()}")
+    fill_streams(options, stream, 1, count + 500, 100)
+    compiled = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-compiled-"))
+    try:
+        subprocess.run(
+            [sys.executable, str(root / "scripts" / "build_mypyc.py"), "--target", str(compiled)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        rates: dict[str, list[float]] = {"pure": [], "compiled": []}
+        for run in range(args.repeats):
+            for build, path in (("pure", root), ("compiled", compiled)):
+                env = {**os.environ, "PYTHONPATH": str(path)}
+                answer = subprocess.run(
+                    [sys.executable, __file__, "--one-task", f"{stream}-0", str(count), build],
+                    env=env, check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                rates[build].append(float(answer.stdout.split()[-1]))
+                print(f"run {run + 1}: {build:<8} {rates[build][-1]:>10,.0f} rows/s")
+    finally:
+        shutil.rmtree(compiled, ignore_errors=True)
+    pure, fast = median(rates["pure"]), median(rates["compiled"])
+    print(f"\none read task, {count:,} rows of 100 B, medians of {args.repeats}:")
+    print(f"  pure      {pure:>10,.0f} rows/s")
+    print(f"  compiled  {fast:>10,.0f} rows/s  ({fast / pure:.2f}x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": count, **rates}, indent=2))
+    return 0
+
+
+def one_task_worker(stream: str, count: int, build: str) -> None:
+    """A --tasks subprocess: check which build it imported, time one read task."""
+    import stomp_proto._decoder as decoder
+
+    got = "pure" if decoder.__file__ and decoder.__file__.endswith(".py") else "compiled"
+    if got != build:
+        raise SystemExit(f"expected the {build} build, imported {decoder.__file__}")
+    print(one_task(rabbitmq_options(), stream, count))
+
+
 def compare_sources(args: argparse.Namespace) -> int:
     import uuid
 
@@ -559,8 +614,19 @@ def main() -> int:
     parser.add_argument(
         "--streams", action="store_true", help="RabbitMQ: the queue source vs the stream source"
     )
+    parser.add_argument(
+        "--tasks", action="store_true", help="RabbitMQ: one read task, pure vs compiled build"
+    )
     parser.add_argument("--fake-broker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--one-task", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_task:
+        one_task_worker(args.one_task[0], int(args.one_task[1]), args.one_task[2])
+        return 0
+    if args.tasks:
+        if "--repeats" not in sys.argv:
+            args.repeats = 5
+        return compare_builds(args)
     if args.fake_broker:
         serve_fake_broker(args.fake_broker[0], int(args.fake_broker[1]))
         return 0
