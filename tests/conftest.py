@@ -145,7 +145,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # long randomized runs of the core's properties
     "fuzz": ("test_decoder_fuzz", "test_fuzz_properties"),
     # the package, its documentation and the compiled build
-    "tooling": ("test_api_documented", "test_mypyc_build", "test_packaging"),
+    "tooling": (
+        "test_api_documented",
+        "test_docs_inventory",
+        "test_mypyc_build",
+        "test_packaging",
+    ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
     "benchmark": ("test_benchmarks_smoke",),
 }
