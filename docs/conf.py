@@ -80,14 +80,18 @@ def _public_bases(app: object, name: str, obj: object, options: object, bases: l
         bases[index] = base
 
 
-#: Classes users get from a factory (``connect()``, ``BrokerCore.open_session``): the
-#: constructor's parameters are internals, left out of the page.
+#: Classes users get from a factory (``connect()``, ``BrokerCore.open_session``), or
+#: that Spark makes (with its options): the constructor's parameters are internals,
+#: or pyspark's (``*args, **kwargs`` when pyspark is a stand-in), left out of the page.
 NOT_CONSTRUCTED_BY_USERS = {
     "stomp_proto.asyncio.AsyncClient",
     "stomp_proto.asyncio.AsyncSubscription",
     "stomp_proto.threads.Client",
     "stomp_proto.threads.Subscription",
     "stomp_proto.broker.Session",
+    "stomp_proto.spark.StompDataSource",
+    "stomp_proto.spark.StompStreamsDataSource",
+    "stomp_proto.spark.StompCaptureDataSource",
 }
 
 

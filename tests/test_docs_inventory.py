@@ -6,7 +6,9 @@ actually produced - its ``objects.inv``, the index intersphinx and the search us
 name in a public module's ``__all__``, or a public method, property, field or
 attribute of a public class, that does not appear there fails the test: an
 ``autoclass`` that renders no members (a private base class, an unimportable optional
-dependency) would pass the other test and fail this one.
+dependency) would pass the other test and fail this one.  ``:members:`` renders only
+members with a docstring or a ``#:`` comment, so an entry here is also a described one
+(docs/api.rst uses ``:undoc-members:`` for ``ErrorKind`` alone, whose values are text).
 
 Needs Sphinx (the ``dev`` or ``docs`` extra): skipped without it, failed without it
 under ``CI=true``.
