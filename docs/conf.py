@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 # built, they name the defining modules again.  The directives give the public
 # names, which are the names the pages and the inventory show.
 import stomp_proto.asyncio  # noqa: E402
-import stomp_proto.broker  # noqa: E402, F401
+import stomp_proto.broker  # noqa: E402
+import stomp_proto.threads  # noqa: E402, F401
 from stomp_proto._public import DEFINED_IN  # noqa: E402
 
 for _cls, _module in DEFINED_IN.items():
