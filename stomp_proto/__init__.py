@@ -49,9 +49,29 @@ from ._events import (
 )
 from ._frame import Frame, Version
 from ._limits import Limits
+from ._public import present_as
 from ._state import ConnectionState
 
 __version__ = "0.1.0.dev0"
+
+# Tracebacks and reprs say stomp_proto.ConnectionLost, not stomp_proto._client._core...
+present_as(
+    __name__,
+    BrokerError,
+    ClientConnection,
+    ClientError,
+    ConnectionLost,
+    ConnectionState,
+    ErrorKind,
+    Event,
+    FrameDecoder,
+    FrameEncoder,
+    HeartBeatLost,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+    ServerConnection,
+)
 
 __all__ = [
     "DRAIN_BYTES",

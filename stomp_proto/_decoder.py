@@ -288,6 +288,7 @@ class FrameDecoder:
     # -- output --------------------------------------------------------------
 
     def __iter__(self) -> FrameDecoder:
+        """``for item in decoder``: every frame and heart-beat complete so far."""
         return self
 
     def __next__(self) -> Frame | HeartBeat:

@@ -56,7 +56,9 @@ class ProtocolError(Exception):
     Not raised directly: it is always one of the two subclasses.
     """
 
+    #: What went wrong, as an :class:`ErrorKind`.
     kind: ErrorKind
+    #: For ``TOO_LARGE``, the :class:`~stomp_proto.Limits` field crossed; else ``None``.
     limit: str | None
 
     def __init__(self, kind: ErrorKind, message: str, *, limit: str | None = None) -> None:
@@ -101,6 +103,7 @@ class RemoteProtocolError(ProtocolError):
         limit: str | None = None,
     ) -> None:
         super().__init__(kind, message, limit=limit)
+        #: The ERROR event to send before closing (server side), or ``None``.
         self.event_hint = event_hint
 
 

@@ -86,6 +86,7 @@ class FrameEvent(Event):
     """
 
     __slots__ = ()
+    #: The frame's command (``"SEND"``, ``"MESSAGE"`` ...).
     command: ClassVar[str]
     #: Headers held in typed fields, not in ``headers``.
     _typed: ClassVar[frozenset[str]] = frozenset()
@@ -292,15 +293,22 @@ class Connect(FrameEvent):
     ``(can send every ms, wants to receive every ms)``, 0 meaning never.
     """
 
+    #: The virtual host (``host`` header); required from 1.1, often ``"/"``.
     host: str | None = None
+    #: The protocol versions offered (``accept-version``).
     accept_versions: tuple[Version, ...] = VERSIONS
+    #: The user name (``login`` header).
     login: str | None = None
+    #: The password (``passcode`` header); hidden in the ``repr``.
     passcode: str | None = None
+    #: ``(can send every ms, wants to receive every ms)``; 0 means never.
     heartbeat: tuple[int, int] = (0, 0)
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
     #: ``"STOMP"`` sends the 1.2 STOMP frame instead of CONNECT.
     frame_command: Literal["CONNECT", "STOMP"] = "CONNECT"
 
+    #: The frame's command, ``"CONNECT"``.
     command: ClassVar[str] = "CONNECT"
     _typed = frozenset({"accept-version", "host", "login", "passcode", "heart-beat"})
 
@@ -360,14 +368,22 @@ class Send(FrameEvent):
     then delivers a text message); received, it tells whether the frame had one.
     """
 
+    #: Where the message goes: a queue, topic or exchange name.
     destination: str
+    #: The message; a ``str`` given here is encoded as UTF-8.
     body: bytes = b""
+    #: The ``content-type`` header: the MIME type of ``body``.
     content_type: str | None = None
+    #: The transaction this belongs to (``None``: outside any).
     transaction: str | None = None
+    #: Ask the peer to confirm with a RECEIPT naming this id (``None``: no receipt).
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
+    #: Send a ``content-length`` header (received: whether there was one).
     content_length: bool = True
 
+    #: The frame's command, ``"SEND"``.
     command: ClassVar[str] = "SEND"
     _typed = frozenset({"destination", "content-type", "transaction", "receipt"})
     _not_empty = ("destination",)
@@ -406,13 +422,20 @@ class Subscribe(FrameEvent):
     the SUBSCRIBE command is ignored"; from 1.1 a SUBSCRIBE has none.
     """
 
+    #: Where to receive messages from.
     destination: str
+    #: The subscription id, unique within the session (required from 1.1).
     id: str | None = None
+    #: The acknowledgement mode: ``auto``, ``client`` or ``client-individual``.
     ack: AckMode = "auto"
+    #: Ask the peer to confirm with a RECEIPT naming this id (``None``: no receipt).
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
+    #: Allowed in STOMP 1.0 only (and ignored by the server).
     body: bytes = b""
 
+    #: The frame's command, ``"SUBSCRIBE"``.
     command: ClassVar[str] = "SUBSCRIBE"
     _typed = frozenset({"destination", "id", "ack", "receipt"})
     _not_empty = ("destination",)
@@ -466,11 +489,16 @@ def _check_ack_mode(ack: str, version: Version) -> AckMode:
 class Unsubscribe(FrameEvent):
     """UNSUBSCRIBE: end the subscription ``id`` (1.0 also allows a ``destination``)."""
 
+    #: The id of the subscription to end.
     id: str | None = None
+    #: In 1.0, the destination of a subscription made without an id.
     destination: str | None = None
+    #: Ask the peer to confirm with a RECEIPT naming this id (``None``: no receipt).
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
+    #: The frame's command, ``"UNSUBSCRIBE"``.
     command: ClassVar[str] = "UNSUBSCRIBE"
     _typed = frozenset({"id", "destination", "receipt"})
 
@@ -504,12 +532,20 @@ class Unsubscribe(FrameEvent):
 class _Settlement(FrameEvent):
     """What ACK and NACK share: the fields that name a delivery, and their wire rules."""
 
+    #: The MESSAGE's ``ack`` header: what names the message in 1.2.
     id: str | None = None
+    #: The MESSAGE's ``message-id``: what names the message in 1.0 and 1.1.
     message_id: str | None = None
+    #: The subscription the message came on (sent in 1.1).
     subscription: str | None = None
+    #: The transaction this belongs to (``None``: outside any).
     transaction: str | None = None
+    #: Ask the peer to confirm with a RECEIPT naming this id (``None``: no receipt).
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
+    #: Not sent: filled in by a receiving :class:`ServerConnection` with every
+    #: delivery this frame settles.
     covered: tuple[str, ...] = ()
 
     _typed = frozenset({"id", "message-id", "subscription", "transaction", "receipt"})
@@ -578,6 +614,7 @@ class Ack(_Settlement):
     cumulative ACK on a ``client`` subscription.
     """
 
+    #: The frame's command, ``"ACK"``.
     command: ClassVar[str] = "ACK"
 
 
@@ -588,13 +625,17 @@ class Nack(_Settlement):
     A sibling of :class:`Ack`, not a kind of it: ``isinstance(nack, Ack)`` is false.
     """
 
+    #: The frame's command, ``"NACK"``.
     command: ClassVar[str] = "NACK"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class _TransactionEvent(FrameEvent):
+    #: The transaction's id.
     transaction: str
+    #: Ask the peer to confirm with a RECEIPT naming this id (``None``: no receipt).
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
     _typed = frozenset({"transaction", "receipt"})
@@ -619,6 +660,7 @@ class _TransactionEvent(FrameEvent):
 class Begin(_TransactionEvent):
     """BEGIN: start the transaction ``transaction``."""
 
+    #: The frame's command, ``"BEGIN"``.
     command: ClassVar[str] = "BEGIN"
 
 
@@ -626,6 +668,7 @@ class Begin(_TransactionEvent):
 class Commit(_TransactionEvent):
     """COMMIT: make the sends and acks of ``transaction`` take effect."""
 
+    #: The frame's command, ``"COMMIT"``.
     command: ClassVar[str] = "COMMIT"
 
 
@@ -633,6 +676,7 @@ class Commit(_TransactionEvent):
 class Abort(_TransactionEvent):
     """ABORT: drop the sends and acks of ``transaction``."""
 
+    #: The frame's command, ``"ABORT"``.
     command: ClassVar[str] = "ABORT"
 
 
@@ -640,9 +684,12 @@ class Abort(_TransactionEvent):
 class Disconnect(FrameEvent):
     """DISCONNECT: end the session; with ``receipt``, gracefully (1.2 §DISCONNECT)."""
 
+    #: Asks for a RECEIPT once the server has processed everything before.
     receipt: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
+    #: The frame's command, ``"DISCONNECT"``.
     command: ClassVar[str] = "DISCONNECT"
     _typed = frozenset({"receipt"})
 
@@ -665,12 +712,18 @@ class Connected(FrameEvent):
     version it negotiated.  Received, a CONNECTED without ``version`` means 1.0.
     """
 
+    #: The version the server chose; ``None`` when sent means the negotiated one.
     version: Version | None = None
+    #: ``(will send every ms, wants to receive every ms)``; 0 means never.
     heartbeat: tuple[int, int] = (0, 0)
+    #: A session id the server may give.
     session: str | None = None
+    #: The server's name and version (``server`` header).
     server: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
+    #: The frame's command, ``"CONNECTED"``.
     command: ClassVar[str] = "CONNECTED"
     _typed = frozenset({"version", "heart-beat", "session", "server"})
 
@@ -717,16 +770,27 @@ class Message(FrameEvent):
     delivers replies to ``/temp-queue/`` destinations that way.
     """
 
+    #: Where the message was sent.
     destination: str
+    #: The broker's id for the message (``message-id``).
     message_id: str
+    #: The subscription it was delivered for (``None`` if a 1.0 server sent none).
     subscription: str | None = None
+    #: The message, as bytes.
     body: bytes = b""
+    #: The ``ack`` header: what a 1.2 ACK or NACK must name.
     ack: str | None = None
+    #: The ``content-type`` header: the MIME type of ``body``.
     content_type: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
+    #: Whether the frame had a ``content-length`` header (sent: write one).
     content_length: bool = True
+    #: Set by a :class:`ClientConnection` for a subscription it did not make
+    #: (RabbitMQ's ``/temp-queue/`` replies).
     unknown_subscription: bool = False
 
+    #: The frame's command, ``"MESSAGE"``.
     command: ClassVar[str] = "MESSAGE"
     _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
     _not_empty = ("destination",)
@@ -777,9 +841,12 @@ class Message(FrameEvent):
 class Receipt(FrameEvent):
     """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
 
+    #: The ``receipt`` of the client frame this confirms.
     receipt_id: str
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
+    #: The frame's command, ``"RECEIPT"``.
     command: ClassVar[str] = "RECEIPT"
     _typed = frozenset({"receipt-id"})
 
@@ -800,12 +867,18 @@ class Error(FrameEvent):
     for a receipt.
     """
 
+    #: The short description (``message`` header).
     message: str | None = None
+    #: The details, as bytes.
     body: bytes = b""
+    #: The ``receipt`` of the client frame the error is about, if it asked for one.
     receipt_id: str | None = None
+    #: The ``content-type`` header: the MIME type of ``body``.
     content_type: str | None = None
+    #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
+    #: The frame's command, ``"ERROR"``.
     command: ClassVar[str] = "ERROR"
     _typed = frozenset({"message", "receipt-id", "content-type"})
 
@@ -848,6 +921,7 @@ class HeartBeatTimeout(Event):
     that noticed it.  The connection is closed: drop the transport.
     """
 
+    #: How long (seconds) nothing had arrived, when the timer noticed.
     silence: float
 
 

@@ -75,8 +75,11 @@ class Frame(NamedTuple):
     ['World', 'Hello']
     """
 
+    #: The command: ``"SEND"``, ``"MESSAGE"`` ... (``"CONNECT"`` and the rest).
     command: str
+    #: ``(name, value)`` pairs in wire order, repeats included.
     headers: tuple[tuple[str, str], ...] = ()
+    #: The body, raw bytes (empty when the frame has none).
     body: bytes = b""
 
     @classmethod

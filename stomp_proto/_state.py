@@ -42,10 +42,15 @@ class ConnectionState(enum.Enum):
     ERROR, end of stream, heart-beat timeout or a protocol error).
     """
 
+    #: Nothing exchanged yet.
     IDLE = "idle"
+    #: CONNECT sent (client), or received and awaiting the answer (server).
     CONNECTING = "connecting"
+    #: The session is open.
     CONNECTED = "connected"
+    #: DISCONNECT sent or received, its RECEIPT pending.
     DISCONNECTING = "disconnecting"
+    #: The session is over.
     CLOSED = "closed"
 
 

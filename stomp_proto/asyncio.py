@@ -30,6 +30,7 @@ from ._client._core import (
     ConnectOptions,
     HeartBeatLost,
 )
+from ._public import present_as
 
 __all__ = [
     "AsyncClient",
@@ -42,6 +43,9 @@ __all__ = [
     "connect",
 ]
 
+# Shared with the trio adapter (which names them the same way); documented here.
+present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+
 
 @asynccontextmanager
 async def connect(
@@ -49,6 +53,7 @@ async def connect(
 ) -> AsyncIterator[AsyncClient]:
     """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
 
+    An async context manager: ``async with connect(...) as client``.
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
     are :class:`ConnectionLost` and :class:`BrokerError`.
     """

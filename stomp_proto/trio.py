@@ -33,6 +33,7 @@ from ._client._core import (
     HeartBeatLost,
 )
 from ._client._trio import TrioBackend
+from ._public import present_as
 
 __all__ = [
     "AsyncClient",
@@ -45,6 +46,9 @@ __all__ = [
     "connect",
 ]
 
+# The classes are the asyncio adapter's, and documented there.
+present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+
 
 @asynccontextmanager
 async def connect(
@@ -52,7 +56,8 @@ async def connect(
 ) -> AsyncIterator[AsyncClient]:
     """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
 
-    The same options and behaviour as :func:`stomp_proto.asyncio.connect`.
+    An async context manager: ``async with connect(...) as client``.  The same
+    options and behaviour as :func:`stomp_proto.asyncio.connect`.
     """
     try:
         async with trio.open_nursery() as nursery:

@@ -148,6 +148,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "tooling": (
         "test_api_documented",
         "test_docs_pages",
+        "test_docs_inventory",
         "test_mypyc_build",
         "test_packaging",
     ),

@@ -4,8 +4,11 @@ a re-export, where the object is defined."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import pickle
 import re
+import traceback
 import types
 import typing
 from pathlib import Path
@@ -47,8 +50,10 @@ def documented_names() -> set[str]:
                             members = list(importlib.import_module(target).__all__)
                         names.update(f"{target}.{m}" for m in members)
                 continue
-            qualified = target if "." in target and target.startswith("stomp_proto") else (
-                f"{current}.{target}" if current else target
+            qualified = (
+                target
+                if "." in target and target.startswith("stomp_proto")
+                else (f"{current}.{target}" if current else target)
             )
             names.add(qualified)
     return names
@@ -166,3 +171,74 @@ def test_every_type_in_a_public_signature_is_public() -> None:
                             private.append(f"{where}: {word}")
     assert not private, sorted(set(private))
 
+
+def _public_classes() -> list[tuple[str, type]]:
+    found = []
+    for module_name in PUBLIC_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in module.__all__:
+            try:
+                obj = getattr(module, name)
+            except ImportError:  # the Spark classes without pyspark
+                continue
+            if isinstance(obj, type):
+                found.append((f"{module_name}.{name}", obj))
+    return found
+
+
+def _keeps_its_module(cls: type) -> bool:
+    """Dataclasses, NamedTuples and TypedDicts keep the module that defines them:
+    ``typing.get_type_hints`` resolves their string annotations there (and those of
+    their bases: FrameEvent's ``ClassVar``)."""
+    return (
+        dataclasses.is_dataclass(cls)
+        or (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+        or typing.is_typeddict(cls)
+        or (
+            bool(vars(cls).get("__annotations__"))
+            and any(dataclasses.is_dataclass(sub) for sub in cls.__subclasses__())
+        )
+        or cls.__module__.startswith("stomp_proto.spark")
+    )
+
+
+def test_public_classes_carry_a_public_module_name() -> None:
+    """``stomp_proto.ConnectionLost``, not ``stomp_proto._client._core.ConnectionLost``."""
+    wrong = []
+    for qualified, cls in _public_classes():
+        if _keeps_its_module(cls):
+            continue
+        home = importlib.import_module(cls.__module__)
+        if cls.__module__.split(".")[-1].startswith("_") or getattr(home, cls.__name__) is not cls:
+            wrong.append(f"{qualified}: {cls.__module__}")
+    assert not wrong
+
+
+def test_errors_print_their_public_names() -> None:
+    import stomp_proto
+
+    try:
+        raise stomp_proto.HeartBeatLost("silent")
+    except stomp_proto.ConnectionLost as exc:
+        shown = "".join(traceback.format_exception(exc))
+    assert shown.endswith("stomp_proto.HeartBeatLost: silent\n")
+    assert repr(stomp_proto.LocalProtocolError) == "<class 'stomp_proto.LocalProtocolError'>"
+    assert repr(stomp_proto.ErrorKind.CLOSED).startswith("<ErrorKind.CLOSED")
+    # Pickled by reference: the public name must lead back to the class.
+    for error in (stomp_proto.ConnectionLost("x"), stomp_proto.HeartBeatLost("y")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and copy.args == error.args
+    assert pickle.loads(pickle.dumps(stomp_proto.ConnectionState.CLOSED)) is (
+        stomp_proto.ConnectionState.CLOSED
+    )
+
+
+def test_type_hints_of_public_classes_resolve() -> None:
+    """What ``get_type_hints`` (cattrs, pydantic ...) needs still works after the renaming."""
+    for _qualified, cls in _public_classes():
+        if cls.__module__.startswith("stomp_proto.spark"):
+            continue  # pyspark's own base classes
+        typing.get_type_hints(cls)

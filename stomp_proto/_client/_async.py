@@ -119,6 +119,7 @@ class AsyncSubscription:
 
     @property
     def destination(self) -> str:
+        """The destination subscribed to."""
         return self._event.destination
 
     async def __aenter__(self) -> AsyncSubscription:
@@ -129,6 +130,11 @@ class AsyncSubscription:
         await self._client._unsubscribe(self)
 
     def __aiter__(self) -> AsyncSubscription:
+        """``async for message in subscription``: the messages, until it ends.
+
+        As :meth:`get` without a timeout: a clean end stops the loop, an error
+        that ended the session is raised.
+        """
         return self
 
     async def __anext__(self) -> Message:
@@ -199,7 +205,9 @@ class AsyncClient:
         self._closing = False
         self._reconnecting = False
         #: Messages for subscriptions this client did not make (e.g. RabbitMQ
-        #: /temp-queue/ replies); the oldest are dropped when it is full.
+        #: /temp-queue/ replies): ``await client.unsolicited.get()``, or
+        #: ``get_nowait()`` (``None`` when empty).  It holds up to
+        #: ``max_pending_messages``; the oldest are dropped when it is full.
         self.unsolicited = backend.queue(options.max_pending_messages)
 
     # -- inspection --------------------------------------------------------------

@@ -72,6 +72,7 @@ class BrokerError(ClientError):
     """
 
     def __init__(self, error: Error) -> None:
+        #: The :class:`~stomp_proto.Error` event the broker sent.
         self.error = error
         detail = error.body.decode("utf-8", "replace").strip()
         text = error.message or "ERROR frame without a message"
@@ -106,15 +107,23 @@ class Backoff:
     login) with an ERROR; after that the :class:`BrokerError` ends the client.
     """
 
+    #: The first wait, in seconds.
     initial: float = 0.1
+    #: The longest wait, in seconds.
     maximum: float = 30.0
+    #: Each wait is this many times the one before.
     factor: float = 2.0
+    #: How far (a fraction) each wait is spread either way, at random.
     jitter: float = 0.1
+    #: How many times to try in a row; ``None``: forever.
     attempts: int | None = None
+    #: Seconds a session must stay up for the schedule to start over.
     reset_after: float = 10.0
+    #: How many sessions in a row the broker may end with an ERROR.
     error_attempts: int = 3
 
     def delays(self) -> Iterator[float]:
+        """The waits of one run of the schedule, in seconds (jitter applied)."""
         delay = self.initial
         for _ in itertools.count() if self.attempts is None else range(self.attempts):
             yield delay * (1 + random.uniform(-self.jitter, self.jitter))
@@ -182,30 +191,36 @@ class ConnectOptions:
 class ClientOptions(TypedDict, total=False):
     """The keyword arguments every adapter's ``connect(host, port, **options)`` takes.
 
-    They are the fields of :class:`ConnectOptions`: ``login``, ``passcode``,
-    ``vhost`` (the CONNECT ``host`` header, RabbitMQ's virtual host, default
-    "/"), ``heartbeat`` (can send every ms, want every ms; default 10 s both
-    ways), ``versions``, ``ssl`` (an :class:`ssl.SSLContext`), ``timeout``
-    (seconds for connecting and for each wait on the broker), ``reconnect`` (a
-    :class:`Backoff`), ``max_pending_messages`` (per subscription, before
-    reading pauses), ``heartbeat_tolerance`` (silence allowed from the broker,
-    in heart-beat intervals; 2.5), ``headers`` (extra CONNECT headers),
-    ``limits`` and ``websocket`` (a path such as ``"/ws"``: STOMP over
-    WebSocket, see :doc:`websocket`).
+    All are optional; the defaults are given with each.
     """
 
+    #: The user name (CONNECT ``login`` header); default none.
     login: str | None
+    #: The password (``passcode`` header); default none.  Never logged.
     passcode: str | None
+    #: The CONNECT ``host`` header: the virtual host (RabbitMQ's vhost); default ``"/"``.
     vhost: str
+    #: ``(can send every ms, want every ms)``; default ``(10_000, 10_000)``, 0 turns off.
     heartbeat: tuple[int, int]
+    #: The protocol versions offered; default all three, the best one wins.
     versions: tuple[Version, ...]
+    #: An :class:`ssl.SSLContext`: connect with TLS; default plain TCP.
     ssl: _ssl.SSLContext | None
+    #: Seconds for connecting and for each wait on the broker (receipts); default 30.
     timeout: float | None
+    #: Reconnect after the session ends (a lost connection, a heart-beat timeout or
+    #: an ERROR) on this schedule, restoring subscriptions; default ``None``: never.
+    #: The first connect is not retried.
     reconnect: Backoff | None
+    #: Messages buffered per subscription before reading pauses; default 1000.
     max_pending_messages: int
+    #: Silence allowed from the broker, in its heart-beat intervals; default 2.5.
     heartbeat_tolerance: float
+    #: Extra CONNECT headers; default none.
     headers: Mapping[str, str]
+    #: The :class:`Limits` on what the broker sends; default ``Limits()``.
     limits: Limits | None
+    #: A path such as ``"/ws"``: STOMP over WebSocket (see :doc:`websocket`); default TCP.
     websocket: str | None
 
 

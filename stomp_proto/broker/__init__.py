@@ -5,7 +5,10 @@
 :func:`run_broker` serves until cancelled.  See ``docs/broker.rst``.
 """
 
+from .._public import present_as
 from ._core import BrokerCore, BrokerOptions, Outbox, Session
 from ._server import Broker, run_broker
 
 __all__ = ["Broker", "BrokerCore", "BrokerOptions", "Outbox", "Session", "run_broker"]
+
+present_as(__name__, Broker, BrokerCore, Outbox, Session)

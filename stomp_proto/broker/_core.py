@@ -109,17 +109,29 @@ DEFAULT_SLOW_CONSUMER_TIMEOUT = 60.0
 class BrokerOptions(TypedDict, total=False):
     """The :class:`BrokerCore` options, also keywords of ``Broker`` and ``run_broker``."""
 
+    #: Login to passcode; ``None`` (the default) lets anyone in.
     users: Mapping[str, str] | None
+    #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
+    #: What the broker offers, ``(can send every ms, wants to receive every ms)``.
     heartbeat: tuple[int, int]
+    #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
+    #: The default in-flight limit of a client-acknowledged subscription; 1000.
     max_in_flight: int
+    #: The most messages a queue holds; 100,000.
     max_queue_length: int
+    #: The CONNECTED ``server`` header.
     server_name: str
+    #: Bytes one outbox may hold for a session before deliveries to it pause.
     output_limit: int
+    #: Seconds a client has to complete its CONNECT; ``None``: no limit.
     connect_timeout: float | None
+    #: Seconds a frame may take from its first byte to its last; ``None``: no limit.
     frame_timeout: float | None
+    #: Seconds a session may stay paused before it is ended; ``None``: no limit.
     slow_consumer_timeout: float | None
+    #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
 
 
@@ -140,7 +152,9 @@ class Outbox:
     __slots__ = ("data", "to_close")
 
     def __init__(self) -> None:
+        #: The bytes to write to each session, in order.
         self.data: dict[Session, bytearray] = {}
+        #: The sessions whose transport is to be closed once their bytes are written.
         self.to_close: set[Session] = set()
 
     def __bool__(self) -> bool:
@@ -152,6 +166,7 @@ class Outbox:
         return f"Outbox(data={sizes}, to_close={closing})"
 
     def write(self, session: Session, data: bytes) -> None:
+        """Add ``data`` to what is to be written to ``session``."""
         if data:
             self.data.setdefault(session, bytearray()).extend(data)
 
@@ -269,7 +284,9 @@ class Session:
     """
 
     def __init__(self, core: BrokerCore, session_id: str, connection: ServerConnection) -> None:
+        #: The session id, sent as the CONNECTED ``session`` header.
         self.id = session_id
+        #: The :class:`~stomp_proto.ServerConnection` of this client.
         self.connection = connection
         self._core = core
         self._paused = False
@@ -300,6 +317,7 @@ class Session:
 
     @property
     def accepts_deliveries(self) -> bool:
+        """True while messages may be delivered: connected, neither paused nor closed."""
         return (
             not self._closed
             and not self._paused

@@ -157,9 +157,12 @@ class Broker:
         if websocket is not None:
             check_path(websocket)
             require_wsproto()
+        #: The :class:`BrokerCore` that does the work (inspect queues and sessions there).
         self.core = BrokerCore(**options)
+        #: The WebSocket path served beside plain STOMP; ``None``: plain STOMP only.
         self.websocket = websocket
         self._versions = options.get("versions", VERSIONS)
+        #: The address the broker listens on.
         self.host = host
         self._requested_port = port
         self._port: int | None = None
@@ -475,8 +478,10 @@ def _log_ending(peer: _Peer, shutting_down: bool) -> None:
         log.info("%s refused: %s: %s", where, ending.kind.name, ending.message)
     elif isinstance(ending, Error):
         detail = ending.body.decode("utf-8", "replace").strip()[:200]
-        reason = ending.message if not detail or detail == ending.message else (
-            f"{ending.message}: {detail}"
+        reason = (
+            ending.message
+            if not detail or detail == ending.message
+            else (f"{ending.message}: {detail}")
         )
         (log.debug if shutting_down else log.info)("%s ended by ERROR: %s", where, reason)
     elif isinstance(ending, HeartBeatTimeout):

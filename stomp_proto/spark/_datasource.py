@@ -178,7 +178,9 @@ class StompBatchReader(DataSourceReader):
 class StompCommitMessage(WriterCommitMessage):
     """What one partition's task reports: rows sent and committed, and its transaction."""
 
+    #: Rows the partition sent (and committed).
     rows: int
+    #: The STOMP transaction that carried them; ``None`` if none was needed.
     transaction: str | None
 
 
@@ -262,12 +264,18 @@ class StompDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format's name: ``"stomp"``."""
         return "stomp"
 
     def schema(self) -> str:
+        """The rows read: :data:`MESSAGE_SCHEMA`."""
         return MESSAGE_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> StompStreamReader:
+        """Called by Spark for ``readStream``: the streaming reader.
+
+        :rtype: pyspark.sql.datasource.SimpleDataSourceStreamReader
+        """
         _check_message_schema(schema)
         return StompStreamReader(
             StreamConsumer(
@@ -277,6 +285,10 @@ class StompDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> StompBatchReader:
+        """Called by Spark for ``read``: the batch reader (drains until idle).
+
+        :rtype: pyspark.sql.datasource.DataSourceReader
+        """
         _check_message_schema(schema)
         return StompBatchReader(
             ConnectionSettings.from_options(self.options),
@@ -289,6 +301,10 @@ class StompDataSource(DataSource):
         return PartitionWriter(ConnectionSettings.from_options(self.options), settings, plan)
 
     def writer(self, schema: StructType, overwrite: bool) -> StompArrowWriter:
+        """Called by Spark for ``write``: one STOMP transaction per partition.
+
+        :rtype: pyspark.sql.datasource.DataSourceArrowWriter
+        """
         if overwrite:
             raise ValueError(
                 "the STOMP sink cannot overwrite (sent messages cannot be taken back); "
@@ -297,6 +313,7 @@ class StompDataSource(DataSource):
         return StompArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Called by Spark for ``writeStream``: one transaction per partition and batch."""
         if DataSourceStreamArrowWriter is not None:
             return StompStreamArrowWriter(self._partition_writer(schema))
         return StompStreamWriter(self._partition_writer(schema))  # pragma: no cover
@@ -326,12 +343,18 @@ class StompCaptureDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format's name: ``"stomp-capture"``."""
         return "stomp-capture"
 
     def schema(self) -> str:
+        """The rows read: :data:`CAPTURE_SCHEMA`."""
         return CAPTURE_SCHEMA
 
     def reader(self, schema: StructType) -> StompCaptureReader:
+        """Called by Spark for ``read``: one partition per capture file.
+
+        :rtype: pyspark.sql.datasource.DataSourceReader
+        """
         found = [f.name for f in schema.fields]
         expected = list(CAPTURE_ARROW_SCHEMA.names)
         if found != expected:

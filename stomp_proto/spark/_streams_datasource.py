@@ -235,9 +235,11 @@ class StompStreamsDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format's name: ``"stomp-streams"``."""
         return "stomp-streams"
 
     def schema(self) -> str:
+        """The rows read: :data:`STREAMS_SCHEMA`."""
         return STREAMS_SCHEMA
 
     def _planner(self, schema: StructType) -> StreamsPlanner:
@@ -248,9 +250,17 @@ class StompStreamsDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> StreamsBatchReader:
+        """Called by Spark for ``read``: the offsets in the streams now, in parallel.
+
+        :rtype: pyspark.sql.datasource.DataSourceReader
+        """
         return StreamsBatchReader(self._planner(schema))
 
     def streamReader(self, schema: StructType) -> StreamsStreamReader:
+        """Called by Spark for ``readStream``: replayable micro-batches by offset.
+
+        :rtype: pyspark.sql.datasource.DataSourceStreamReader
+        """
         return StreamsStreamReader(self._planner(schema))
 
     def _partition_writer(self, schema: StructType) -> StreamsPartitionWriter:
@@ -269,6 +279,10 @@ class StompStreamsDataSource(DataSource):
         return StreamsPartitionWriter(connection, settings, columns)
 
     def writer(self, schema: StructType, overwrite: bool) -> StreamsArrowWriter:
+        """Called by Spark for ``write``: rows appended to the streams.
+
+        :rtype: pyspark.sql.datasource.DataSourceArrowWriter
+        """
         if overwrite:
             raise ValueError(
                 "the stomp-streams sink cannot overwrite (a stream is append-only); "
@@ -277,6 +291,7 @@ class StompStreamsDataSource(DataSource):
         return StreamsArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Called by Spark for ``writeStream`` (Spark 4.1 and later)."""
         if DataSourceStreamArrowWriter is None:  # pragma: no cover - Spark 4.0
             raise ValueError("streaming writes to stomp-streams need Spark 4.1 or later")
         return StreamsStreamArrowWriter(self._partition_writer(schema))
