@@ -57,7 +57,8 @@ BODY_COMMANDS = frozenset({"SEND", "MESSAGE", "ERROR"})
 #: 1.1 and later understand it, and they unescape its headers.
 UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED"})
 
-_D = TypeVar("_D")
+#: The type of ``Frame.get``'s default: whatever the caller passes.
+Default = TypeVar("Default")
 
 
 class Frame(NamedTuple):
@@ -96,7 +97,7 @@ class Frame(NamedTuple):
     @overload
     def get(self, name: str) -> str | None: ...
     @overload
-    def get(self, name: str, default: _D) -> str | _D: ...
+    def get(self, name: str, default: Default) -> str | Default: ...
     def get(self, name: str, default: object = None) -> object:
         """The value of the first header called ``name``, or ``default``."""
         for key, value in self.headers:
