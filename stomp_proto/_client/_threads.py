@@ -511,6 +511,13 @@ class Client:
         stream, conn = self._stream, self._core.conn
         assert stream is not None
         try:
+            if conn.state is ConnectionState.CLOSED:
+                # Ended while nobody read (a heart-beat check found the broker
+                # silent): what it queued ends the session, without a read.
+                self._drain(stream, conn)
+                if self._live:
+                    self._end_session(ConnectionLost("the connection is closed"))
+                return
             timeout = self._next_wake(conn)
             if wait is not None:
                 timeout = wait if timeout is None else min(timeout, wait)
