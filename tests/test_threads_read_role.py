@@ -199,3 +199,33 @@ def test_two_threads_waiting_on_one_subscription_both_time_out(broker: BrokerThr
         client.send("/queue/empty", b"late", receipt=True)  # reading goes on after them
         message = empty.get(timeout=WAIT)
         assert message is not None and message.body == b"late"
+
+
+def test_heart_beats_go_out_while_messages_keep_arriving(beating: BrokerThread) -> None:
+    # A message every 10 ms, for 1.5 s: the socket is seldom idle, and an
+    # auto-ack consumer writes nothing of its own but heart-beats.
+    count = 150
+    with (
+        stomp_threads.connect(HOST, beating.port, heartbeat=BEAT, timeout=WAIT) as client,
+        stomp_threads.connect(HOST, beating.port, heartbeat=BEAT, timeout=WAIT) as producer,
+        client.subscribe("/queue/steady") as steady,
+    ):
+        conn = client.connection
+        written = _writes(client)
+        got: list[bytes] = []
+
+        def consume() -> None:
+            for _ in range(count):
+                message = steady.get(timeout=WAIT)
+                assert message is not None
+                got.append(message.body)
+
+        def produce() -> None:
+            for n in range(count):
+                producer.send("/queue/steady", str(n))
+                time.sleep(0.01)
+
+        run_all([consume, produce])
+        assert got == [str(n).encode() for n in range(count)]
+        assert b"\n" in written, "no heart-beat went out while messages kept arriving"
+        assert client.connection is conn and client._core.error is None
