@@ -682,7 +682,8 @@ class Client:
                     return None
                 now = time.monotonic()
                 free_for = now - self._freed_at
-                lead = self._may_lead() and free_for >= IDLE_READ
+                # Before CONNECTED nobody streams: read whenever the role is free.
+                lead = self._may_lead() and (free_for >= IDLE_READ or not self._session_connected)
                 if lead:
                     self._lead()
                 else:
