@@ -18,13 +18,14 @@ only when something arrived for it, or when the role became free and it
 should take it.
 
 The background thread (``stomp_proto-reader``) takes the role when nobody else
-needs it - once the role has stayed free for :data:`IDLE_READ` seconds, or at
-once when a heart-beat or held acknowledgements are due - so that buffers
-fill, receipts complete and a silent broker is seen while no consumer asks;
-and it hands the role back as soon as a follower waits.  It also ends each
-session and reconnects, and keeps heart-beats going while reading is paused
-because a buffer is full (back-pressure: messages that did not fit wait, and
-nobody reads, until their consumer makes room).
+needs it - once the role has stayed free for :data:`IDLE_READ` seconds (at
+once before CONNECTED) - so that buffers fill, receipts complete and a silent
+broker is seen while no consumer asks; and it hands the role back as soon as a
+follower waits.  While nobody reads it keeps time: heart-beats, and the
+acknowledgements held in the outbox once they are due.  It also ends each
+session and reconnects.  A full buffer pauses reading (back-pressure): the
+messages of the read that did not fit wait, in order, and nobody reads until
+their consumer makes room.
 
 Three locks, never held across a wait on the network: the state lock guards
 the connection, the write lock keeps frames whole, and the hub lock guards the
