@@ -114,6 +114,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_hostile_brokers",
         "test_plain_socket_example",
         "test_threads_concurrency",
+        "test_threads_read_role",
         "test_websocket",
     ),
     # the embedded broker and the command line

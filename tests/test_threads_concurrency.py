@@ -19,6 +19,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -34,11 +35,11 @@ WAIT = 20.0
 class BrokerThread:
     """The embedded broker in its own event loop and daemon thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="test-broker")
         self._thread.start()
-        self._broker = Broker(HOST, 0)
+        self._broker = Broker(HOST, 0, **options)
         self._call(self._broker.__aenter__())
         self.port = self._broker.port
 
@@ -59,7 +60,13 @@ def _open_fds() -> set[str]:
 @pytest.fixture
 def broker() -> Iterator[BrokerThread]:
     """The broker, and the check that the client under test leaked nothing."""
-    service = BrokerThread()
+    with leak_checked(BrokerThread()) as service:
+        yield service
+
+
+@contextmanager
+def leak_checked(service: BrokerThread) -> Iterator[BrokerThread]:
+    """Run a test on ``service``; then check that the client left nothing behind."""
     threads_before = set(threading.enumerate())
     fds_before = _open_fds()
     with warnings.catch_warnings(record=True) as caught:
@@ -80,7 +87,7 @@ def broker() -> Iterator[BrokerThread]:
     assert fds_after <= fds_before, f"file descriptors left open: {fds_after - fds_before}"
 
 
-def _run_all(workers: list[Callable[[], None]]) -> None:
+def run_all(workers: list[Callable[[], None]]) -> None:
     """Run each worker in a thread of its own; raise the first failure."""
     errors: list[BaseException] = []
 
@@ -132,7 +139,7 @@ def test_many_threads_send_and_ack_at_once(broker: BrokerThread) -> None:
                 while (message := handed.get(timeout=WAIT)) is not None:
                     client.ack(message, receipt=message.body.endswith(b"-7"))
 
-            _run_all([send(n) for n in range(senders)] + [consume] + [ack] * ackers)
+            run_all([send(n) for n in range(senders)] + [consume] + [ack] * ackers)
             assert len(bodies) == total and set(bodies.values()) == {1}
             assert client.connection.pending_acks(messages.id) == ()
         # Everything was acknowledged: nothing comes back to a new subscriber.
@@ -165,7 +172,7 @@ def test_threads_share_one_subscription(broker: BrokerThread) -> None:
                 client.send("/queue/shared", str(i))
             client.send("/queue/shared", "last")
 
-        _run_all([read(k) for k in range(readers)] + [produce])
+        run_all([read(k) for k in range(readers)] + [produce])
     everything = [body for bodies in seen for body in bodies]
     # The buffer (16 here) hands each message to exactly one reader, in order overall.
     assert len(everything) == total and len(set(everything)) == total
@@ -202,7 +209,7 @@ def test_consumer_iterates_while_others_ack_and_nack(broker: BrokerThread) -> No
                     else:
                         client.ack(message)
 
-            _run_all([consume, settle, settle])
+            run_all([consume, settle, settle])
             assert settled == {"nack": total // 5, "ack": total}
             assert client.connection.pending_acks(messages.id) == ()
 
@@ -242,7 +249,7 @@ def test_close_from_another_thread_ends_every_blocked_call(broker: BrokerThread)
         client.close()
 
     with client.subscribe("/queue/quiet") as quiet, client.subscribe("/queue/other") as other:
-        _run_all([iterate(quiet), keep_sending, wait_with_timeout(other), closer])
+        run_all([iterate(quiet), keep_sending, wait_with_timeout(other), closer])
     assert outcomes["iterate"] == []  # the iteration ended cleanly
     assert outcomes["get"] is None  # the end of the subscription, not a timeout
     assert isinstance(outcomes["send"], ConnectionLost)

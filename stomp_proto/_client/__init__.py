@@ -6,7 +6,8 @@
   Stream, BlockingStream); imports no client.
 * ``_async`` - the async client, written once for asyncio and trio;
   ``_asyncio`` and ``_trio`` - its two backends.
-* ``_blocking`` - the threads client's sockets: TCP, TLS, WebSocket.
+* ``_threads`` - the threads client (the read role, the background thread);
+  ``_blocking`` - its sockets: TCP, TLS, WebSocket.
 * ``_websocket_stream`` - STOMP over WebSocket for the async clients.
 
 The sans-IO core (frames, codec, connection, WebSocket handshakes and

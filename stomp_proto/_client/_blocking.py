@@ -1,6 +1,7 @@
 """Blocking byte streams for the threads client: TCP, TLS and WebSocket.
 
-One reader thread receives while any number of caller threads send, so each
+One thread at a time receives (whichever holds the client's read role, see
+``_threads``) while any number of caller threads send, so each
 stream keeps what it shares behind locks that are never held across a wait
 on the network - except the lock that keeps one writer's bytes whole, which
 only writers take.  A reader that blocked on a writer could deadlock with a

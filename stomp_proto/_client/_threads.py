@@ -1,0 +1,1012 @@
+"""The threads client behind ``stomp_proto.threads``: sockets, locks, no event loop.
+
+Writing: every call that writes (``send``, ``ack``, ``nack``, transactions)
+makes its frame and writes it from the caller's own thread, under a lock that
+keeps frames whole and in order.  An ACK or NACK without a receipt may wait in
+the :class:`~stomp_proto._client._core.Outbox` to go out with the next frames.
+
+Reading is a role, not a thread (leader and followers).  One thread at a time
+holds the *read role*: it waits on the socket, feeds the
+:class:`~stomp_proto.ClientConnection`, hands each message to its
+subscription's buffer, completes receipt waits and keeps the heart-beat timer.
+Whichever thread needs data takes the role when it is free: a consumer whose
+buffer is empty, a call waiting for a receipt, ``connect()`` waiting for
+CONNECTED.  So a consumer streaming messages reads them itself, in its own
+thread: no other thread is woken per message, and no lock changes hands.  A
+thread that needs data while another reads waits (a follower) and is woken
+only when something arrived for it, or when the role became free and it
+should take it.
+
+The background thread (``stomp_proto-reader``) takes the role when nobody else
+needs it - once the role has stayed free for :data:`IDLE_READ` seconds (at
+once before CONNECTED) - so that buffers fill, receipts complete and a silent
+broker is seen while no consumer asks; and it hands the role back as soon as a
+follower waits.  While nobody reads it keeps time: heart-beats, and the
+acknowledgements held in the outbox once they are due.  It also ends each
+session and reconnects.  A full buffer pauses reading (back-pressure): the
+messages of the read that did not fit wait, in order, and nobody reads until
+their consumer makes room.
+
+Three locks, never held across a wait on the network: the state lock guards
+the connection, the write lock keeps frames whole, and the hub lock guards the
+buffers, the read role and every wait (one lock, so that a follower can never
+miss its wake-up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from types import TracebackType
+from typing import Protocol
+
+from .._connection import ClientConnection
+from .._errors import ProtocolError
+from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Subscribe
+from .._frame import Version
+from .._state import ConnectionState
+from ._backend import BlockingStream
+from ._blocking import open_stream
+from ._core import (
+    CONNECT_WAITER,
+    OUTBOX_DELAY,
+    BrokerError,
+    ClientCore,
+    ClientError,
+    ConnectionLost,
+    ConnectOptions,
+    End,
+    Outbox,
+    Resolve,
+    wide_window,
+)
+
+__all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
+
+#: The background thread's name (one per connected client).
+READER_THREAD = "stomp_proto-reader"
+
+#: Seconds the read role must stay free before the background thread takes it
+#: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
+#: need data read for themselves; the background thread only reads for nobody.
+IDLE_READ = 0.05
+
+
+class _Follower(Protocol):
+    """A waiting thread's object (a subscription, a receipt wait), as the read role sees it."""
+
+    def _needs_data(self) -> bool:
+        """Whether a thread waits on it for data that is not there yet (under the hub lock)."""
+
+    def _wake(self) -> None:
+        """Wake one thread waiting on it (under the hub lock)."""
+
+
+class _Waiter:
+    """One thread waits for an answer from the broker (a receipt, CONNECTED).
+
+    The waiting thread reads for itself while nobody else does.
+    """
+
+    __slots__ = ("_client", "_cond", "_done", "_error", "_value")
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._cond = threading.Condition(client._hub)
+        self._done = False
+        self._value: Event | Message | None = None
+        self._error: BaseException | None = None
+
+    def _needs_data(self) -> bool:
+        return not self._done
+
+    def _wake(self) -> None:
+        self._cond.notify()
+
+    def _settle(self, value: Event | Message | None, error: BaseException | None) -> None:
+        """Complete the wait (under the hub lock); the first answer wins."""
+        if not self._done:
+            self._done = True
+            self._value = value
+            self._error = error
+            self._cond.notify_all()
+
+    def set_result(self, value: Event | Message) -> None:
+        with self._client._hub:
+            self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        with self._client._hub:
+            self._settle(None, error)
+
+    def wait(self, timeout: float | None) -> Event | Message | None:
+        client = self._client
+        hub = client._hub
+        deadline = None if timeout is None else time.monotonic() + timeout
+        waited = False
+        while True:
+            with hub:
+                if self._done:
+                    if waited:
+                        client._hand_on()
+                    break
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    if waited:
+                        client._hand_on()
+                    raise TimeoutError("no answer from the broker in time")
+                if not client._may_lead():
+                    client._followers[self] = None
+                    try:
+                        self._cond.wait(wait)
+                    finally:
+                        client._followers.pop(self, None)
+                    waited = True
+                    continue
+                client._lead()
+            try:
+                client._read_step(wait)
+            finally:
+                client._release_role()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Subscription:
+    """Messages of one subscription: ``for message in subscription``.
+
+    Its buffer holds up to ``max_pending_messages``; when it is full the
+    client stops reading from the socket (heart-beats go on) until the
+    consumer catches up.  Any thread may take messages; a thread that finds
+    the buffer empty reads from the socket itself while no other thread does.
+    """
+
+    def __init__(self, client: Client, event: Subscribe) -> None:
+        self._client = client
+        self._event = event
+        self._limit = client._options.max_pending_messages
+        self._messages: deque[Message] = deque()
+        #: Messages read while the buffer was full, in order; reading waits
+        #: until they fit (back-pressure).
+        self._overflow: deque[Message] = deque()
+        self._arrived = threading.Condition(client._hub)
+        self._takers = 0  # threads waiting in get() (followers)
+        self._ended = False
+        self._error: ClientError | None = None
+        self._active = False
+        #: The receipt id of its SUBSCRIBE while that is awaited.
+        self._receipt: str | None = None
+        #: Whether acknowledgements may stay held while get() waits (see wide_window).
+        self._wide_window = wide_window(event)
+
+    @property
+    def id(self) -> str:
+        """The subscription id sent to the broker."""
+        return self._event.key
+
+    @property
+    def destination(self) -> str:
+        return self._event.destination
+
+    def get(self, timeout: float | None = None) -> Message | None:
+        """The next message, waiting up to ``timeout`` seconds (TimeoutError after).
+
+        ``None`` once the subscription has ended cleanly; the error that ended
+        the session if it did not.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        client = self._client
+        hub = client._hub
+        outbox = client._outbox
+        waited = False  # as a follower: the read role may have to be handed on
+        while True:
+            flush = False
+            with hub:
+                messages = self._messages
+                if messages:
+                    message = messages.popleft()
+                    if self._overflow:
+                        client._refill(self)
+                    if waited:
+                        client._hand_on()
+                    return message
+                if self._ended:
+                    if waited:
+                        client._hand_on()
+                    if self._error is not None:
+                        raise self._error
+                    return None
+                # Nothing buffered: acknowledgements held back go out before
+                # waiting - right away, or with a wide window once they are due.
+                due = outbox.deadline() if outbox else None
+                now = time.monotonic()
+                if due is None or (self._wide_window and due > now):
+                    wait = None if deadline is None else deadline - now
+                    if due is not None:
+                        wait = due - now if wait is None else min(wait, due - now)
+                    if wait is not None and wait <= 0:
+                        if waited:
+                            client._hand_on()
+                        raise TimeoutError("no message in time")
+                    if client._may_lead():
+                        client._lead()
+                    else:
+                        self._takers += 1
+                        client._followers[self] = None
+                        try:
+                            self._arrived.wait(wait)
+                        finally:
+                            self._takers -= 1
+                            if not self._takers:
+                                client._followers.pop(self, None)
+                        waited = True
+                        continue
+                else:
+                    flush = True
+            if flush:
+                client._flush_outbox()
+                continue
+            waited = False
+            try:
+                client._read_step(wait)
+            finally:
+                client._release_role()
+
+    def __iter__(self) -> Iterator[Message]:
+        while (message := self.get()) is not None:
+            yield message
+
+    def _needs_data(self) -> bool:
+        return self._takers > 0 and not self._messages and not self._ended
+
+    def _wake(self) -> None:
+        self._arrived.notify()
+
+    def _end(self, error: ClientError | None) -> None:
+        client = self._client
+        with client._hub:
+            if self._ended:
+                return
+            self._ended = True
+            self._error = error
+            self._active = False
+            if self._overflow:  # nobody takes them: dropped, and reading resumes
+                self._overflow.clear()
+                client._overflowing -= 1
+                if not client._overflowing:
+                    client._hand_on()
+            self._arrived.notify_all()
+
+
+class Client:
+    """A connected, blocking STOMP client; make one with :func:`connect`.
+
+    Safe to use from many threads at once.
+    """
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self._options = options
+        self._core: ClientCore[Subscription] = ClientCore(options)
+        #: Guards the ClientConnection (readers and writers both use it); never
+        #: held across I/O.
+        self._state_lock = threading.Lock()
+        #: Keeps "make the frame, write it" atomic: frames reach the wire whole
+        #: and in the order the connection made them.
+        self._write_lock = threading.Lock()
+        #: Acknowledgements held back for the current connection (under _write_lock).
+        self._outbox = Outbox()
+        self._stream: BlockingStream | None = None
+        self._reader: threading.Thread | None = None
+        self._waiters: dict[str, _Waiter] = {}
+        #: Set while writers need not wait: a session is up, or the client has
+        #: ended (closed, or failed for good) and writers must hear so.  Writers
+        #: wait for it between sessions.
+        self._ready = threading.Event()
+        #: What ended the last session (set as _ready is cleared, under _state_lock).
+        self._ended_by: ClientError | None = None
+        #: Set by close(): interrupts the reconnect schedule's waits.
+        self._stopping = threading.Event()
+        self._closed = False
+        self._connected_once = False
+        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
+        #: /temp-queue/ replies); the oldest are dropped when it is full.
+        self.unsolicited: deque[Message] = deque(maxlen=options.max_pending_messages)
+        # -- the read role, the buffers and every wait: under the hub lock --------
+        self._hub: threading.Lock = threading.Lock()
+        #: Where the background thread waits while it does not read.
+        self._keeper = threading.Condition(self._hub)
+        #: Whether some thread holds the read role.
+        self._reading = False
+        #: How many times the read role was taken (the background thread reads
+        #: only when it stayed free for a while).
+        self._epoch = 0
+        #: Whether the current stream may be read: a session is on it and has not ended.
+        self._live = False
+        #: How the current session ended, for the background thread: (whether
+        #: it got CONNECTED, why it ended).
+        self._ending: tuple[bool, ClientError] | None = None
+        #: Whether the current session got CONNECTED; until when it may take.
+        self._session_connected = False
+        self._connect_deadline: float | None = None
+        #: Subscriptions with messages that did not fit: nobody reads meanwhile.
+        self._overflowing = 0
+        #: Objects that threads wait on for data, oldest first (see _hand_on).
+        self._followers: dict[_Follower, None] = {}
+        #: Whether the background thread waits for the read role to be freed.
+        self._keeper_parked = False
+        #: When the read role was last let go (the background thread reads
+        #: once it stayed free for IDLE_READ).
+        self._freed_at = float("-inf")
+
+    # -- inspection --------------------------------------------------------------
+
+    @property
+    def version(self) -> Version | None:
+        """The negotiated STOMP version of the current connection."""
+        return self._core.conn.version
+
+    @property
+    def connection(self) -> ClientConnection:
+        """The current sans-IO connection (for inspection)."""
+        return self._core.conn
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Connect, start the background thread, wait for CONNECTED (the first connect)."""
+        stream = self._start(self._core.conn)
+        connected = self._expect(CONNECT_WAITER)
+        self._reader = threading.Thread(
+            target=self._run, args=(stream,), name=READER_THREAD, daemon=True
+        )
+        self._reader.start()
+        connected.wait(self._options.timeout)
+
+    def _start(self, conn: ClientConnection) -> BlockingStream:
+        """Open a stream, write the CONNECT on it, and let it be read."""
+        stream, versions = open_stream(self._options)
+        try:
+            with self._state_lock:
+                data = conn.send(self._options.connect_event(versions))
+            stream.send(data)
+        except BaseException:
+            stream.close()
+            raise
+        self._stream = stream
+        timeout = self._options.timeout
+        with self._hub:
+            self._session_connected = False
+            self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._freed_at = float("-inf")  # nobody reads yet: the background thread may
+            self._live = True
+        return stream
+
+    def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """CONNECTED came (read by the role's holder): restore subscriptions, let writers in."""
+        with self._write_lock:
+            for subscribe in self._core.restore_subscriptions():
+                with self._state_lock:
+                    data = conn.send(subscribe)
+                stream.send(data)
+        self._session_connected = True
+        self._connect_deadline = None
+        self._connected_once = True
+        self._core.reconnects.started(time.monotonic())
+        with self._state_lock:
+            if not self._closed:
+                self._ready.set()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.disconnect()
+        else:
+            self.close()
+
+    def disconnect(self) -> None:
+        """Leave gracefully (DISCONNECT and its receipt), then close."""
+        if self._closed:
+            return  # already closed: like the async clients, a no-op
+        try:
+            if self._ready.is_set() and self._core.error is None:
+                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
+                    self._send(*self._core.disconnect_event())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the connection at once (no DISCONNECT) and stop the background thread.
+
+        Any thread may call it; blocked calls return (a waiting ``get`` returns
+        ``None``, a receipt wait raises ConnectionLost).
+        """
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._ready.set()  # a writer waiting for a session sees the end
+        self._stopping.set()
+        stream = self._stream
+        # Acknowledgements already made go out first, unless a writer is stuck
+        # on a full socket (close() must not wait for the broker).
+        if self._outbox:
+            self._flush_outbox(wait=False)
+        if stream is not None:
+            stream.shutdown()  # the thread reading sees the end and lets go
+        self._finish(None)  # wakes every consumer
+        with self._hub:
+            self._live = False
+            self._keeper.notify_all()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join()
+        with self._hub:  # the stream is closed once nobody reads it
+            while self._reading:
+                self._keeper.wait()
+        if stream is not None:
+            with suppress(Exception):
+                stream.close()
+        self._fail_waiters(ConnectionLost("the client is closed"))
+
+    # -- the read role -------------------------------------------------------------
+
+    def _may_lead(self) -> bool:
+        """Whether the read role can be taken now (under the hub lock)."""
+        return (
+            not self._reading
+            and self._live
+            and not self._overflowing
+            and self._ending is None
+            and not self._closed
+        )
+
+    def _lead(self) -> None:
+        """Take the read role (under the hub lock, after _may_lead)."""
+        self._reading = True
+        self._epoch += 1
+
+    def _release_role(self) -> None:
+        with self._hub:
+            self._reading = False
+            self._freed_at = time.monotonic()
+            self._hand_on()
+            if self._closed:
+                self._keeper.notify_all()  # close() waits for the reading to stop
+
+    def _hand_on(self) -> None:
+        """The read role may be free: wake one thread that needs data to take it,
+        else the background thread if it waits for that (under the hub lock)."""
+        if self._reading:
+            return
+        if self._may_lead():
+            for follower in self._followers:
+                if follower._needs_data():
+                    follower._wake()
+                    return
+        if self._keeper_parked:
+            self._keeper.notify()
+
+    def _refill(self, subscription: Subscription) -> None:
+        """Room appeared in ``subscription``'s buffer: move what waits into it (hub lock held)."""
+        messages, overflow = subscription._messages, subscription._overflow
+        room = subscription._limit - len(messages)
+        while room > 0 and overflow:
+            messages.append(overflow.popleft())
+            room -= 1
+        if not overflow:
+            self._overflowing -= 1
+            if not self._overflowing:
+                self._hand_on()  # reading may resume
+
+    def _read_step(self, wait: float | None) -> None:
+        """Read once, as the holder of the read role: wait up to ``wait`` seconds
+        (and no later than the timers) for data, feed it, act on the events."""
+        stream, conn = self._stream, self._core.conn
+        assert stream is not None
+        try:
+            if conn.state is ConnectionState.CLOSED:
+                # Ended while nobody read (a heart-beat check found the broker
+                # silent): what it queued ends the session, without a read.
+                self._drain(stream, conn)
+                if self._live:
+                    self._end_session(ConnectionLost("the connection is closed"))
+                return
+            timeout = self._next_wake(conn)
+            if wait is not None:
+                timeout = wait if timeout is None else min(timeout, wait)
+            if stream.wait_readable(timeout):
+                data = stream.receive()
+                with self._state_lock:
+                    conn.receive_data(data)
+            now = time.monotonic()
+            timer = conn.get_timer()
+            due = self._outbox.deadline()
+            if (timer is not None and timer <= now) or (due is not None and due <= now):
+                self._on_timer(stream, conn, reading=True)
+            self._drain(stream, conn)
+            deadline = self._connect_deadline
+            if deadline is not None and not self._session_connected and now > deadline:
+                self._end_session(ConnectionLost("no CONNECTED from the broker in time"))
+        except (ProtocolError, OSError) as exc:
+            error = ConnectionLost(f"connection failed: {exc}")
+            error.__cause__ = exc
+            self._end_session(error)
+        except Exception as exc:  # a bug must not leave waiters hanging
+            error = ConnectionLost(f"client failed: {exc!r}")
+            error.__cause__ = exc
+            self._end_session(error)
+
+    def _drain(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """Act on every event the connection has (the holder of the read role)."""
+        events: list[Event] = []
+        failure: ProtocolError | None = None
+        with self._state_lock:
+            try:
+                while (event := conn.next_event()) is not None:
+                    events.append(event)
+            except ProtocolError as exc:
+                failure = exc  # what came before it is still handled
+        if not events and failure is None:
+            return
+        arrived: list[Message] = []  # handed over together (see _deliver)
+        core = self._core
+        for event in events:
+            route = core.route(event)
+            if type(route) is Message:
+                arrived.append(route)
+                continue
+            if arrived:  # messages first, in the order they came
+                self._deliver(arrived)
+                arrived = []
+            if type(route) is Resolve:
+                if route.key == CONNECT_WAITER:
+                    self._connected(stream, conn)
+                with self._hub:
+                    waiter = self._waiters.pop(route.key, None)
+                    if waiter is not None:
+                        waiter._settle(route.value, None)
+            elif type(route) is End:
+                self._end_session(route.error)
+                return
+        if arrived:
+            self._deliver(arrived)
+        if failure is not None:
+            raise failure
+
+    def _deliver(self, arrived: list[Message]) -> None:
+        """Hand messages that arrived together to their subscriptions, in order.
+
+        One lock for all, and one wake-up per subscription that has a thread
+        waiting for them.  What does not fit waits in the subscription's
+        overflow, and reading stops until its consumer makes room.
+        """
+        woken: dict[Subscription, int] = {}
+        with self._hub:
+            for message in arrived:
+                subscription, receipt = self._core.target(message)
+                if subscription is None:
+                    self.unsolicited.append(message)
+                    continue
+                if receipt is not None:
+                    waiter = self._waiters.pop(receipt, None)
+                    if waiter is not None:
+                        waiter._settle(message, None)
+                if subscription._ended:
+                    continue  # nobody takes it: dropped
+                overflow = subscription._overflow
+                if overflow or len(subscription._messages) >= subscription._limit:
+                    if not overflow:
+                        self._overflowing += 1
+                    overflow.append(message)
+                    continue
+                subscription._messages.append(message)
+                if subscription._takers:
+                    woken[subscription] = woken.get(subscription, 0) + 1
+            for subscription, count in woken.items():
+                subscription._arrived.notify(count)
+
+    def _end_session(self, error: ClientError) -> None:
+        """The session is over (seen by the role's holder); the background thread takes over."""
+        with self._hub:
+            if self._ending is None and self._live:
+                self._ending = (self._session_connected, error)
+            self._live = False
+            self._keeper.notify_all()
+
+    # -- the background thread ---------------------------------------------------------
+
+    def _run(self, stream: BlockingStream) -> None:
+        """The background thread: keep each session, then reconnect as the options say."""
+        while True:
+            ended = self._keep()
+            if ended is None:
+                return  # closed
+            connected, error = ended
+            with self._state_lock:
+                if not self._closed:  # close() leaves it set: writers must see the end
+                    self._ready.clear()
+                self._ended_by = error
+            with self._write_lock:
+                self._outbox.clear()  # acknowledgements of a connection that is gone
+            self._fail_waiters(error)
+            with suppress(Exception):
+                stream.close()
+            if self._closed:
+                return
+            if not self._connected_once or not self._core.again(error, time.monotonic()):
+                self._finish(error)
+                return
+            if not connected and not isinstance(error, BrokerError):
+                error = ConnectionLost(f"reconnect failed: {error}")
+            while True:
+                delay = self._core.reconnects.next_delay()
+                if delay is None:
+                    self._finish(error)
+                    return
+                if self._stopping.wait(delay):
+                    return
+                with self._hub:
+                    self._ending = None
+                with self._state_lock:
+                    conn = self._core.new_connection()
+                try:
+                    stream = self._start(conn)
+                    break
+                except (OSError, ClientError, ProtocolError) as exc:
+                    error = ConnectionLost(f"reconnect failed: {exc}")
+            if self._closed:  # close() came while connecting: it did not see this stream
+                with self._hub:
+                    self._live = False
+                stream.close()
+                return
+
+    def _keep(self) -> tuple[bool, ClientError] | None:
+        """Keep the current session until it ends (how it ended), or the client closes (None).
+
+        Read while nobody else needs to; keep time while nobody reads.
+        """
+        seen = -1  # the epoch at the last look: unchanged and busy, the holder waits on the socket
+        while True:
+            with self._hub:
+                if self._ending is not None:
+                    ended, self._ending = self._ending, None
+                    return ended
+                if self._closed:
+                    return None
+                now = time.monotonic()
+                free_for = now - self._freed_at
+                # Before CONNECTED nobody streams: read whenever the role is free.
+                lead = self._may_lead() and (free_for >= IDLE_READ or not self._session_connected)
+                if lead:
+                    self._lead()
+                else:
+                    idle = self._epoch == seen
+                    seen = self._epoch
+                    paused = self._overflowing > 0
+                    wait: float | None
+                    if self._reading and idle and not paused:
+                        wait = None  # the holder keeps time; wake when it lets go
+                    elif self._reading:
+                        wait = IDLE_READ
+                    else:  # nobody reads: keep time meanwhile
+                        wait = self._next_wake(self._core.conn)
+                        if not paused:
+                            left = IDLE_READ - free_for
+                            wait = left if wait is None else min(wait, left)
+                    self._keeper_parked = wait is None or paused
+                    try:
+                        self._keeper.wait(wait)
+                    finally:
+                        self._keeper_parked = False
+                    keep_time = self._live and not self._reading
+                    paused = self._overflowing > 0
+            if lead:
+                try:
+                    while True:
+                        self._read_step(None)
+                        with self._hub:
+                            if self._followers or not self._live or self._overflowing:
+                                break
+                finally:
+                    self._release_role()
+                continue
+            stream = self._stream
+            if keep_time and stream is not None:
+                with suppress(OSError):  # the next reader sees the failure
+                    self._on_timer(stream, self._core.conn, reading=not paused)
+
+    # -- timers ----------------------------------------------------------------------
+
+    def _until_timer(self, conn: ClientConnection) -> float | None:
+        deadline = conn.get_timer()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _next_wake(self, conn: ClientConnection) -> float | None:
+        """Seconds a reader may wait: until the connection's timer (or the
+        CONNECTED deadline), and no more than the outbox's delay while a
+        consumer may hold acknowledgements back (its subscription has messages
+        buffered, or a wide window), so that what is held goes out in time
+        even if the consumer stops asking."""
+        wait = self._until_timer(conn)
+        deadline = self._connect_deadline
+        if deadline is not None and not self._session_connected:
+            left = max(0.0, deadline - time.monotonic())
+            wait = left if wait is None else min(wait, left)
+        handles = list(self._core.subscriptions.values())
+        if self._outbox or any(h._messages or h._wide_window for h in handles):
+            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
+        return wait
+
+    def _on_timer(self, stream: BlockingStream, conn: ClientConnection, *, reading: bool) -> None:
+        now = time.monotonic()
+        with self._state_lock:
+            beat = conn.handle_timer(now, reading=reading)
+        due = self._outbox.deadline()
+        if not beat and (due is None or due > now):
+            return
+        # A writer holding the lock is sending bytes, which count as a beat
+        # (and it writes what the outbox holds).
+        if self._write_lock.acquire(blocking=False):
+            try:
+                data = self._outbox.take(beat)
+                if data:
+                    stream.send(data)
+            finally:
+                self._write_lock.release()
+
+    def _flush_outbox(self, *, wait: bool = True) -> None:
+        """Write the acknowledgements held back, if any (any thread).
+
+        ``wait=False``: not if another writer holds the write lock.
+        """
+        if not self._write_lock.acquire(blocking=wait):
+            return
+        try:
+            stream = self._stream
+            data = self._outbox.take()
+            if data and stream is not None:
+                with suppress(OSError):  # the reader sees the failure and ends the session
+                    stream.send(data)
+        finally:
+            self._write_lock.release()
+
+    def _fail_waiters(self, error: ClientError) -> None:
+        with self._state_lock:
+            waiters = list(self._waiters.values())
+            self._waiters.clear()
+        for waiter in waiters:
+            waiter.set_exception(error)
+
+    def _finish(self, error: ClientError | None) -> None:
+        """The client is over: end every subscription, and release waiting writers."""
+        self._core.finish(error)
+        self._ready.set()
+
+    # -- writing (any thread) -------------------------------------------------------
+
+    def _why_send_failed(self, stream: BlockingStream, exc: OSError) -> ClientError:
+        """The error a failed write raises: the broker's ERROR when it sent one.
+
+        A broker that refuses a frame sends an ERROR and closes; a write can
+        find the connection reset or closed before the reader has handled that
+        ERROR (over WebSocket, the close frame behind it closes the channel at
+        once).  So wait, bounded by the timeout, for the session written on to
+        end (reading for it if nobody else does), and raise what ended it.
+        """
+        lost = ConnectionLost(f"connection failed: {exc}")
+        if threading.current_thread() is self._reader:
+            return lost  # it cannot wait for itself
+        key = f"write failed in thread {threading.get_ident()}"
+        with self._state_lock:
+            # The background thread records the reason and clears _ready under
+            # this lock, then fails every waiter.
+            live = self._ready.is_set() and self._stream is stream
+            if not live or self._closed or self._core.error is not None:
+                return self._core.error or self._ended_by or lost
+            waiter = self._expect(key)
+        try:
+            waiter.wait(self._options.timeout)
+        except ClientError as ended:
+            return ended
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.pop(key, None)
+        return lost
+
+    def _expect(self, key: str) -> _Waiter:
+        waiter = _Waiter(self)
+        self._waiters[key] = waiter
+        return waiter
+
+    def _wait_ready(self) -> None:
+        """Wait until a session is up, or until the client has ended.
+
+        ``_ready`` is set by a session that is up, and also by close() and by
+        the end of the client: a sender that found the client between sessions
+        wakes for those too, and then fails.
+        """
+        if not self._ready.wait(self._options.timeout):
+            # The connection is what is missing, not an answer: say so.
+            raise ConnectionLost(
+                f"no session with the broker within {self._options.timeout} s (reconnecting)"
+            )
+        if self._core.error is not None:
+            raise self._core.error
+        if self._closed:
+            raise ConnectionLost("the client is closed")
+
+    def _send(
+        self,
+        event: FrameEvent,
+        receipt: str | None = None,
+        settles: Message | None = None,
+        *,
+        hold: bool = False,
+    ) -> Event | Message | None:
+        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
+
+        ``settles``: the message an ACK or NACK is for (it must have come on
+        the current connection).  ``hold``: it may wait in the outbox.
+        """
+        if not self._ready.is_set() or self._closed or self._core.error is not None:
+            self._wait_ready()
+        waiter: _Waiter | None = None
+        failed: OSError | None = None
+        with self._write_lock:
+            with self._state_lock:
+                conn = self._core.conn
+                stream = self._stream
+                if conn.state is ConnectionState.CLOSED or stream is None:
+                    raise self._core.error or ConnectionLost("the connection is closed")
+                if settles is not None:
+                    conn.check_delivered(settles)
+                data = conn.send(event)
+                if receipt is not None:
+                    waiter = self._waiters[receipt] = _Waiter(self)
+            if hold:
+                if not self._outbox.hold(data, time.monotonic()):
+                    return None
+                data = self._outbox.take()
+            else:
+                data = self._outbox.take(data)
+            try:
+                stream.send(data)
+            except OSError as exc:
+                self._waiters.pop(receipt or "", None)
+                failed = exc
+        if failed is not None:  # outside the write lock: the session's end takes it
+            raise self._why_send_failed(stream, failed) from failed
+        if waiter is None:
+            return None
+        try:
+            return waiter.wait(self._options.timeout)
+        finally:
+            self._waiters.pop(receipt or "", None)
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        transaction: str | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """Send a message; with ``receipt=True``, return once the broker has it.
+
+        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        that header (ActiveMQ then delivers a text message).
+        """
+        event, receipt_id = self._core.send_event(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=transaction,
+            receipt=receipt,
+            content_length=content_length,
+        )
+        self._send(event, receipt_id)
+
+    @contextmanager
+    def subscribe(
+        self,
+        destination: str,
+        *,
+        ack: AckMode = "auto",
+        headers: Mapping[str, str] | None = None,
+        id: str | None = None,
+    ) -> Iterator[Subscription]:
+        """Subscribe for the duration of a ``with`` block.
+
+        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        """
+        subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
+        self._subscribe(subscription)
+        try:
+            yield subscription
+        finally:
+            self._unsubscribe(subscription)
+
+    def _subscribe(self, subscription: Subscription) -> None:
+        event, receipt = self._core.subscribing(subscription)
+        try:
+            self._send(event, receipt)
+        except BaseException:
+            self._core.subscribe_done(subscription, ok=False)
+            raise
+        self._core.subscribe_done(subscription, ok=True)
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        unsubscribe = self._core.unsubscribing(subscription)
+        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                self._send(unsubscribe)
+        subscription._end(None)
+
+    def ack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Acknowledge ``message``; the headers follow the negotiated version."""
+        self._settle(message, transaction, receipt, nack=False)
+
+    def nack(
+        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+    ) -> None:
+        """Reject ``message`` (STOMP 1.1 and later)."""
+        self._settle(message, transaction, receipt, nack=True)
+
+    def _settle(
+        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+    ) -> None:
+        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        subscription = self._core.subscriptions.get(message.key)
+        buffered = len(subscription._messages) if subscription is not None else 0
+        wide = subscription is not None and subscription._wide_window
+        hold = self._core.may_hold(receipt_id, buffered, wide)
+        self._send(event, receipt_id, message, hold=hold)
+
+    @contextmanager
+    def transaction(self) -> Iterator[str]:
+        """``with client.transaction() as tx``: COMMIT on success, ABORT on an exception.
+
+        Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
+        block.  The COMMIT waits for the broker's receipt.
+        """
+        tx = self._core.next_id("tx")
+        self._send(Begin(tx))
+        try:
+            yield tx
+        except BaseException:
+            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                self._send(Abort(tx))
+            raise
+        self._send(*self._core.commit_event(tx))
+
+
+def open_client(options: ConnectOptions) -> Client:
+    """A connected, logged-in :class:`Client`; errors are ClientErrors (ConnectionLost...)."""
+    client = Client(options)
+    try:
+        client._open()
+    except ClientError:
+        client.close()
+        raise
+    except (OSError, TimeoutError, ProtocolError) as exc:
+        client.close()
+        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
+    except BaseException:
+        client.close()
+        raise
+    return client
