@@ -37,9 +37,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
-#: The modules on the codec's hot path.  _frame is left out: Frame is a NamedTuple,
-#: which mypyc compiles as an ordinary Python class anyway.
-MODULES = ("_decoder", "_headers", "_encoder")
+#: The sans-IO core, as paths under stomp_proto/ without ".py": codec, headers, events,
+#: errors, state, heart-beats, connections and the clients' shared core (the same list as
+#: stomp_proto._build.CORE_MODULES, which stomp_proto.BUILD checks).  The I/O adapters,
+#: the broker and the rest stay Python.
+MODULES = (
+    "_build",
+    "_frame",
+    "_limits",
+    "_protocol_errors",
+    "_events",
+    "_errors",
+    "_headers",
+    "_decoder",
+    "_encoder",
+    "_state",
+    "_heartbeat",
+    "_connection",
+    "_client/_core",
+)
 
 _SETUP = """
 import sys
@@ -64,6 +80,7 @@ def built_files(root: Path) -> list[Path]:
         # The module itself, and the mypyc runtime library it loads (one per module).
         for pattern in (f"{module}.*.so", f"{module}.*.pyd", f"{module}__mypyc.*")
         for path in package.glob(pattern)
+        if path.is_file()
     )
 
 

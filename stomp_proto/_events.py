@@ -16,12 +16,13 @@ next to the fields it reads: ``to_frame(version)`` and ``from_frame(frame, versi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
-from ._errors import ErrorKind, LocalProtocolError, as_remote
+from ._build import interpreted
 from ._frame import VERSIONS, Frame, Version
+from ._protocol_errors import ErrorKind, LocalProtocolError, ProtocolError
 
 __all__ = [
     "Abort",
@@ -60,12 +61,14 @@ _A = TypeVar("_A", bound="_Settlement")
 _T = TypeVar("_T", bound="_TransactionEvent")
 
 
+@interpreted
 class Event:
     """Base class of every event a connection sends or returns."""
 
     __slots__ = ()
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeat(Event):
     """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
@@ -74,6 +77,7 @@ class HeartBeat(Event):
 HEARTBEAT = HeartBeat()
 
 
+@interpreted
 class FrameEvent(Event):
     """An event that is one STOMP frame on the wire.
 
@@ -155,6 +159,34 @@ class FrameEvent(Event):
     @classmethod
     def _from_frame(cls: type[_E], frame: Frame, fields: _Fields, version: Version) -> _E:
         raise NotImplementedError
+
+
+_C = TypeVar("_C", bound=type[FrameEvent])
+
+
+def _wire(
+    command: str | None = None,
+    *,
+    typed: tuple[str, ...] | None = None,
+    not_empty: tuple[str, ...] | None = None,
+) -> Callable[[_C], _C]:
+    """Set an event class's wire constants (``command``, ``_typed``, ``_not_empty``).
+
+    Set after ``@dataclass`` rather than in the class body: mypyc hands a
+    compiled module's dataclass every attribute of its class body as a field,
+    ClassVars included.
+    """
+
+    def wire(cls: _C) -> _C:
+        if command is not None:
+            cls.command = command
+        if typed is not None:
+            cls._typed = frozenset(typed)
+        if not_empty is not None:
+            cls._not_empty = not_empty
+        return cls
+
+    return wire
 
 
 #: How many bytes of a body a repr shows.
@@ -283,6 +315,8 @@ def _check_heartbeat(heartbeat: tuple[int, int]) -> str:
 # -- client frames -------------------------------------------------------------
 
 
+@interpreted
+@_wire("CONNECT", typed=("accept-version", "host", "login", "passcode", "heart-beat"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connect(FrameEvent):
     """CONNECT (or STOMP): open a session.
@@ -300,9 +334,6 @@ class Connect(FrameEvent):
     headers: Headers = ()
     #: ``"STOMP"`` sends the 1.2 STOMP frame instead of CONNECT.
     frame_command: Literal["CONNECT", "STOMP"] = "CONNECT"
-
-    command: ClassVar[str] = "CONNECT"
-    _typed = frozenset({"accept-version", "host", "login", "passcode", "heart-beat"})
 
     def _to_frame(self, version: Version) -> Frame:
         versions = self.accept_versions
@@ -352,6 +383,12 @@ class Connect(FrameEvent):
         )
 
 
+@interpreted
+@_wire(
+    "SEND",
+    typed=("destination", "content-type", "transaction", "receipt"),
+    not_empty=("destination",),
+)
 @dataclass(frozen=True, slots=True, repr=False)
 class Send(FrameEvent):
     """SEND: publish ``body`` to ``destination``.
@@ -367,10 +404,6 @@ class Send(FrameEvent):
     receipt: str | None = None
     headers: Headers = ()
     content_length: bool = True
-
-    command: ClassVar[str] = "SEND"
-    _typed = frozenset({"destination", "content-type", "transaction", "receipt"})
-    _not_empty = ("destination",)
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -398,6 +431,8 @@ class Send(FrameEvent):
         )
 
 
+@interpreted
+@_wire("SUBSCRIBE", typed=("destination", "id", "ack", "receipt"), not_empty=("destination",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Subscribe(FrameEvent):
     """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1).
@@ -412,10 +447,6 @@ class Subscribe(FrameEvent):
     receipt: str | None = None
     headers: Headers = ()
     body: bytes = b""
-
-    command: ClassVar[str] = "SUBSCRIBE"
-    _typed = frozenset({"destination", "id", "ack", "receipt"})
-    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -462,6 +493,8 @@ def _check_ack_mode(ack: str, version: Version) -> AckMode:
     )
 
 
+@interpreted
+@_wire("UNSUBSCRIBE", typed=("id", "destination", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Unsubscribe(FrameEvent):
     """UNSUBSCRIBE: end the subscription ``id`` (1.0 also allows a ``destination``)."""
@@ -470,9 +503,6 @@ class Unsubscribe(FrameEvent):
     destination: str | None = None
     receipt: str | None = None
     headers: Headers = ()
-
-    command: ClassVar[str] = "UNSUBSCRIBE"
-    _typed = frozenset({"id", "destination", "receipt"})
 
     @property
     def key(self) -> str | None:
@@ -500,6 +530,8 @@ class Unsubscribe(FrameEvent):
         )
 
 
+@interpreted
+@_wire(typed=("id", "message-id", "subscription", "transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _Settlement(FrameEvent):
     """What ACK and NACK share: the fields that name a delivery, and their wire rules."""
@@ -511,8 +543,6 @@ class _Settlement(FrameEvent):
     receipt: str | None = None
     headers: Headers = ()
     covered: tuple[str, ...] = ()
-
-    _typed = frozenset({"id", "message-id", "subscription", "transaction", "receipt"})
 
     @classmethod
     def of(
@@ -564,6 +594,8 @@ class _Settlement(FrameEvent):
         )
 
 
+@interpreted
+@_wire("ACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Ack(_Settlement):
     """ACK: the client consumed a message (fields and headers: see below).
@@ -578,9 +610,9 @@ class Ack(_Settlement):
     cumulative ACK on a ``client`` subscription.
     """
 
-    command: ClassVar[str] = "ACK"
 
-
+@interpreted
+@_wire("NACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Nack(_Settlement):
     """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`.
@@ -588,16 +620,14 @@ class Nack(_Settlement):
     A sibling of :class:`Ack`, not a kind of it: ``isinstance(nack, Ack)`` is false.
     """
 
-    command: ClassVar[str] = "NACK"
 
-
+@interpreted
+@_wire(typed=("transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _TransactionEvent(FrameEvent):
     transaction: str
     receipt: str | None = None
     headers: Headers = ()
-
-    _typed = frozenset({"transaction", "receipt"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -615,36 +645,35 @@ class _TransactionEvent(FrameEvent):
         )
 
 
+@interpreted
+@_wire("BEGIN")
 @dataclass(frozen=True, slots=True, repr=False)
 class Begin(_TransactionEvent):
     """BEGIN: start the transaction ``transaction``."""
 
-    command: ClassVar[str] = "BEGIN"
 
-
+@interpreted
+@_wire("COMMIT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Commit(_TransactionEvent):
     """COMMIT: make the sends and acks of ``transaction`` take effect."""
 
-    command: ClassVar[str] = "COMMIT"
 
-
+@interpreted
+@_wire("ABORT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Abort(_TransactionEvent):
     """ABORT: drop the sends and acks of ``transaction``."""
 
-    command: ClassVar[str] = "ABORT"
 
-
+@interpreted
+@_wire("DISCONNECT", typed=("receipt",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Disconnect(FrameEvent):
     """DISCONNECT: end the session; with ``receipt``, gracefully (1.2 §DISCONNECT)."""
 
     receipt: str | None = None
     headers: Headers = ()
-
-    command: ClassVar[str] = "DISCONNECT"
-    _typed = frozenset({"receipt"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame("DISCONNECT", [("receipt", self.receipt)], self.headers)
@@ -657,6 +686,8 @@ class Disconnect(FrameEvent):
 # -- server frames -------------------------------------------------------------
 
 
+@interpreted
+@_wire("CONNECTED", typed=("version", "heart-beat", "session", "server"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connected(FrameEvent):
     """CONNECTED: the server accepted the session.
@@ -670,9 +701,6 @@ class Connected(FrameEvent):
     session: str | None = None
     server: str | None = None
     headers: Headers = ()
-
-    command: ClassVar[str] = "CONNECTED"
-    _typed = frozenset({"version", "heart-beat", "session", "server"})
 
     def _to_frame(self, version: Version) -> Frame:
         # 1.0 servers send no version header, and 1.0 clients expect none.
@@ -707,6 +735,12 @@ class Connected(FrameEvent):
         )
 
 
+@interpreted
+@_wire(
+    "MESSAGE",
+    typed=("destination", "message-id", "subscription", "ack", "content-type"),
+    not_empty=("destination",),
+)
 @dataclass(frozen=True, slots=True, repr=False)
 class Message(FrameEvent):
     """MESSAGE: a message delivered for a subscription.
@@ -726,10 +760,6 @@ class Message(FrameEvent):
     headers: Headers = ()
     content_length: bool = True
     unknown_subscription: bool = False
-
-    command: ClassVar[str] = "MESSAGE"
-    _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
-    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -773,15 +803,14 @@ class Message(FrameEvent):
         )
 
 
+@interpreted
+@_wire("RECEIPT", typed=("receipt-id",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
     """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
 
     receipt_id: str
     headers: Headers = ()
-
-    command: ClassVar[str] = "RECEIPT"
-    _typed = frozenset({"receipt-id"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame("RECEIPT", [("receipt-id", self.receipt_id)], self.headers)
@@ -791,6 +820,8 @@ class Receipt(FrameEvent):
         return cls(receipt_id=fields.require("receipt-id"), headers=fields.extra)
 
 
+@interpreted
+@_wire("ERROR", typed=("message", "receipt-id", "content-type"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Error(FrameEvent):
     """ERROR: the server reports a problem and closes the connection.
@@ -805,9 +836,6 @@ class Error(FrameEvent):
     receipt_id: str | None = None
     content_type: str | None = None
     headers: Headers = ()
-
-    command: ClassVar[str] = "ERROR"
-    _typed = frozenset({"message", "receipt-id", "content-type"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -835,11 +863,13 @@ class Error(FrameEvent):
 # -- connection outcomes ---------------------------------------------------------
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed(Event):
     """The peer ended the stream (``receive_data(None)``) and every frame before it was read."""
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeatTimeout(Event):
     """Nothing arrived from the peer for longer than the heart-beat deadline.
@@ -849,6 +879,45 @@ class HeartBeatTimeout(Event):
     """
 
     silence: float
+
+
+# -- the peer's errors -------------------------------------------------------------
+#
+# Here rather than in _errors with the rest of the family: ``event_hint`` is an Error
+# event, and from_frame above raises it, so this module and _errors would import each
+# other.  _errors re-exports both names.
+
+
+@interpreted
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol does not allow.
+
+    ``event_hint`` is filled in by :class:`ServerConnection`: the ERROR event
+    to send to the peer before closing the connection, as the specs ask of
+    servers (like wsproto's ``event_hint``).  It is ``None`` when raised by the
+    codec or a client connection.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        event_hint: Error | None = None,
+        limit: str | None = None,
+    ) -> None:
+        super().__init__(kind, message, limit=limit)
+        self.event_hint = event_hint
+
+
+def as_remote(error: LocalProtocolError) -> RemoteProtocolError:
+    """``error``, found in what the peer sent instead of in what we were asked to send.
+
+    Inside, every check raises :class:`LocalProtocolError`, whichever side the
+    frame came from; the receiving paths (``FrameEvent.from_frame`` and a
+    connection's ``next_event``) turn it into this, once, as h11 does.
+    """
+    return RemoteProtocolError(error.kind, error.message, limit=error.limit)
 
 
 ClientEvent = (
