@@ -100,7 +100,9 @@ class FrameEvent(Event):
 
     def __post_init__(self) -> None:
         # Cheap for what the decoder builds (a tuple and bytes): two type checks.
-        headers = self.headers
+        # getattr: compiled, ``self.headers`` would be checked to be the tuple it
+        # is declared as, before this converts a user's mapping or list into one.
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = getattr(self, "headers")  # noqa: B009
         if type(headers) is not tuple:
             object.__setattr__(self, "headers", _as_headers(headers))
         body = getattr(self, "body", b"")
