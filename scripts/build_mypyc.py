@@ -17,9 +17,11 @@ say): the same files and metadata, plus the extension modules.  It is a local bu
 a manylinux one: install it where it was built.
 
 Needs mypy (which ships mypyc), setuptools and a C compiler with the Python headers.
-Each module is compiled on its own (``separate=True``), so no extra top-level runtime
-library is written next to the package.  The generated C and object files go to a
-temporary directory.
+The modules are compiled as one group: one shared library inside the package
+(``stomp_proto/_compiled__mypyc.*.so``, holding the code and mypyc's runtime) and a
+small extension module per module that loads it - nothing is written outside the
+package.  The generated C and object files go to a temporary directory.  hatch_build.py
+calls :func:`build` for ``STOMP_PROTO_COMPILE=1 python -m build`` (and cibuildwheel).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ PACKAGE = "stomp_proto"
 #: errors, state, heart-beats, connections and the clients' shared core (the same list as
 #: stomp_proto._build.CORE_MODULES, which stomp_proto.BUILD checks).  The I/O adapters,
 #: the broker and the rest stay Python.
+#: The group's shared library, under stomp_proto/ (name given to mypycify).
+GROUP = "_compiled"
 MODULES = (
     "_build",
     "_frame",
@@ -62,10 +66,10 @@ import sys
 from setuptools import setup
 from mypyc.build import mypycify
 
-paths, c_dir, temp = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+paths, group, c_dir, temp = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
 setup(
     name="stomp_proto_mypyc",
-    ext_modules=mypycify(paths, opt_level="3", separate=True, target_dir=c_dir),
+    ext_modules=mypycify(paths, opt_level="3", separate=[(paths, group)], target_dir=c_dir),
     script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp],
 )
 """
@@ -76,9 +80,9 @@ def built_files(root: Path) -> list[Path]:
     package = root / PACKAGE
     return sorted(
         path
-        for module in MODULES
-        # The module itself, and the mypyc runtime library it loads (one per module).
-        for pattern in (f"{module}.*.so", f"{module}.*.pyd", f"{module}__mypyc.*")
+        # Each module, the group's library, and a per-module library (older builds).
+        for name in (*MODULES, f"{GROUP}__mypyc")
+        for pattern in (f"{name}.*.so", f"{name}.*.pyd", f"{name}__mypyc.*")
         for path in package.glob(pattern)
         if path.is_file()
     )
@@ -98,7 +102,7 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="stomp-proto-mypyc-") as work:
         c_dir, temp = Path(work, "c"), Path(work, "temp")
         result = subprocess.run(
-            [sys.executable, "-c", _SETUP, paths, str(c_dir), str(temp)],
+            [sys.executable, "-c", _SETUP, paths, f"{PACKAGE}.{GROUP}", str(c_dir), str(temp)],
             cwd=root,
             capture_output=quiet,
             text=True,
@@ -109,7 +113,8 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
         raise SystemExit(f"mypyc build failed (exit {result.returncode})\n{output[-4000:]}")
     files = built_files(root)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    missing = [m for m in MODULES if not (root / PACKAGE / f"{m}{suffix}").exists()]
+    wanted = [*MODULES, f"{GROUP}__mypyc"]
+    missing = [m for m in wanted if not (root / PACKAGE / f"{m}{suffix}").exists()]
     if missing:
         raise SystemExit(f"mypyc build did not produce {missing}; got {[f.name for f in files]}")
     return files

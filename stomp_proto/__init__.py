@@ -11,7 +11,9 @@ Ready-made clients: :mod:`stomp_proto.asyncio`, :mod:`stomp_proto.trio`,
 :mod:`stomp_proto.broker`.
 """
 
-from ._build import BuildName, loaded_build
+from typing import Literal
+
+from ._build import loaded_build
 from ._client._core import (
     Backoff,
     BrokerError,
@@ -54,11 +56,9 @@ from ._state import ConnectionState
 
 __version__ = "0.1.0.dev0"
 
-#: Which build of the sans-IO core is running: ``"compiled"`` when its modules were
-#: loaded from the extension modules a compiled wheel (or scripts/build_mypyc.py)
-#: holds, ``"pure"`` when they are the Python sources (where nothing was compiled,
-#: Python imports the sources), ``"mixed"`` for a partial build.
-BUILD: BuildName = loaded_build()
+# Which build of the sans-IO core is loaded: "compiled" or "pure" ("mixed" for a
+# partial build).  Documented in docs/api.rst.
+BUILD: Literal["pure", "compiled", "mixed"] = loaded_build()
 
 __all__ = [
     "BUILD",

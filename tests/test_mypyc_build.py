@@ -216,6 +216,7 @@ def test_clean_removes_only_built_modules(tmp_path: Path) -> None:
         f"_connection{suffix}",
         f"_client/_core{suffix}",
         f"_client/_core__mypyc{suffix}",
+        f"_compiled__mypyc{suffix}",
     ]
     # Sources, and extension modules that are no part of the core's build.
     kept = ["_decoder.py", f"_websocket{suffix}", "py.typed", f"_client/_async{suffix}"]
