@@ -17,10 +17,11 @@ say): the same files and metadata, plus the extension modules.  It is a local bu
 a manylinux one: install it where it was built.
 
 Needs mypy (which ships mypyc), setuptools and a C compiler with the Python headers.
-The modules are compiled as one group: one shared library inside the package
-(``stomp_proto/_compiled__mypyc.*.so``, holding the code and mypyc's runtime) and a
-small extension module per module that loads it - nothing is written outside the
-package.  The generated C and object files go to a temporary directory.  hatch_build.py
+The modules are compiled as one group: one shared library holding the code and mypyc's
+runtime (``stomp_proto__mypyc.*.so``, beside the package: mypyc derives each module's
+``__file__`` from where it is) and a small extension module per module that loads it
+(``stomp_proto/_decoder.*.so`` ...).  The generated C and object files go to a
+temporary directory.  hatch_build.py
 calls :func:`build` for ``STOMP_PROTO_COMPILE=1 python -m build`` (and cibuildwheel).
 """
 
@@ -43,8 +44,8 @@ PACKAGE = "stomp_proto"
 #: errors, state, heart-beats, connections and the clients' shared core (the same list as
 #: stomp_proto._build.CORE_MODULES, which stomp_proto.BUILD checks).  The I/O adapters,
 #: the broker and the rest stay Python.
-#: The group's shared library, under stomp_proto/ (name given to mypycify).
-GROUP = "_compiled"
+#: The group's shared library, ``GROUP__mypyc.*.so``, beside the package.
+GROUP = "stomp_proto"
 MODULES = (
     "_build",
     "_frame",
@@ -78,14 +79,14 @@ setup(
 def built_files(root: Path) -> list[Path]:
     """Extension modules built for MODULES under ``root`` (any Python version, any ABI)."""
     package = root / PACKAGE
-    return sorted(
+    modules = [
         path
-        # Each module, the group's library, and a per-module library (older builds).
-        for name in (*MODULES, f"{GROUP}__mypyc")
+        # Each module, and a per-module library (from a build with separate=True).
+        for name in MODULES
         for pattern in (f"{name}.*.so", f"{name}.*.pyd", f"{name}__mypyc.*")
         for path in package.glob(pattern)
-        if path.is_file()
-    )
+    ]
+    return sorted(p for p in [*modules, *root.glob(f"{GROUP}__mypyc.*")] if p.is_file())
 
 
 def clean(root: Path) -> list[Path]:
@@ -102,7 +103,7 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="stomp-proto-mypyc-") as work:
         c_dir, temp = Path(work, "c"), Path(work, "temp")
         result = subprocess.run(
-            [sys.executable, "-c", _SETUP, paths, f"{PACKAGE}.{GROUP}", str(c_dir), str(temp)],
+            [sys.executable, "-c", _SETUP, paths, GROUP, str(c_dir), str(temp)],
             cwd=root,
             capture_output=quiet,
             text=True,
@@ -113,8 +114,8 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
         raise SystemExit(f"mypyc build failed (exit {result.returncode})\n{output[-4000:]}")
     files = built_files(root)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    wanted = [*MODULES, f"{GROUP}__mypyc"]
-    missing = [m for m in wanted if not (root / PACKAGE / f"{m}{suffix}").exists()]
+    wanted = [f"{PACKAGE}/{m}" for m in MODULES] + [f"{GROUP}__mypyc"]
+    missing = [m for m in wanted if not (root / f"{m}{suffix}").exists()]
     if missing:
         raise SystemExit(f"mypyc build did not produce {missing}; got {[f.name for f in files]}")
     return files

@@ -175,6 +175,20 @@ def test_compiled_core_replays_the_fuzz_corpora_and_sessions_as_pure_python(
         assert got == want
 
 
+def test_compiled_modules_name_their_own_files(compiled: Path) -> None:
+    script = (
+        "import sys, stomp_proto\n"
+        "from stomp_proto._build import CORE_MODULES\n"
+        "for name in CORE_MODULES: print(name, sys.modules[name].__file__)\n"
+    )
+    for line in probe(compiled, "-c", script):
+        name, path = line.split(" ", 1)
+        parts = name.split(".")
+        assert Path(path).is_file(), line
+        assert Path(path).name.split(".")[0] == parts[-1], line
+        assert Path(path).parent == compiled.joinpath(*parts[:-1]), line
+
+
 def test_the_build_compiles_the_modules_that_build_reports_on() -> None:
     from stomp_proto._build import CORE_MODULES
 
@@ -216,13 +230,14 @@ def test_clean_removes_only_built_modules(tmp_path: Path) -> None:
         f"_connection{suffix}",
         f"_client/_core{suffix}",
         f"_client/_core__mypyc{suffix}",
-        f"_compiled__mypyc{suffix}",
+        f"../stomp_proto__mypyc{suffix}",
     ]
     # Sources, and extension modules that are no part of the core's build.
     kept = ["_decoder.py", f"_websocket{suffix}", "py.typed", f"_client/_async{suffix}"]
     for name in names + kept:
         (package / name).write_bytes(b"")
     removed = build_mypyc.clean(tmp_path)
-    assert sorted(p.relative_to(package).as_posix() for p in removed) == sorted(names)
+    removed_names = [os.path.relpath(p, package).replace(os.sep, "/") for p in removed]
+    assert sorted(removed_names) == sorted(names)
     left = [p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file()]
     assert sorted(left) == sorted(kept)
