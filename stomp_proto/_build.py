@@ -58,8 +58,11 @@ def _is_compiled(name: str) -> bool:
 
 def loaded_build() -> BuildName:
     """``"compiled"`` when every core module was loaded from an extension module,
-    ``"pure"`` when none was, ``"mixed"`` otherwise (a partial or broken build)."""
-    __import__("stomp_proto._client._core")  # imports every other core module
+    ``"pure"`` when none was, ``"mixed"`` otherwise (a partial or broken build).
+
+    Asked by ``stomp_proto/__init__.py`` once it has imported the core (this module
+    imports none of it: everything else imports this one).
+    """
     compiled = {_is_compiled(name) for name in CORE_MODULES}
     if compiled == {True}:
         return "compiled"
