@@ -3,7 +3,7 @@
     python benchmarks/codec.py            # full run (about 2 minutes)
     python benchmarks/codec.py --quick    # smoke run with small workloads (a few seconds)
     python benchmarks/codec.py --json results.json --svg chart.svg
-    python benchmarks/codec.py --mypyc    # also time a mypyc build of the codec, side by side
+    python benchmarks/codec.py --mypyc    # also time the mypyc build of the core, side by side
     python benchmarks/codec.py --against ../other-checkout   # this tree against another one
 
 Every decoder is checked before it is timed: it must return the expected number of frames,
@@ -67,6 +67,12 @@ OURS = "stomp_proto"
 MYPYC = "stomp_proto[mypyc]"
 #: The rows of another checkout, timed by --against.
 BASELINE = "stomp_proto[baseline]"
+# The --mypyc worker times the compiled core or nothing: never the sources beside it.
+if (
+    os.environ.get("STOMP_PROTO_BENCH_NAME") == MYPYC
+    and getattr(stomp_proto, "BUILD", None) != "compiled"
+):
+    sys.exit(f"{MYPYC} worker: stomp_proto.BUILD is {getattr(stomp_proto, 'BUILD', None)!r}")
 #: Every build of ours; ratios and targets are computed for each.
 BUILDS = (OURS, MYPYC, BASELINE)
 #: The name of the rows this process times for stomp_proto.

@@ -17,9 +17,12 @@ say): the same files and metadata, plus the extension modules.  It is a local bu
 a manylinux one: install it where it was built.
 
 Needs mypy (which ships mypyc), setuptools and a C compiler with the Python headers.
-Each module is compiled on its own (``separate=True``), so no extra top-level runtime
-library is written next to the package.  The generated C and object files go to a
-temporary directory.
+The modules are compiled as one group: one shared library holding the code and mypyc's
+runtime (``stomp_proto__mypyc.*.so``, beside the package: mypyc derives each module's
+``__file__`` from where it is) and a small extension module per module that loads it
+(``stomp_proto/_decoder.*.so`` ...).  The generated C and object files go to a
+temporary directory.  hatch_build.py
+calls :func:`build` for ``STOMP_PROTO_COMPILE=1 python -m build`` (and cibuildwheel).
 """
 
 from __future__ import annotations
@@ -37,19 +40,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
-#: The modules on the codec's hot path.  _frame is left out: Frame is a NamedTuple,
-#: which mypyc compiles as an ordinary Python class anyway.
-MODULES = ("_decoder", "_headers", "_encoder")
+#: The sans-IO core, as paths under stomp_proto/ without ".py": codec, headers, events,
+#: errors, state, heart-beats, connections and the clients' shared core (the same list as
+#: stomp_proto._build.CORE_MODULES, which stomp_proto.BUILD checks).  The I/O adapters,
+#: the broker and the rest stay Python.
+#: The group's shared library, ``GROUP__mypyc.*.so``, beside the package.
+GROUP = "stomp_proto"
+MODULES = (
+    "_build",
+    "_frame",
+    "_limits",
+    "_protocol_errors",
+    "_events",
+    "_errors",
+    "_headers",
+    "_decoder",
+    "_encoder",
+    "_state",
+    "_heartbeat",
+    "_connection",
+    "_client/_core",
+)
 
 _SETUP = """
 import sys
 from setuptools import setup
 from mypyc.build import mypycify
 
-paths, c_dir, temp = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+paths, group, c_dir, temp = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
 setup(
     name="stomp_proto_mypyc",
-    ext_modules=mypycify(paths, opt_level="3", separate=True, target_dir=c_dir),
+    ext_modules=mypycify(paths, opt_level="3", separate=[(paths, group)], target_dir=c_dir),
     script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp],
 )
 """
@@ -58,13 +79,14 @@ setup(
 def built_files(root: Path) -> list[Path]:
     """Extension modules built for MODULES under ``root`` (any Python version, any ABI)."""
     package = root / PACKAGE
-    return sorted(
+    modules = [
         path
-        for module in MODULES
-        # The module itself, and the mypyc runtime library it loads (one per module).
-        for pattern in (f"{module}.*.so", f"{module}.*.pyd", f"{module}__mypyc.*")
+        # Each module, and a per-module library (from a build with separate=True).
+        for name in MODULES
+        for pattern in (f"{name}.*.so", f"{name}.*.pyd", f"{name}__mypyc.*")
         for path in package.glob(pattern)
-    )
+    ]
+    return sorted(p for p in [*modules, *root.glob(f"{GROUP}__mypyc.*")] if p.is_file())
 
 
 def clean(root: Path) -> list[Path]:
@@ -81,7 +103,7 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="stomp-proto-mypyc-") as work:
         c_dir, temp = Path(work, "c"), Path(work, "temp")
         result = subprocess.run(
-            [sys.executable, "-c", _SETUP, paths, str(c_dir), str(temp)],
+            [sys.executable, "-c", _SETUP, paths, GROUP, str(c_dir), str(temp)],
             cwd=root,
             capture_output=quiet,
             text=True,
@@ -92,7 +114,8 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
         raise SystemExit(f"mypyc build failed (exit {result.returncode})\n{output[-4000:]}")
     files = built_files(root)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    missing = [m for m in MODULES if not (root / PACKAGE / f"{m}{suffix}").exists()]
+    wanted = [f"{PACKAGE}/{m}" for m in MODULES] + [f"{GROUP}__mypyc"]
+    missing = [m for m in wanted if not (root / f"{m}{suffix}").exists()]
     if missing:
         raise SystemExit(f"mypyc build did not produce {missing}; got {[f.name for f in files]}")
     return files

@@ -11,6 +11,9 @@ Ready-made clients: :mod:`stomp_proto.asyncio`, :mod:`stomp_proto.trio`,
 :mod:`stomp_proto.broker`.
 """
 
+from typing import Literal
+
+from ._build import loaded_build
 from ._client._core import (
     Backoff,
     BrokerError,
@@ -73,7 +76,12 @@ present_as(
     ServerConnection,
 )
 
+# Which build of the sans-IO core is loaded: "compiled" or "pure" ("mixed" for a
+# partial build).  Documented in docs/api.rst.
+BUILD: Literal["pure", "compiled", "mixed"] = loaded_build()
+
 __all__ = [
+    "BUILD",
     "DRAIN_BYTES",
     "DRAIN_TIMEOUT",
     "Abort",

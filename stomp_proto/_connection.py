@@ -389,10 +389,11 @@ class _Connection:
             return item
         try:
             return self._receive_frame(item)
-        except LocalProtocolError as exc:
+        except LocalProtocolError as local:
             # The one place where a check's error becomes the peer's: every
             # check below raises LocalProtocolError, as it does when sending.
-            raise self._fail(as_remote(exc), item) from None
+            # (Named apart from ``exc``: mypyc gives one name one type per function.)
+            raise self._fail(as_remote(local), item) from None
         except RemoteProtocolError as exc:
             raise self._fail(exc, item) from None
 

@@ -16,12 +16,13 @@ next to the fields it reads: ``to_frame(version)`` and ``from_frame(frame, versi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
-from ._errors import ErrorKind, LocalProtocolError, as_remote
+from ._build import interpreted
 from ._frame import VERSIONS, Frame, Version
+from ._protocol_errors import ErrorKind, LocalProtocolError, ProtocolError
 
 __all__ = [
     "Abort",
@@ -60,12 +61,14 @@ _A = TypeVar("_A", bound="_Settlement")
 _T = TypeVar("_T", bound="_TransactionEvent")
 
 
+@interpreted
 class Event:
     """Base class of every event a connection sends or returns."""
 
     __slots__ = ()
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeat(Event):
     """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
@@ -74,6 +77,7 @@ class HeartBeat(Event):
 HEARTBEAT = HeartBeat()
 
 
+@interpreted
 class FrameEvent(Event):
     """An event that is one STOMP frame on the wire.
 
@@ -97,7 +101,9 @@ class FrameEvent(Event):
 
     def __post_init__(self) -> None:
         # Cheap for what the decoder builds (a tuple and bytes): two type checks.
-        headers = self.headers
+        # getattr: compiled, ``self.headers`` would be checked to be the tuple it
+        # is declared as, before this converts a user's mapping or list into one.
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = getattr(self, "headers")  # noqa: B009
         if type(headers) is not tuple:
             object.__setattr__(self, "headers", _as_headers(headers))
         body = getattr(self, "body", b"")
@@ -156,6 +162,34 @@ class FrameEvent(Event):
     @classmethod
     def _from_frame(cls: type[_E], frame: Frame, fields: _Fields, version: Version) -> _E:
         raise NotImplementedError
+
+
+_C = TypeVar("_C", bound=type[FrameEvent])
+
+
+def _wire(
+    command: str | None = None,
+    *,
+    typed: tuple[str, ...] | None = None,
+    not_empty: tuple[str, ...] | None = None,
+) -> Callable[[_C], _C]:
+    """Set an event class's wire constants (``command``, ``_typed``, ``_not_empty``).
+
+    Set after ``@dataclass`` rather than in the class body: mypyc hands a
+    compiled module's dataclass every attribute of its class body as a field,
+    ClassVars included.
+    """
+
+    def wire(cls: _C) -> _C:
+        if command is not None:
+            cls.command = command
+        if typed is not None:
+            cls._typed = frozenset(typed)
+        if not_empty is not None:
+            cls._not_empty = not_empty
+        return cls
+
+    return wire
 
 
 #: How many bytes of a body a repr shows.
@@ -284,6 +318,8 @@ def _check_heartbeat(heartbeat: tuple[int, int]) -> str:
 # -- client frames -------------------------------------------------------------
 
 
+@interpreted
+@_wire("CONNECT", typed=("accept-version", "host", "login", "passcode", "heart-beat"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connect(FrameEvent):
     """CONNECT (or STOMP): open a session.
@@ -307,10 +343,6 @@ class Connect(FrameEvent):
     headers: Headers = ()
     #: ``"STOMP"`` sends the 1.2 STOMP frame instead of CONNECT.
     frame_command: Literal["CONNECT", "STOMP"] = "CONNECT"
-
-    #: The frame's command, ``"CONNECT"``.
-    command: ClassVar[str] = "CONNECT"
-    _typed = frozenset({"accept-version", "host", "login", "passcode", "heart-beat"})
 
     def _to_frame(self, version: Version) -> Frame:
         versions = self.accept_versions
@@ -360,6 +392,12 @@ class Connect(FrameEvent):
         )
 
 
+@interpreted
+@_wire(
+    "SEND",
+    typed=("destination", "content-type", "transaction", "receipt"),
+    not_empty=("destination",),
+)
 @dataclass(frozen=True, slots=True, repr=False)
 class Send(FrameEvent):
     """SEND: publish ``body`` to ``destination``.
@@ -382,11 +420,6 @@ class Send(FrameEvent):
     headers: Headers = ()
     #: Send a ``content-length`` header (received: whether there was one).
     content_length: bool = True
-
-    #: The frame's command, ``"SEND"``.
-    command: ClassVar[str] = "SEND"
-    _typed = frozenset({"destination", "content-type", "transaction", "receipt"})
-    _not_empty = ("destination",)
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -414,6 +447,8 @@ class Send(FrameEvent):
         )
 
 
+@interpreted
+@_wire("SUBSCRIBE", typed=("destination", "id", "ack", "receipt"), not_empty=("destination",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Subscribe(FrameEvent):
     """SUBSCRIBE: receive messages sent to ``destination`` (``id`` required from 1.1).
@@ -434,11 +469,6 @@ class Subscribe(FrameEvent):
     headers: Headers = ()
     #: Allowed in STOMP 1.0 only (and ignored by the server).
     body: bytes = b""
-
-    #: The frame's command, ``"SUBSCRIBE"``.
-    command: ClassVar[str] = "SUBSCRIBE"
-    _typed = frozenset({"destination", "id", "ack", "receipt"})
-    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -485,6 +515,8 @@ def _check_ack_mode(ack: str, version: Version) -> AckMode:
     )
 
 
+@interpreted
+@_wire("UNSUBSCRIBE", typed=("id", "destination", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Unsubscribe(FrameEvent):
     """UNSUBSCRIBE: end the subscription ``id`` (1.0 also allows a ``destination``)."""
@@ -497,10 +529,6 @@ class Unsubscribe(FrameEvent):
     receipt: str | None = None
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
-
-    #: The frame's command, ``"UNSUBSCRIBE"``.
-    command: ClassVar[str] = "UNSUBSCRIBE"
-    _typed = frozenset({"id", "destination", "receipt"})
 
     @property
     def key(self) -> str | None:
@@ -528,6 +556,8 @@ class Unsubscribe(FrameEvent):
         )
 
 
+@interpreted
+@_wire(typed=("id", "message-id", "subscription", "transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _Settlement(FrameEvent):
     """What ACK and NACK share: the fields that name a delivery, and their wire rules."""
@@ -547,8 +577,6 @@ class _Settlement(FrameEvent):
     #: Not sent: filled in by a receiving :class:`ServerConnection` with every
     #: delivery this frame settles.
     covered: tuple[str, ...] = ()
-
-    _typed = frozenset({"id", "message-id", "subscription", "transaction", "receipt"})
 
     @classmethod
     def of(
@@ -600,6 +628,8 @@ class _Settlement(FrameEvent):
         )
 
 
+@interpreted
+@_wire("ACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Ack(_Settlement):
     """ACK: the client consumed a message (fields and headers: see below).
@@ -614,10 +644,9 @@ class Ack(_Settlement):
     cumulative ACK on a ``client`` subscription.
     """
 
-    #: The frame's command, ``"ACK"``.
-    command: ClassVar[str] = "ACK"
 
-
+@interpreted
+@_wire("NACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Nack(_Settlement):
     """NACK (1.1 and later): the client did not consume a message; fields as :class:`Ack`.
@@ -625,10 +654,9 @@ class Nack(_Settlement):
     A sibling of :class:`Ack`, not a kind of it: ``isinstance(nack, Ack)`` is false.
     """
 
-    #: The frame's command, ``"NACK"``.
-    command: ClassVar[str] = "NACK"
 
-
+@interpreted
+@_wire(typed=("transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _TransactionEvent(FrameEvent):
     #: The transaction's id.
@@ -637,8 +665,6 @@ class _TransactionEvent(FrameEvent):
     receipt: str | None = None
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
-
-    _typed = frozenset({"transaction", "receipt"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -656,30 +682,29 @@ class _TransactionEvent(FrameEvent):
         )
 
 
+@interpreted
+@_wire("BEGIN")
 @dataclass(frozen=True, slots=True, repr=False)
 class Begin(_TransactionEvent):
     """BEGIN: start the transaction ``transaction``."""
 
-    #: The frame's command, ``"BEGIN"``.
-    command: ClassVar[str] = "BEGIN"
 
-
+@interpreted
+@_wire("COMMIT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Commit(_TransactionEvent):
     """COMMIT: make the sends and acks of ``transaction`` take effect."""
 
-    #: The frame's command, ``"COMMIT"``.
-    command: ClassVar[str] = "COMMIT"
 
-
+@interpreted
+@_wire("ABORT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Abort(_TransactionEvent):
     """ABORT: drop the sends and acks of ``transaction``."""
 
-    #: The frame's command, ``"ABORT"``.
-    command: ClassVar[str] = "ABORT"
 
-
+@interpreted
+@_wire("DISCONNECT", typed=("receipt",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Disconnect(FrameEvent):
     """DISCONNECT: end the session; with ``receipt``, gracefully (1.2 §DISCONNECT)."""
@@ -688,10 +713,6 @@ class Disconnect(FrameEvent):
     receipt: str | None = None
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
-
-    #: The frame's command, ``"DISCONNECT"``.
-    command: ClassVar[str] = "DISCONNECT"
-    _typed = frozenset({"receipt"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame("DISCONNECT", [("receipt", self.receipt)], self.headers)
@@ -704,6 +725,8 @@ class Disconnect(FrameEvent):
 # -- server frames -------------------------------------------------------------
 
 
+@interpreted
+@_wire("CONNECTED", typed=("version", "heart-beat", "session", "server"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connected(FrameEvent):
     """CONNECTED: the server accepted the session.
@@ -722,10 +745,6 @@ class Connected(FrameEvent):
     server: str | None = None
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
-
-    #: The frame's command, ``"CONNECTED"``.
-    command: ClassVar[str] = "CONNECTED"
-    _typed = frozenset({"version", "heart-beat", "session", "server"})
 
     def _to_frame(self, version: Version) -> Frame:
         # 1.0 servers send no version header, and 1.0 clients expect none.
@@ -760,6 +779,12 @@ class Connected(FrameEvent):
         )
 
 
+@interpreted
+@_wire(
+    "MESSAGE",
+    typed=("destination", "message-id", "subscription", "ack", "content-type"),
+    not_empty=("destination",),
+)
 @dataclass(frozen=True, slots=True, repr=False)
 class Message(FrameEvent):
     """MESSAGE: a message delivered for a subscription.
@@ -789,11 +814,6 @@ class Message(FrameEvent):
     #: Set by a :class:`ClientConnection` for a subscription it did not make
     #: (RabbitMQ's ``/temp-queue/`` replies).
     unknown_subscription: bool = False
-
-    #: The frame's command, ``"MESSAGE"``.
-    command: ClassVar[str] = "MESSAGE"
-    _typed = frozenset({"destination", "message-id", "subscription", "ack", "content-type"})
-    _not_empty = ("destination",)
 
     @property
     def key(self) -> str:
@@ -837,6 +857,8 @@ class Message(FrameEvent):
         )
 
 
+@interpreted
+@_wire("RECEIPT", typed=("receipt-id",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
     """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
@@ -846,10 +868,6 @@ class Receipt(FrameEvent):
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
 
-    #: The frame's command, ``"RECEIPT"``.
-    command: ClassVar[str] = "RECEIPT"
-    _typed = frozenset({"receipt-id"})
-
     def _to_frame(self, version: Version) -> Frame:
         return _frame("RECEIPT", [("receipt-id", self.receipt_id)], self.headers)
 
@@ -858,6 +876,8 @@ class Receipt(FrameEvent):
         return cls(receipt_id=fields.require("receipt-id"), headers=fields.extra)
 
 
+@interpreted
+@_wire("ERROR", typed=("message", "receipt-id", "content-type"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Error(FrameEvent):
     """ERROR: the server reports a problem and closes the connection.
@@ -877,10 +897,6 @@ class Error(FrameEvent):
     content_type: str | None = None
     #: Every other header, ``(name, value)`` pairs in wire order (see :data:`Headers`).
     headers: Headers = ()
-
-    #: The frame's command, ``"ERROR"``.
-    command: ClassVar[str] = "ERROR"
-    _typed = frozenset({"message", "receipt-id", "content-type"})
 
     def _to_frame(self, version: Version) -> Frame:
         return _frame(
@@ -908,11 +924,13 @@ class Error(FrameEvent):
 # -- connection outcomes ---------------------------------------------------------
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed(Event):
     """The peer ended the stream (``receive_data(None)``) and every frame before it was read."""
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeatTimeout(Event):
     """Nothing arrived from the peer for longer than the heart-beat deadline.
@@ -923,6 +941,46 @@ class HeartBeatTimeout(Event):
 
     #: How long (seconds) nothing had arrived, when the timer noticed.
     silence: float
+
+
+# -- the peer's errors -------------------------------------------------------------
+#
+# Here rather than in _errors with the rest of the family: ``event_hint`` is an Error
+# event, and from_frame above raises it, so this module and _errors would import each
+# other.  _errors re-exports both names.
+
+
+@interpreted
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol does not allow.
+
+    ``event_hint`` is filled in by :class:`ServerConnection`: the ERROR event
+    to send to the peer before closing the connection, as the specs ask of
+    servers (like wsproto's ``event_hint``).  It is ``None`` when raised by the
+    codec or a client connection.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        event_hint: Error | None = None,
+        limit: str | None = None,
+    ) -> None:
+        super().__init__(kind, message, limit=limit)
+        #: The ERROR event to send before closing (server side), or ``None``.
+        self.event_hint = event_hint
+
+
+def as_remote(error: LocalProtocolError) -> RemoteProtocolError:
+    """``error``, found in what the peer sent instead of in what we were asked to send.
+
+    Inside, every check raises :class:`LocalProtocolError`, whichever side the
+    frame came from; the receiving paths (``FrameEvent.from_frame`` and a
+    connection's ``next_event``) turn it into this, once, as h11 does.
+    """
+    return RemoteProtocolError(error.kind, error.message, limit=error.limit)
 
 
 ClientEvent = (

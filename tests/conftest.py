@@ -53,7 +53,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: object) -> None:
-    """Under ``STOMP_PROTO_TEST_INSTALLED=1`` refuse to run against the checkout.
+    """Under ``STOMP_PROTO_TEST_INSTALLED=1`` refuse to run against the checkout, and
+    under ``STOMP_PROTO_EXPECT_BUILD`` against another build than the one named.
 
     ``scripts/test.sh`` sets it when it runs the suite against the built wheel; a
     ``stomp_proto`` imported from anywhere but the venv's site-packages would test the
@@ -65,6 +66,18 @@ def pytest_configure(config: object) -> None:
         problem = installed_location_problem()
         if problem:
             raise SystemExit(f"STOMP_PROTO_TEST_INSTALLED=1 but {problem}")
+    # scripts/test.sh sets it to "compiled" for the compiled wheel's venv: a core that
+    # fell back to the pure-Python sources (a module missing, an import error hidden
+    # by the .py beside it) would pass every test and test nothing compiled.
+    expected = os.environ.get("STOMP_PROTO_EXPECT_BUILD")
+    if expected:
+        import stomp_proto
+
+        if expected != stomp_proto.BUILD:
+            raise SystemExit(
+                f"STOMP_PROTO_EXPECT_BUILD={expected} but stomp_proto.BUILD is "
+                f"{stomp_proto.BUILD!r} ({stomp_proto.__file__})"
+            )
 
 
 #: Every test module belongs to one layer, given to its tests as a marker:

@@ -28,6 +28,8 @@ CORE = (
     "_heartbeat",
     "_limits",
     "_websocket",
+    "_protocol_errors",
+    "_build",
 )
 
 #: What is built on the core.
@@ -71,6 +73,36 @@ def test_core_module_imports_nothing_built_on_it(name: str) -> None:
     assert path.exists(), f"core module {name} moved: update CORE"
     upward = sorted(m for m in imported_modules(path, "stomp_proto") if reaches_up(m))
     assert not upward, f"stomp_proto.{name} imports {upward}"
+
+
+def test_the_compiled_core_has_no_import_cycle() -> None:
+    # Not even a lazy one or one for type checking only: each module of the compiled
+    # core imports only modules below it (_errors and _events once imported each other).
+    from stomp_proto._build import CORE_MODULES
+
+    graph = {
+        name: {
+            m
+            for m in imported_modules(
+                PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py"),
+                name.rpartition(".")[0],
+            )
+            if m in CORE_MODULES and m != name
+        }
+        for name in CORE_MODULES
+    }
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"import cycle: {' -> '.join((*path, name))}"
+        if name not in done:
+            for imported in sorted(graph[name]):
+                visit(imported, (*path, name))
+            done.add(name)
+
+    for name in CORE_MODULES:
+        visit(name, ())
+    assert graph["stomp_proto._client._core"] >= {"stomp_proto._connection"}
 
 
 def test_backend_interfaces_import_no_client() -> None:

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
+from .._build import interpreted
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
     Ack,
@@ -60,10 +61,12 @@ __all__ = [
 ]
 
 
+@interpreted
 class ClientError(Exception):
     """Base class of the errors the client adapters raise (besides protocol errors)."""
 
 
+@interpreted
 class BrokerError(ClientError):
     """The broker sent an ERROR frame; it closes the connection after it.
 
@@ -84,14 +87,17 @@ class BrokerError(ClientError):
         return self.error.message
 
 
+@interpreted
 class ConnectionLost(ClientError):
     """The connection ended: the peer closed it, the network failed, or it was never made."""
 
 
+@interpreted
 class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Reconnect schedule: waits grow from ``initial`` by ``factor`` up to ``maximum``.
@@ -130,6 +136,7 @@ class Backoff:
             delay = min(delay * self.factor, self.maximum)
 
 
+@interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectOptions:
     """How to reach and log in to a broker; shared by every adapter's ``connect``."""
