@@ -433,6 +433,13 @@ RUNNERS: dict[str, Callable[[Spec], None]] = {
 def worker_main(text: str) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     spec = Spec(**json.loads(text))
+    if spec.client in OUR_CLIENTS or spec.client.endswith(COMPILED):
+        import stomp_proto
+
+        wanted = "compiled" if spec.client.endswith(COMPILED) else "pure"
+        build = getattr(stomp_proto, "BUILD", "pure")  # an older checkout has no BUILD
+        if build != wanted:  # a silent fallback would mislabel the row
+            raise SystemExit(f"{spec.client}: stomp_proto is the {build} build")
     profile_dir = os.environ.get("STOMP_BENCH_PROFILE")
     if profile_dir:
         import cProfile
