@@ -970,7 +970,7 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return {
-        # When the run ended (UTC): benchmarks/summary.py dates the published tables with it.
+        # When the run started (UTC): benchmarks/summary.py dates the published tables with it.
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),

@@ -168,6 +168,67 @@ def broker_table(broker: dict[str, Any]) -> str:
     return text
 
 
+# -- the compiled build's targets ------------------------------------------------------
+
+
+def codec_speed(codec: dict[str, Any], workload: str, read_size: int, name: str) -> float:
+    for row in codec["rows"]:
+        if (row["group"], row["workload"], row["read_size"], row["codec"]) == (
+            "decode",
+            workload,
+            read_size,
+            name,
+        ):
+            return float(row["frames_per_s"])
+    raise KeyError(f"codec.json has no {name} row for {workload} frames in {read_size} B reads")
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def compiled_targets(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
+    """The compiled build's targets (issue 24), each against this run's figures."""
+    rows = []
+    for client in ("asyncio", "trio", "threads"):
+        cpu = against_stomppy(e2e, client + COMPILED_ROW, "cpu_per_100k")
+        if cpu:
+            rows.append([
+                f"{client}: client CPU per message <= 0.5x stomp.py's, every row",
+                f"{spread(cpu)} ({sum(c <= 0.5 for c in cpu)} of {len(cpu)} rows)",
+                verdict(max(cpu) <= 0.5),
+            ])  # fmt: skip
+    bare = against_stomppy(e2e, "bare" + COMPILED_ROW, "cpu_per_100k")
+    if bare:
+        rows.append([
+            "bare ClientConnection loop: CPU per message <= 0.33x stomp.py's, every row",
+            f"{spread(bare)} ({sum(c <= 0.33 for c in bare)} of {len(bare)} rows)",
+            verdict(max(bare) <= 0.33),
+        ])  # fmt: skip
+    for client in ("asyncio", "trio", "threads"):
+        speed = against_stomppy(e2e, client + COMPILED_ROW, "msgs_per_s")
+        if speed:
+            rows.append([
+                f"{client}: messages/s >= 1.2x stomp.py's (see the broker CPU column)",
+                f"{spread(speed)} ({sum(v >= 1.2 for v in speed)} of {len(speed)} rows)",
+                verdict(min(speed) >= 1.2),
+            ])  # fmt: skip
+    for read_size in (1460, 65536):
+        value = codec_ratio(codec, "small", read_size, COMPILED)
+        rows.append([
+            f"decode small frames, {READ_SIZES[read_size]} reads: >= 5x the fastest peer",
+            ratio(value),
+            verdict(value >= 5),
+        ])  # fmt: skip
+    one_byte = codec_speed(codec, "small", 1, COMPILED) / codec_speed(codec, "small", 1, "stomp.py")
+    rows.append([
+        "decode small frames, 1 B reads: >= 1x stomp.py",
+        ratio(one_byte),
+        verdict(one_byte >= 1),
+    ])  # fmt: skip
+    return table(["target (compiled build)", "this run", "verdict"], rows)
+
+
 # -- the summary -----------------------------------------------------------------------
 
 
@@ -257,6 +318,7 @@ def outputs() -> dict[Path, str]:
     generated = {
         GENERATED / "summary.inc": note + summary(codec, e2e),
         GENERATED / "codec-targets.inc": note + codec_targets(codec),
+        GENERATED / "compiled-targets.inc": note + compiled_targets(codec, e2e),
         GENERATED / "e2e-results.inc": note + e2e_table(e2e),
         GENERATED / "broker-results.inc": note + broker_table(broker),
     }
