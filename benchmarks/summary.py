@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -187,32 +187,27 @@ def verdict(met: bool) -> str:
     return "met" if met else "**missed**"
 
 
+def row_target(label: str, values: Sequence[float], ok: Callable[[float], bool]) -> list[str]:
+    """A target over every end-to-end row: the range, how many rows meet it, the verdict."""
+    met = [ok(value) for value in values]
+    return [label, f"{spread(values)} ({sum(met)} of {len(values)} rows)", verdict(all(met))]
+
+
 def compiled_targets(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
     """The compiled build's targets (issue 24), each against this run's figures."""
     rows = []
+    for client, key, limit in [
+        *((client, "cpu_per_100k", 0.5) for client in ("asyncio", "trio", "threads")),
+        ("bare", "cpu_per_100k", 0.33),
+    ]:
+        if cpu := against_stomppy(e2e, client + COMPILED_ROW, key):
+            who = "bare ClientConnection loop" if client == "bare" else client
+            label = f"{who}: client CPU per message <= {limit}x stomp.py's, every row"
+            rows.append(row_target(label, cpu, lambda value, limit=limit: value <= limit))
     for client in ("asyncio", "trio", "threads"):
-        cpu = against_stomppy(e2e, client + COMPILED_ROW, "cpu_per_100k")
-        if cpu:
-            rows.append([
-                f"{client}: client CPU per message <= 0.5x stomp.py's, every row",
-                f"{spread(cpu)} ({sum(c <= 0.5 for c in cpu)} of {len(cpu)} rows)",
-                verdict(max(cpu) <= 0.5),
-            ])  # fmt: skip
-    bare = against_stomppy(e2e, "bare" + COMPILED_ROW, "cpu_per_100k")
-    if bare:
-        rows.append([
-            "bare ClientConnection loop: CPU per message <= 0.33x stomp.py's, every row",
-            f"{spread(bare)} ({sum(c <= 0.33 for c in bare)} of {len(bare)} rows)",
-            verdict(max(bare) <= 0.33),
-        ])  # fmt: skip
-    for client in ("asyncio", "trio", "threads"):
-        speed = against_stomppy(e2e, client + COMPILED_ROW, "msgs_per_s")
-        if speed:
-            rows.append([
-                f"{client}: messages/s >= 1.2x stomp.py's (see the broker CPU column)",
-                f"{spread(speed)} ({sum(v >= 1.2 for v in speed)} of {len(speed)} rows)",
-                verdict(min(speed) >= 1.2),
-            ])  # fmt: skip
+        if speed := against_stomppy(e2e, client + COMPILED_ROW, "msgs_per_s"):
+            label = f"{client}: messages/s >= 1.2x stomp.py's (see the broker CPU column)"
+            rows.append(row_target(label, speed, lambda value: value >= 1.2))
     for read_size in (1460, 65536):
         value = codec_ratio(codec, "small", read_size, COMPILED)
         rows.append([
