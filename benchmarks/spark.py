@@ -235,6 +235,24 @@ def timed(function: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def query_figures(running: Any, rows: int, elapsed: float) -> dict[str, Any]:
+    """What a finished streaming query moved, from its progress reports: rows/s end to
+    end (``elapsed``) and within its micro-batches, and the time spent planning them."""
+    progress = [p for p in running.recentProgress if p["numInputRows"]]
+    got = sum(p["numInputRows"] for p in progress)
+    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    plan_seconds = sum(p["durationMs"].get("latestOffset", 0) for p in progress) / 1000
+    return {
+        "rows": got,
+        "lost": rows - got,
+        "seconds": elapsed,
+        "rows_per_s": got / elapsed,
+        "batches": len(progress),
+        "batch_rows_per_s": got / batch_seconds if batch_seconds else 0.0,
+        "latest_offset_s": plan_seconds,
+    }
+
+
 def stream_read(spark: Any, broker: Any, destination: str, rows: int) -> dict[str, Any]:
     checkpoint = tempfile.mkdtemp(prefix="stomp-bench-")
     query = (
@@ -253,17 +271,7 @@ def stream_read(spark: Any, broker: Any, destination: str, rows: int) -> dict[st
     running = query.start()
     running.awaitTermination(600)
     elapsed = time.perf_counter() - started
-    progress = [p for p in running.recentProgress if p["numInputRows"]]
-    got = sum(p["numInputRows"] for p in progress)
-    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
-    return {
-        "rows": got,
-        "lost": rows - got,
-        "seconds": elapsed,
-        "rows_per_s": got / elapsed,
-        "batches": len(progress),
-        "batch_rows_per_s": got / batch_seconds if batch_seconds else 0.0,
-    }
+    return query_figures(running, rows, elapsed)
 
 
 def baseline_read(spark: Any, broker: BrokerThread, destination: str, rows: int) -> float:
@@ -442,19 +450,7 @@ def read_to_noop(spark: Any, source: str, options: dict[str, str], rows: int) ->
     )
     running.awaitTermination(900)
     elapsed = time.perf_counter() - started
-    progress = [p for p in running.recentProgress if p["numInputRows"]]
-    got = sum(p["numInputRows"] for p in progress)
-    batch_seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
-    plan_seconds = sum(p["durationMs"].get("latestOffset", 0) for p in progress) / 1000
-    return {
-        "rows": got,
-        "lost": rows - got,
-        "seconds": elapsed,
-        "rows_per_s": got / elapsed,
-        "batches": len(progress),
-        "batch_rows_per_s": got / batch_seconds if batch_seconds else 0.0,
-        "latest_offset_s": plan_seconds,
-    }
+    return query_figures(running, rows, elapsed)
 
 
 def one_task(options: dict[str, str], stream: str, count: int) -> float:

@@ -53,8 +53,10 @@ section "ruff check"
 section "mypy --strict"
 "$VENV_BIN/mypy" --strict stomp_proto
 
+# -E: a fresh environment every time.  An earlier build's pickled one kept objects that
+# pages no longer define, and warned about duplicates that a clean clone never sees.
 section "sphinx html"
-"$VENV_BIN/sphinx-build" -W --keep-going -b html docs docs/_build/html -q
+"$VENV_BIN/sphinx-build" -E -W --keep-going -b html docs docs/_build/html -q
 
 # The built site in headless Chromium at 1280 and 390 px: no page may scroll sideways,
 # no chart may be unreadable without a link to its full size; screenshots of the
@@ -70,7 +72,7 @@ else
 fi
 
 section "sphinx doctest"
-"$VENV_BIN/sphinx-build" -W -b doctest docs docs/_build/doctest -q
+"$VENV_BIN/sphinx-build" -E -W -b doctest docs docs/_build/doctest -q
 
 # The sdist and the wheel, built as a release would be (the wheel from the sdist, each
 # in an isolated build environment) and checked as PyPI would check them.

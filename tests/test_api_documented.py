@@ -91,14 +91,21 @@ def test_every_public_name_is_documented(module_name: str) -> None:
     assert not missing, f"{module_name}: not in docs/*.rst: {missing}"
 
 
+def _importable_public_modules() -> list[tuple[str, types.ModuleType]]:
+    """(name, module) of each public module that imports here (Spark's needs pyspark)."""
+    found = []
+    for module_name in PUBLIC_MODULES:
+        try:
+            found.append((module_name, importlib.import_module(module_name)))
+        except ImportError:
+            continue
+    return found
+
+
 def _public_objects() -> dict[int, str]:
     """id -> public name of everything the public modules export."""
     public: dict[int, str] = {}
-    for module_name in PUBLIC_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module_name, module in _importable_public_modules():
         for name in module.__all__:
             public.setdefault(id(getattr(module, name)), f"{module_name}.{name}")
     return public
@@ -148,11 +155,7 @@ def test_every_type_in_a_public_signature_is_public() -> None:
     ``Headers`` for one."""
     public = _public_objects()
     private: list[str] = []
-    for module_name in PUBLIC_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for _, module in _importable_public_modules():
         for name in module.__all__:
             for where, hints, namespace in _signatures(getattr(module, name)):
                 if where in NOT_CALLED_BY_USERS:
@@ -174,11 +177,7 @@ def test_every_type_in_a_public_signature_is_public() -> None:
 
 def _public_classes() -> list[tuple[str, type]]:
     found = []
-    for module_name in PUBLIC_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module_name, module in _importable_public_modules():
         for name in module.__all__:
             try:
                 obj = getattr(module, name)
