@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._build import native
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
@@ -144,12 +145,18 @@ class _PendingAcks:
         return tuple(self._by_subscription.get(subscription, ()))
 
 
+#: The accelerated build's per-message steps (stomp_proto/_speedups.pyx), or None.
+_native = native()
+
+
 class _Connection:
     """The engine both roles share; see the module docstring."""
 
     _sends: Transitions
     _receives: Transitions
     _peer_role: str
+    #: The accelerated build's ``next_event`` for an open session (a method), or None.
+    _fast_receive: Callable[[], Event | None] | None = None
 
     def __init__(
         self,
@@ -367,6 +374,12 @@ class _Connection:
             return self._queued.popleft()
         if self._error is not None:
             raise self._error
+        if self._fast_receive is not None and self._state is CONNECTED:
+            # The accelerated build reads the next frame and, for a MESSAGE, books
+            # it natively; None: no whole frame at the front of the buffer.
+            event: Event | None = self._fast_receive()
+            if event is not None:
+                return event
         while True:
             try:
                 item = self._decoder.next_frame()
@@ -385,6 +398,10 @@ class _Connection:
             # on the way - RabbitMQ sends a RECEIPT after an ERROR - are dropped,
             # in a loop: a peer may send any number of them.
             self._dropped += 1
+        return self._event_of(item)
+
+    def _event_of(self, item: Frame | HeartBeat) -> Event:
+        """The event of a frame or heart-beat received while the session is not closed."""
         if isinstance(item, HeartBeat):
             return item
         try:
@@ -635,6 +652,10 @@ class ClientConnection(_Connection):
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
     _peer_role = "server"
+    if _native is not None:
+        _fast_receive = _native.client_next_event
+        #: The accelerated build's ACK and NACK of a plain delivery (see ack()).
+        _fast_settle = _native.client_settle
 
     def __init__(
         self,
@@ -662,6 +683,10 @@ class ClientConnection(_Connection):
         a reconnect the broker redelivers it, and only that delivery can be
         acknowledged.
         """
+        if _native is not None and transaction is None and receipt is None:
+            data: bytes | None = self._fast_settle(message, True)
+            if data is not None:
+                return data
         self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
 
@@ -669,6 +694,10 @@ class ClientConnection(_Connection):
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
         """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        if _native is not None and transaction is None and receipt is None:
+            data: bytes | None = self._fast_settle(message, False)
+            if data is not None:
+                return data
         self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
 
@@ -951,3 +980,6 @@ class ServerConnection(_Connection):
         self._hint = hint
         exc.event_hint = hint
         return exc
+
+if _native is not None:
+    _native.use_connection_types(ClientConnection, CONNECTED)
