@@ -163,7 +163,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_api_documented",
         "test_docs_pages",
         "test_docs_inventory",
-        "test_mypyc_build",
+        "test_accelerated_build",
         "test_packaging",
     ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
