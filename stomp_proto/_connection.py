@@ -981,5 +981,6 @@ class ServerConnection(_Connection):
         exc.event_hint = hint
         return exc
 
+
 if _native is not None:
     _native.use_connection_types(ClientConnection, CONNECTED)
