@@ -210,9 +210,10 @@ class FrameDecoder:
         self._use_native()
 
     def _use_native(self) -> None:
-        # The native scanner holds the rules in force; it knows strict mode only.
-        strict = self._strict and _native is not None
-        self._fast = _native.HeadScanner(self) if strict else None  # type: ignore[union-attr]
+        # The native scanner holds the rules in force; it knows strict mode, and
+        # lenient mode with verbatim text (the lenient server's).
+        known = _native is not None and (self._strict or self._verbatim)
+        self._fast = _native.HeadScanner(self) if known else None  # type: ignore[union-attr]
 
     def _use_handshake_rules(self) -> None:
         # For connections, before a version is agreed: CRLF is accepted as 1.2
@@ -231,6 +232,7 @@ class FrameDecoder:
         # and a value's blanks may be the application's data (1.2 §Value
         # Encoding; RabbitMQ keeps them), which a broker must pass on untouched.
         self._verbatim = True
+        self._use_native()
 
     @property
     def strict(self) -> bool:

@@ -47,7 +47,7 @@ from ._events import (
     Send,
     parse_heartbeat,
 )
-from ._frame import UNESCAPED_COMMANDS, VERSIONS, Frame
+from ._frame import COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame
 
 cdef extern from *:
     """
@@ -245,15 +245,18 @@ cdef object _unescape(const unsigned char *data, Py_ssize_t size, bint cr):
 # -- the decoder ---------------------------------------------------------------
 
 cdef class HeadScanner:
-    """The fast path of one strict ``FrameDecoder`` under its current rules.
+    """The fast path of one ``FrameDecoder`` under its current rules.
 
-    The decoder makes one whenever its rules change (version, handshake) and
-    calls :meth:`next_frame` before its own ``next_frame`` work; a result of
-    ``None`` hands the same state to the pure code.
+    The decoder makes one whenever its rules change (version, handshake,
+    verbatim text) and calls :meth:`next_frame` before its own ``next_frame``
+    work; a result of ``None`` hands the same state to the pure code.  It knows
+    strict mode, and the lenient mode that keeps text verbatim (the lenient
+    server's, which the embedded broker runs); the decoder makes none for the
+    lenient client, which rewrites commands and values.
     """
 
     cdef object decoder
-    cdef bint crlf, unescaping, unescaping_cr, handshake
+    cdef bint lenient, crlf, unescaping, unescaping_cr, handshake
     cdef frozenset commands, bodiless
     cdef Py_ssize_t max_line_length, max_headers, max_head, max_frame_size, max_body_size
     # The decoder's slots, read and written through their descriptors.
@@ -263,11 +266,15 @@ cdef class HeadScanner:
     def __init__(self, decoder):
         cls = type(decoder)
         limits = decoder._limits
+        self.lenient = not decoder._strict
+        if self.lenient and not decoder._verbatim:
+            raise ValueError("the native scanner keeps lenient text verbatim only")
         self.crlf = decoder._crlf
         self.unescaping = decoder._unescaping
         self.unescaping_cr = decoder._unescaping_cr
         self.handshake = decoder._handshake
-        self.commands = decoder._commands
+        # Lenient mode knows every command whatever the version (_lenient_command).
+        self.commands = COMMANDS if self.lenient else decoder._commands
         self.bodiless = frozenset(decoder._bodiless)
         self.max_line_length = _clamp(limits.max_line_length)
         self.max_headers = _clamp(limits.max_headers)
@@ -307,7 +314,12 @@ cdef class HeadScanner:
             return None
         cdef bytearray buf = stomp_slot_get(self.s_buf, decoder)
         cdef Py_ssize_t pos = stomp_slot_get(self.s_pos, decoder)
-        cdef Py_ssize_t scan = stomp_slot_get(self.s_scan, decoder)
+        cdef Py_ssize_t scan
+        if self.lenient:
+            # Where the pure decoder resumes its lenient search (_next_head).
+            scan = <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) + 1
+        else:
+            scan = stomp_slot_get(self.s_scan, decoder)
         cdef Py_ssize_t end = PyByteArray_GET_SIZE(buf)
         cdef const unsigned char *data = <const unsigned char *>PyByteArray_AS_STRING(buf)
         cdef int first = _at(data, end, pos)
@@ -327,20 +339,31 @@ cdef class HeadScanner:
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
         Py_ssize_t scan,
     ):
-        # The blank line, searched where the pure decoder would search it.
+        # The blank line, searched where the pure decoder would search it: LF LF,
+        # or LF CR LF under CRLF rules; in lenient mode a line of blanks.
         cdef Py_ssize_t stop = min(end, pos + self.max_head)
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
-        cdef Py_ssize_t head_end = -1, body_start = -1
+        cdef Py_ssize_t head_end = -1, body_start = -1, j
         cdef const unsigned char *found
+        cdef int after
         while i < stop:
             found = <const unsigned char *>memchr(data + i, LF, stop - i)
             if found == NULL:
                 break
             i = found - data
-            if _at(data, stop, i + 1) == LF:
+            if self.lenient:
+                j = i + 1
+                after = _at(data, stop, j)
+                while after == 32 or after == 9 or after == CR:
+                    j += 1
+                    after = _at(data, stop, j)
+                if after == LF:
+                    head_end, body_start = i, j + 1
+                    break
+            elif _at(data, stop, i + 1) == LF:
                 head_end, body_start = i, i + 2
                 break
-            if self.crlf and _at(data, stop, i + 1) == CR and _at(data, stop, i + 2) == LF:
+            elif self.crlf and _at(data, stop, i + 1) == CR and _at(data, stop, i + 2) == LF:
                 head_end, body_start = i, i + 3
                 break
             i += 1
@@ -365,7 +388,7 @@ cdef class HeadScanner:
         cdef bint unescape = self.unescaping and (
             command == "STOMP" if self.handshake else command not in UNESCAPED
         )
-        cdef Py_ssize_t length = -1, count = 0, start, colon, value_end, k, digits
+        cdef Py_ssize_t length = -1, count = 0, start, colon, value_end, k, d, digits
         cdef list pairs = []
         cdef const unsigned char *at
         cdef bint escaped
@@ -377,7 +400,7 @@ cdef class HeadScanner:
             text_end = line_end
             if self.crlf and text_end > start and data[text_end - 1] == CR:
                 text_end -= 1
-            if self.crlf and memchr(data + start, CR, text_end - start) != NULL:
+            if not self.lenient and self.crlf and memchr(data + start, CR, text_end - start) != NULL:
                 return None  # a CR inside a line (1.2 wants it escaped)
             at = <const unsigned char *>memchr(data + start, COLON, text_end - start)
             if at == NULL or at == data + start:
@@ -400,13 +423,24 @@ cdef class HeadScanner:
             if length < 0 and colon - start == 14 and (
                 memcmp(data + start, b"content-length", 14) == 0
             ):
-                # The first content-length, read from the raw line: digits only.
-                digits = text_end - colon - 1
+                # The first content-length, read from the raw line: digits only
+                # (lenient mode: between blanks).
+                k = colon + 1
+                value_end = text_end
+                if self.lenient:
+                    while k < value_end and (data[k] == 32 or data[k] == 9 or data[k] == CR):
+                        k += 1
+                    while value_end > k and (
+                        data[value_end - 1] == 32 or data[value_end - 1] == 9
+                        or data[value_end - 1] == CR
+                    ):
+                        value_end -= 1
+                digits = value_end - k
                 if digits < 1 or digits > MOST_DIGITS:
                     return None
                 length = 0
-                for k in range(colon + 1, text_end):
-                    c = data[k]
+                for d in range(k, value_end):
+                    c = data[d]
                     if c < 48 or c > 57:
                         return None
                     length = length * 10 + (c - 48)

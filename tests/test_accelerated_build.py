@@ -83,12 +83,23 @@ streams = [
     b"MESSAGE\n" + b"x" * 70 + b":v\n\n\x00",
     b"MESSAGE\nk:\x00\n\n\x00",
     b"\r\r\nMESSAGE\n\n\x00",
+    # Lenient text: blank lines of blanks, blanks around content-length, CR in values.
+    b"SEND\ndestination:/q\ncontent-length: 2 \r\n \t\r\nab\x00",
+    b"SEND\ndestination:/q\n  \nab\x00",
+    b" \nSEND\ndestination:/q\n\n\x00",
+    b"send\ndestination:/q\n\n\x00",
+    b"SEND\nd:a\rb\r\n\r\nbody\x00",
+    b"SEND\nd:a\\tb\n\n\x00",
+    b"NACK\nid:1\n\nbody\x00",
 ]
 for version in ("1.0", "1.1", "1.2"):
-    for strict in (True, False):
+    for strict in (True, False, "verbatim"):
         for stream in streams:
             for size in (7, 1460, 1 << 20):
-                decoder = FrameDecoder(version, strict=strict, limits=Limits(max_line_length=60))
+                limits = Limits(max_line_length=60)
+                decoder = FrameDecoder(version, strict=strict is True, limits=limits)
+                if strict == "verbatim":
+                    decoder._keep_text()  # the lenient server's decoder
                 out = []
                 try:
                     for i in range(0, len(stream), size):
@@ -101,10 +112,13 @@ for version in ("1.0", "1.1", "1.2"):
                 print(version, strict, size, repr(out)[:2000], len(repr(out)))
 # Small streams in every two-chunk split: the native scanner hands partial frames
 # to the pure code at every offset.
-for version in ("1.0", "1.1", "1.2"):
+for version, verbatim in (("1.0", False), ("1.1", False), ("1.2", False), ("1.2", True)):
     for stream in streams[6:]:
         for cut in range(len(stream) + 1):
-            decoder = FrameDecoder(version, limits=Limits(max_line_length=60, max_headers=20))
+            limits = Limits(max_line_length=60, max_headers=20)
+            decoder = FrameDecoder(version, strict=not verbatim, limits=limits)
+            if verbatim:
+                decoder._keep_text()
             out = []
             try:
                 for chunk in (stream[:cut], stream[cut:], None):
