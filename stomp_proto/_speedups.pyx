@@ -47,7 +47,7 @@ from ._events import (
     Send,
     parse_heartbeat,
 )
-from ._frame import COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame
+from ._frame import BODY_COMMANDS, COMMANDS, UNESCAPED_COMMANDS, VERSIONS, Frame
 
 cdef extern from *:
     """
@@ -98,6 +98,8 @@ cdef extern from "Python.h":
     bint PyTuple_CheckExact(object)
     bint PyBytes_CheckExact(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_New(Py_ssize_t, Py_UCS4)
+    void *PyUnicode_DATA(object)
     Py_ssize_t PyTuple_GET_SIZE(object)
     PyObject *PyTuple_GET_ITEM(object, Py_ssize_t)
 
@@ -201,6 +203,15 @@ cdef object _known(_Names *table, tuple names, const unsigned char *data, Py_ssi
 
 cdef object _text(const unsigned char *data, Py_ssize_t size):
     """``data[:size]`` as str; None when it is not UTF-8 (the pure code raises)."""
+    cdef Py_ssize_t i
+    for i in range(size):
+        if data[i] >= 0x80:
+            break
+    else:
+        # ASCII, as header text nearly always is: one allocation and a copy.
+        text = PyUnicode_New(size, 127)
+        memcpy(PyUnicode_DATA(text), data, size)
+        return text
     try:
         return PyUnicode_DecodeUTF8(<const char *>data, size, NULL)
     except UnicodeDecodeError:
@@ -292,17 +303,19 @@ cdef class HeadScanner:
         self.s_error = cls._error
 
     cdef inline void _consumed(self, object decoder, Py_ssize_t at) except *:
-        stomp_slot_set(self.s_pos, decoder, at)
-        stomp_slot_set(self.s_scan, decoder, at)
-        stomp_slot_set(self.s_line_start, decoder, at)
-        stomp_slot_set(self.s_body_start, decoder, at)
+        mark = at  # one int object for the four marks
+        stomp_slot_set(self.s_pos, decoder, mark)
+        stomp_slot_set(self.s_scan, decoder, mark)
+        stomp_slot_set(self.s_line_start, decoder, mark)
+        stomp_slot_set(self.s_body_start, decoder, mark)
         stomp_slot_set(self.s_head_lines, decoder, 0)
 
     cdef inline void _beat(self, object decoder, Py_ssize_t at) except *:
         # As the pure decoder does for a heart-beat: the head's other marks stay.
-        stomp_slot_set(self.s_pos, decoder, at)
-        stomp_slot_set(self.s_scan, decoder, at)
-        stomp_slot_set(self.s_line_start, decoder, at)
+        mark = at
+        stomp_slot_set(self.s_pos, decoder, mark)
+        stomp_slot_set(self.s_scan, decoder, mark)
+        stomp_slot_set(self.s_line_start, decoder, mark)
 
     def next_frame(self, decoder):
         """The next frame or heart-beat, or None: the pure code takes over from here."""
@@ -537,11 +550,17 @@ cdef inline bint _same(object name, object known):
 
 
 def event_from_frame(cls, frame, version):
-    """``cls.from_frame(frame, version)`` for MESSAGE, RECEIPT, ERROR and CONNECTED
-    frames that carry what the version requires; None for anything else."""
+    """``cls.from_frame(frame, version)`` for MESSAGE, RECEIPT, ERROR, CONNECTED, SEND,
+    ACK and NACK frames that carry what the version requires; None for anything else."""
     cdef _EventKind kind = KINDS.get(cls)
     if kind is None or type(frame) is not FRAME:
         return None
+    return _event(kind, cls, frame, version, None)
+
+
+cdef object _event(_EventKind kind, object cls, object frame, object version, list out):
+    """The event of ``frame`` (a Frame) as ``kind`` reads it, or None; ``out``, when
+    given, receives the typed header values in ``kind.typed`` order."""
     headers = (<tuple>frame)[1]
     body = (<tuple>frame)[2]
     if not PyTuple_CheckExact(headers) or not PyBytes_CheckExact(body):
@@ -610,6 +629,8 @@ def event_from_frame(cls, frame, version):
         stomp_slot_set(kind.content_length_slot, event, has_length)
     for descr, value in kind.defaults:
         stomp_slot_set(descr, event, value)
+    if out is not None:
+        out.extend(values)
     return event
 
 
@@ -736,13 +757,23 @@ def encode(frame, str version, frozenset commands, frozenset bodies, bint conten
 
 cdef object CLIENT_CONNECTION = None
 cdef object CONNECTED_STATE = None
+cdef object MESSAGE_STATE = None   # where a MESSAGE received when CONNECTED leads
+cdef object ACK_STATE = None       # where an ACK sent when CONNECTED leads
+cdef object NACK_STATE = None
+cdef _EventKind MESSAGE_KIND = KINDS[Message]
+cdef frozenset COMMANDS_12 = COMMANDS
+cdef frozenset BODIES_12 = BODY_COMMANDS
 
 
 def use_connection_types(client_connection, connected_state):
-    """Called by _connection.py once it has defined them (it imports this module's users)."""
-    global CLIENT_CONNECTION, CONNECTED_STATE
+    """Called by _connection.py once it has defined them (this module is imported
+    before it, by the events): the client class and the transitions it takes here."""
+    global CLIENT_CONNECTION, CONNECTED_STATE, MESSAGE_STATE, ACK_STATE, NACK_STATE
     CLIENT_CONNECTION = client_connection
     CONNECTED_STATE = connected_state
+    MESSAGE_STATE = client_connection._receives.get(connected_state, {}).get(Message)
+    ACK_STATE = client_connection._sends.get(connected_state, {}).get(Ack)
+    NACK_STATE = client_connection._sends.get(connected_state, {}).get(Nack)
 
 
 def client_next_event(conn):
@@ -758,27 +789,40 @@ def client_next_event(conn):
     item = fast.next_frame(decoder)
     if item is None or type(item) is BEAT_TYPE:
         return item
-    if (<tuple>item)[0] != "MESSAGE":
+    if (
+        (<tuple>item)[0] != "MESSAGE"
+        or type(conn) is not CLIENT_CONNECTION
+        or conn._state is not CONNECTED_STATE
+        or MESSAGE_STATE is None
+    ):
         return conn._event_of(item)
     version = conn._version
-    event = event_from_frame(Message, item, version)
+    cdef list values = []
+    event = _event(MESSAGE_KIND, Message, item, version, values)
     if event is None:
         return conn._event_of(item)
-    subscription = event.subscription
-    key = subscription if subscription is not None else event.destination
-    subscribe = conn._subscriptions.get(key)
-    next_state = conn._receives.get(conn._state, {}).get(Message)
-    if subscribe is None or next_state is None:
+    # values: destination, message-id, subscription, ack, content-type
+    subscription = values[2]
+    key = subscription if subscription is not None else values[0]
+    cdef dict subscriptions = conn._subscriptions
+    subscribe = subscriptions.get(key)
+    if subscribe is None:
         return conn._event_of(item)
+    cdef dict by_subscription
+    cdef dict pending
     if subscribe.ack != "auto":
-        ident = event.ack if version == "1.2" else event.message_id
+        ident = values[3] if version == "1.2" else values[1]
         if ident is None:
             return conn._event_of(item)
         # _PendingAcks.delivered
-        pending = conn._pending
-        pending._by_subscription.setdefault(key, {})[ident] = event
-        pending._owner[ident] = key
-    conn._state = next_state
+        books = conn._pending
+        by_subscription = books._by_subscription
+        pending = by_subscription.get(key)
+        if pending is None:
+            pending = by_subscription[key] = {}
+        pending[ident] = event
+        (<dict>books._owner)[ident] = key
+    conn._state = MESSAGE_STATE
     return event
 
 
@@ -789,27 +833,25 @@ def client_settle(conn, message, bint ack):
     which the pure code then checks and sends."""
     if type(conn) is not CLIENT_CONNECTION or type(message) is not Message:
         return None
-    if conn._version != "1.2" or conn._state is not CONNECTED_STATE:
+    next_state = ACK_STATE if ack else NACK_STATE
+    if next_state is None or conn._state is not CONNECTED_STATE or conn._version != "1.2":
         return None
     ident = message.ack
     if ident is None:
         return None
     subscription = message.subscription
     key = subscription if subscription is not None else message.destination
-    pending = conn._pending
-    delivered = pending._by_subscription.get(key)
+    books = conn._pending
+    cdef dict delivered = (<dict>books._by_subscription).get(key)
     if delivered is None or delivered.get(ident) is not message:
         return None
-    owner = pending._owner
-    subscribe = conn._subscriptions.get(key)
+    cdef dict owner = books._owner
+    subscribe = (<dict>conn._subscriptions).get(key)
     if owner.get(ident) != key or subscribe is None or subscribe.ack != "client-individual":
         return None
-    next_state = conn._sends.get(CONNECTED_STATE, {}).get(Ack if ack else Nack)
-    if next_state is None:
-        return None
-    encoder = conn._encoder
+    # What FrameEncoder("1.2") writes for the ACK's frame (its version is the session's).
     frame = _new_frame("ACK" if ack else "NACK", (stomp_pair("id", ident),), b"")
-    data = encode(frame, encoder._version, encoder._commands, encoder._bodies, True)
+    data = encode(frame, "1.2", COMMANDS_12, BODIES_12, True)
     if data is None:
         return None
     # _PendingAcks.settle, and _note_sent
