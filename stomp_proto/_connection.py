@@ -157,6 +157,8 @@ class _Connection:
     _peer_role: str
     #: The accelerated build's ``next_event`` for an open session (a method), or None.
     _fast_receive: Callable[[], Event | None] | None = None
+    #: The accelerated build's ``send`` of a plain SEND (a method), or None.
+    _fast_send: Callable[[Event], bytes | None] | None = None
 
     def __init__(
         self,
@@ -282,6 +284,10 @@ class _Connection:
         # One path for every frame, kept cheap for the frames sent most (SEND,
         # ACK, MESSAGE): a table lookup by type, hooks that dispatch on the
         # type once, and no copy of the event.
+        if self._fast_send is not None:
+            sent: bytes | None = self._fast_send(event)  # the accelerated build's SEND
+            if sent is not None:
+                return sent
         next_state = self._sends.get(self._state, _NO_TRANSITIONS).get(type(event))
         if next_state is None:
             if isinstance(event, HeartBeat):
@@ -654,6 +660,7 @@ class ClientConnection(_Connection):
     _peer_role = "server"
     if _native is not None:
         _fast_receive = _native.client_next_event
+        _fast_send = _native.client_send
         #: The accelerated build's ACK and NACK of a plain delivery (see ack()).
         _fast_settle = _native.client_settle
 

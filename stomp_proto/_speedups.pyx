@@ -760,6 +760,7 @@ cdef object CONNECTED_STATE = None
 cdef object MESSAGE_STATE = None   # where a MESSAGE received when CONNECTED leads
 cdef object ACK_STATE = None       # where an ACK sent when CONNECTED leads
 cdef object NACK_STATE = None
+cdef object SEND_STATE = None      # where a SEND sent when CONNECTED leads
 cdef _EventKind MESSAGE_KIND = KINDS[Message]
 cdef frozenset COMMANDS_12 = COMMANDS
 cdef frozenset BODIES_12 = BODY_COMMANDS
@@ -768,12 +769,46 @@ cdef frozenset BODIES_12 = BODY_COMMANDS
 def use_connection_types(client_connection, connected_state):
     """Called by _connection.py once it has defined them (this module is imported
     before it, by the events): the client class and the transitions it takes here."""
-    global CLIENT_CONNECTION, CONNECTED_STATE, MESSAGE_STATE, ACK_STATE, NACK_STATE
+    global CLIENT_CONNECTION, CONNECTED_STATE, MESSAGE_STATE, ACK_STATE, NACK_STATE, SEND_STATE
     CLIENT_CONNECTION = client_connection
     CONNECTED_STATE = connected_state
     MESSAGE_STATE = client_connection._receives.get(connected_state, {}).get(Message)
     ACK_STATE = client_connection._sends.get(connected_state, {}).get(Ack)
     NACK_STATE = client_connection._sends.get(connected_state, {}).get(Nack)
+    SEND_STATE = client_connection._sends.get(connected_state, {}).get(Send)
+
+
+def client_send(conn, event):
+    """``ClientConnection.send(event)`` for a ``Send`` without a receipt, in an open
+    session (in a transaction that is open, if any): the bytes, booked.  None for
+    anything else, which the pure code then checks and sends."""
+    if type(event) is not Send or type(conn) is not CLIENT_CONNECTION:
+        return None
+    if SEND_STATE is None or conn._state is not CONNECTED_STATE or event.receipt is not None:
+        return None
+    transaction = event.transaction
+    if transaction is not None and transaction not in conn._transactions:
+        return None
+    headers = event.headers
+    if not PyTuple_CheckExact(headers):
+        return None
+    # Send._to_frame: the typed headers first, the unset ones left out, then the rest.
+    typed = [stomp_pair("destination", event.destination)]
+    content_type = event.content_type
+    if content_type is not None:
+        typed.append(stomp_pair("content-type", content_type))
+    if transaction is not None:
+        typed.append(stomp_pair("transaction", transaction))
+    frame = _new_frame("SEND", tuple(typed) + <tuple>headers, event.body)
+    encoder = conn._encoder
+    data = encode(frame, encoder._version, encoder._commands, encoder._bodies, event.content_length)
+    if data is None:
+        return None
+    conn._state = SEND_STATE
+    timer = conn._timer
+    if timer is not None:
+        timer.sent_since_check = True
+    return data
 
 
 def client_next_event(conn):

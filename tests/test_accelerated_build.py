@@ -160,7 +160,7 @@ for version in ("1.0", "1.1", "1.2"):
 EVENTS = r"""
 import dataclasses, pickle
 import stomp_proto
-from stomp_proto import ClientConnection, Connect, Message, ServerConnection, Subscribe
+from stomp_proto import ClientConnection, Connect, Message, Send, ServerConnection, Subscribe
 
 print(stomp_proto.BUILD)
 conn = ClientConnection()
@@ -203,6 +203,28 @@ try:
     conn.next_event()
 except stomp_proto.RemoteProtocolError as exc:
     print("raised", exc.kind, exc.message, conn.state)
+
+# What a client sends: SEND frames of every shape, in each version, and the refusals.
+for version in ("1.0", "1.1", "1.2"):
+    sender = ClientConnection()
+    sender.send(Connect(host="/", accept_versions=(version,)))
+    sender.receive_data(b"CONNECTED\nversion:%s\n\n\x00" % version.encode())
+    sender.next_event()
+    sender.send(stomp_proto.Begin("t1"))
+    for send in (
+        Send("/q", body=b"hi", headers={"a:b": "c\\d\re\nf"}, content_type="text/plain"),
+        Send("/q", body="\u00e9", transaction="t1"),
+        Send("/q", transaction="t2"),
+        Send("/q", receipt="r1"),
+        Send("/q", receipt="r1"),
+        Send("/q", body=b"a\x00b", content_length=False),
+        Send("/q", body=b"a", headers=(("content-length", "9"), ("x", "\ud800"))),
+        Send("/q\n", headers=(("", "empty"),)),
+    ):
+        try:
+            print(version, sender.send(send), sender.state, sender.pending_receipts)
+        except stomp_proto.LocalProtocolError as exc:
+            print(version, "raised", exc.kind, exc.message)
 
 class Mine(Message):
     pass
