@@ -82,6 +82,10 @@ cdef extern from *:
         PyObject_GC_UnTrack(pair);
         return pair;
     }
+    /* For containers that can hold no reference cycle (see the callers). */
+    static void stomp_untrack(PyObject *obj) {
+        PyObject_GC_UnTrack(obj);
+    }
     static const char *stomp_utf8(PyObject *text, Py_ssize_t *size) {
         return PyUnicode_AsUTF8AndSize(text, size);
     }
@@ -91,6 +95,7 @@ cdef extern from *:
     object stomp_alloc(object cls)
     object stomp_alloc_items(object cls, Py_ssize_t size)
     object stomp_pair(object name, object value)
+    void stomp_untrack(object obj)
     const char *stomp_utf8(object text, Py_ssize_t *size) except NULL
 
 cdef extern from "Python.h":
@@ -479,7 +484,12 @@ cdef class HeadScanner:
             if nul > body_start and command in self.bodiless:
                 return None
         body = PyBytes_FromStringAndSize(<const char *>data + body_start, nul - body_start)
-        frame = _new_frame(command, tuple(pairs), body)
+        headers = tuple(pairs)
+        frame = _new_frame(command, headers, body)
+        # Immutable all the way down (str, bytes, tuples of them): no cycle can
+        # pass through them, so the collector need not visit them.
+        stomp_untrack(headers)
+        stomp_untrack(frame)
         self._consumed(decoder, nul + 1)
         return frame
 
@@ -836,6 +846,9 @@ def client_next_event(conn):
     event = _event(MESSAGE_KIND, Message, item, version, values)
     if event is None:
         return conn._event_of(item)
+    # Every field is a str, bytes, bool, None or a tuple of str pairs (the frame
+    # came from the scanner): no cycle can pass through it.
+    stomp_untrack(event)
     # values: destination, message-id, subscription, ack, content-type
     subscription = values[2]
     key = subscription if subscription is not None else values[0]
