@@ -504,12 +504,16 @@ cdef class _EventKind:
     cdef tuple typed_slots    # their slot descriptors
     cdef object headers_slot, body_slot, content_length_slot
     cdef tuple defaults       # (descriptor, value) of every other field
+    cdef tuple not_empty      # indices in `typed` of the fields that must not be ""
 
     def __init__(self, cls, typed, typed_fields, extra_defaults):
         self.cls = cls
         self.typed = tuple(typed)
         self.typed_slots = tuple(getattr(cls, name) for name in typed_fields)
         names = [f.name for f in dataclasses.fields(cls)]
+        # FrameEvent.__post_init__ refuses these empty; a field it names that is
+        # not read from a header here would need a check of its own.
+        self.not_empty = tuple(typed_fields.index(name) for name in cls._not_empty)
         self.headers_slot = getattr(cls, "headers")
         self.body_slot = getattr(cls, "body") if "body" in names else None
         self.content_length_slot = (
@@ -521,6 +525,8 @@ cdef class _EventKind:
             if field.name in set_here:
                 continue
             value = extra_defaults[field.name] if field.name in extra_defaults else field.default
+            if value is dataclasses.MISSING:
+                raise TypeError(f"{cls.__name__}.{field.name} has no default to build it with")
             defaults.append((getattr(cls, field.name), value))
         self.defaults = tuple(defaults)
 
@@ -600,15 +606,18 @@ cdef object _event(_EventKind kind, object cls, object frame, object version, li
                 has_length = True
             else:
                 extra.append(pair)
-    # What each class's _from_frame requires (and __post_init__: no empty destination).
+    # What __post_init__ refuses, then what each class's _from_frame requires.
+    for j in kind.not_empty:
+        if values[j] == "":
+            return None
     if cls is Message:
         # destination and message-id always; subscription from 1.1.
-        if values[0] is None or values[0] == "" or values[1] is None:
+        if values[0] is None or values[1] is None:
             return None
         if values[2] is None and version != "1.0":
             return None
     elif cls is Send:
-        if values[0] is None or values[0] == "":
+        if values[0] is None:
             return None
     elif cls is Ack or cls is Nack:
         # id in 1.2; message-id before, and subscription in 1.1.
