@@ -54,6 +54,7 @@ from ._frame import Frame, Version
 from ._limits import Limits
 from ._public import present_as
 from ._state import ConnectionState
+from ._url import BrokerURL
 
 __version__ = "0.1.0.dev0"
 
@@ -61,6 +62,7 @@ __version__ = "0.1.0.dev0"
 present_as(
     __name__,
     BrokerError,
+    BrokerURL,
     ClientConnection,
     ClientError,
     ConnectionLost,
@@ -90,6 +92,7 @@ __all__ = [
     "Backoff",
     "Begin",
     "BrokerError",
+    "BrokerURL",
     "ClientConnection",
     "ClientError",
     "ClientOptions",

@@ -49,7 +49,7 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 
 @asynccontextmanager
 async def connect(
-    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
     """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
 

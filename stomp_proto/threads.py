@@ -50,7 +50,9 @@ __all__ = [
 present_as("stomp_proto.threads", Client, Subscription)
 
 
-def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]) -> Client:
+def connect(
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
+) -> Client:
     """Connect and log in; returns a :class:`Client` (use it in a ``with`` block).
 
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
