@@ -21,6 +21,7 @@ from ._client._core import (
     ClientOptions,
     ConnectionLost,
     HeartBeatLost,
+    TracingHook,
 )
 from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
 from ._connection import ClientConnection, ServerConnection
@@ -76,6 +77,7 @@ present_as(
     ProtocolError,
     RemoteProtocolError,
     ServerConnection,
+    TracingHook,
 )
 
 # Which build of the sans-IO core is loaded: "compiled" or "pure" ("mixed" for a
@@ -124,6 +126,7 @@ __all__ = [
     "Send",
     "ServerConnection",
     "Subscribe",
+    "TracingHook",
     "Unsubscribe",
     "Version",
     "drain_and_close",

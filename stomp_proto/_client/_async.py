@@ -113,6 +113,7 @@ class AsyncSubscription:
         self._active = False
         #: The receipt id of its SUBSCRIBE while that is awaited.
         self._receipt: str | None = None
+        self._tracing = client._options.tracing
 
     @property
     def id(self) -> str:
@@ -163,7 +164,11 @@ class AsyncSubscription:
             return None
         if len(self._messages) == self._limit:
             self._room.set()  # the reader may be waiting for room
-        return self._messages.popleft()
+        message = self._messages.popleft()
+        if self._tracing is not None:
+            client = self._client
+            self._tracing.received(message, client.broker, client.version)
+        return message
 
     def _put_nowait(self, message: Message) -> bool:
         """Buffer ``message`` (the reader); False when the buffer is full."""
@@ -537,7 +542,13 @@ class AsyncClient:
             receipt=receipt,
             content_length=content_length,
         )
-        await self._send(event, receipt_id)
+        tracing = self._options.tracing
+        if tracing is None:
+            await self._send(event, receipt_id)
+            return
+        # A span around the call; the SEND carries its context.
+        with tracing.sending(event, self.broker, self.version) as traced:
+            await self._send(traced, receipt_id)
 
     def subscribe(
         self,

@@ -20,6 +20,7 @@ import itertools
 import random
 import ssl as _ssl
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
@@ -59,6 +60,7 @@ __all__ = [
     "HeartBeatLost",
     "Outbox",
     "Reconnects",
+    "TracingHook",
 ]
 
 
@@ -137,6 +139,26 @@ class Backoff:
             delay = min(delay * self.factor, self.maximum)
 
 
+class TracingHook(Protocol):
+    """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
+    (OpenTelemetry) is one.
+
+    The clients know nothing more of tracing: without the option the hook is
+    one ``is None`` test per send and per message taken.
+    """
+
+    def sending(
+        self, send: Send, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[Send]:
+        """Around the writing of ``send`` (and the wait for its receipt): yields the
+        SEND to write instead (with the trace context in its headers)."""
+        ...
+
+    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
+        """The application took ``message`` from a subscription."""
+        ...
+
+
 @interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectOptions:
@@ -173,6 +195,8 @@ class ConnectOptions:
     hosts: tuple[Address, ...] = ()
     #: Try ``hosts`` in an order shuffled once, not as given.
     randomize: bool = False
+    #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
+    tracing: TracingHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -264,6 +288,9 @@ class ClientOptions(TypedDict, total=False):
     hosts: Sequence[tuple[str, int]]
     #: Try ``hosts`` in an order shuffled once; default ``False``: as given.
     randomize: bool
+    #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
+    #: taken, trace context in the headers (see :doc:`tracing`); default none.
+    tracing: TracingHook | None
 
 
 # -- routes: what an adapter does with one event ---------------------------------

@@ -183,6 +183,7 @@ class Subscription:
         self._receipt: str | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
+        self._tracing = client._options.tracing
 
     @property
     def id(self) -> str:
@@ -214,7 +215,10 @@ class Subscription:
                         client._refill(self)
                     if waited:
                         client._hand_on()
-                    return message
+                    if self._tracing is None:
+                        return message
+                    break  # to record it outside the lock
+
                 if self._ended:
                     if waited:
                         client._hand_on()
@@ -256,6 +260,8 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
+        self._tracing.received(message, client.broker, client.version)
+        return message
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
@@ -931,7 +937,13 @@ class Client:
             receipt=receipt,
             content_length=content_length,
         )
-        self._send(event, receipt_id)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id)
+            return
+        # A span around the call; the SEND carries its context.
+        with tracing.sending(event, self.broker, self.version) as traced:
+            self._send(traced, receipt_id)
 
     @contextmanager
     def subscribe(
