@@ -77,8 +77,9 @@ class BrokerURL:
     tls: bool = False
     #: The WebSocket path (``ws``, ``wss``), else None.
     websocket: str | None = None
+    #: The login before ``@``, percent-decoded.
     login: str | None = None
-    #: Left out of the repr: URLs and options get logged.
+    #: The passcode after ``login:``; left out of the repr (options get logged).
     passcode: str | None = field(default=None, repr=False)
     #: The virtual host from the path of a ``stomp`` URL, else None.
     vhost: str | None = None
