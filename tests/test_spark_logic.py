@@ -65,8 +65,8 @@ from stomp_proto.spark._options import (  # noqa: E402
     ReaderSettings,
     WriterSettings,
 )
-from stomp_proto.spark._reader import StreamConsumer, drain  # noqa: E402
-from stomp_proto.spark._writer import (  # noqa: E402
+from stomp_proto.spark._queue._reader import StreamConsumer, drain  # noqa: E402
+from stomp_proto.spark._queue._writer import (  # noqa: E402
     PartitionWriter,
     SendEncoder,
     plan_columns,

@@ -54,7 +54,7 @@ def local_session(
 
     from pyspark.sql import SparkSession
 
-    from ._datasource import register
+    from ._register import register
 
     session = (
         SparkSession.builder.master(f"local[{cores}]")

@@ -1,8 +1,8 @@
 """The Spark side of ``stomp-streams``: RabbitMQ stream queues, read in parallel and replayable.
 
 A thin adapter from Spark's Python Data Source API to the plain objects of
-``_streamplan`` (planning on the driver, range reads on executors) and
-``_streamwrite`` (the sink).  As everywhere in this package, nothing
+``_reader`` (planning on the driver, range reads on executors) and
+``_writer`` (the sink).  As everywhere in this package, nothing
 connects before Spark calls a method that needs the broker.
 """
 
@@ -25,13 +25,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ._datasource import _kind
-from ._options import ConnectionSettings
-from ._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
-from ._streamlink import declare_streams
-from ._streamplan import StreamsPlanner, read_partition
-from ._streams import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
-from ._streamwrite import StreamsPartitionWriter, plan_stream_columns
+from .._columns import column_kind
+from .._options import ConnectionSettings
+from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
+from ._link import declare_streams
+from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
+from ._reader import StreamsPlanner, read_partition
+from ._writer import StreamsPartitionWriter, plan_stream_columns
 
 try:  # Spark 4.2 and later
     from pyspark.sql.streaming.datasource import (
@@ -266,7 +266,7 @@ class StompStreamsDataSource(DataSource):
     def _partition_writer(self, schema: StructType) -> StreamsPartitionWriter:
         settings = StreamsWriterSettings.from_options(self.options)
         columns = plan_stream_columns(
-            [(f.name, _kind(f.dataType)) for f in schema.fields], settings
+            [(f.name, column_kind(f.dataType)) for f in schema.fields], settings
         )
         connection = ConnectionSettings.from_options(self.options)
         # Before any task sends: RabbitMQ drops SENDs to a missing stream silently.
