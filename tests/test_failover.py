@@ -220,3 +220,20 @@ def test_a_first_attempt_interrupted_by_something_else_is_not_a_failure() -> Non
     next(first.attempts())
     with pytest.raises(KeyboardInterrupt):
         first.failed(KeyboardInterrupt())
+
+
+# -- URLs, end to end -------------------------------------------------------------------
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_stomp_url_with_credentials_and_a_ws_url(h: Harness) -> None:
+    broker = await h.start_broker(users=USERS, websocket="/ws")
+    queue = "/queue/by-url"
+    async with (
+        h.connect(None, host=f"stomp://guest:guest@{HOST}:{broker.port}/") as client,
+        client.subscribe(queue) as messages,
+        h.connect(None, host=f"ws://guest:guest@{HOST}:{broker.port}/ws") as over_ws,
+    ):
+        assert over_ws.version is not None
+        await over_ws.send(queue, b"from the ws:// client", receipt=True)
+        assert (await messages.get(WAIT)).body == b"from the ws:// client"
