@@ -153,19 +153,28 @@ async def test_a_broker_that_refuses_the_login_is_one_failure_among_others(h: Ha
         assert client.broker == hosts[1]
 
 
-@on_every_adapter(versions=(None,))
-async def test_failover_from_the_embedded_broker_to_rabbitmq(h: Harness) -> None:
-    rabbit = real_broker("rabbitmq")
-    embedded = await h.start_broker(vanishing=True, users={rabbit.login: rabbit.passcode})
-    hosts = [(HOST, embedded.port), (HOST, rabbit.port)]
+async def _failover_to_a_real_broker(h: Harness, name: str) -> None:
+    real = real_broker(name)
+    embedded = await h.start_broker(vanishing=True, users={real.login: real.passcode})
+    hosts = [(HOST, embedded.port), (HOST, real.port)]
     queue = f"/queue/stomp-proto-failover-{h.adapter}-{next(_queues)}"
-    async with h.connect(None, hosts=hosts, reconnect=FAST, **rabbit.options()) as client:
+    async with h.connect(None, hosts=hosts, reconnect=FAST, **real.options()) as client:
         assert client.broker == hosts[0]
         confirmed, failures = await _produce_through_a_broker_death(
             h, client, lambda: h.stop_broker(embedded), queue
         )
         assert client.broker == hosts[1]
         _check(confirmed, failures, hosts[1], await _bodies(client, queue))
+
+
+@on_every_adapter(versions=(None,))
+async def test_failover_from_the_embedded_broker_to_rabbitmq(h: Harness) -> None:
+    await _failover_to_a_real_broker(h, "rabbitmq")
+
+
+@on_every_adapter(versions=(None,))
+async def test_failover_from_the_embedded_broker_to_activemq(h: Harness) -> None:
+    await _failover_to_a_real_broker(h, "activemq")
 
 
 # -- the rotation and the first connect's clock, without I/O ------------------------------
