@@ -11,6 +11,9 @@
 
 The client itself is written once, in ``stomp_proto._client._async``;
 ``stomp_proto._client._asyncio`` supplies asyncio's streams, futures, queues, tasks and timeouts.
+
+For servers on asyncio's streams, :func:`drain_and_close` ends a connection so
+that the ERROR written last reaches a client that is still sending.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ._client._core import (
     ConnectOptions,
     HeartBeatLost,
 )
+from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "connect",
+    "drain_and_close",
 ]
 
 # Shared with the trio adapter (which names them the same way); documented here.
