@@ -69,6 +69,7 @@ class Frame(NamedTuple):
     Header names and values are ``str`` (decoded and unescaped); the body is
     raw ``bytes``.
 
+    >>> from stomp_proto import Frame
     >>> f = Frame("MESSAGE", (("foo", "World"), ("foo", "Hello")), b"")
     >>> f.get("foo")
     'World'
