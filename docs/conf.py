@@ -182,8 +182,25 @@ def spec_role(
     return [nodes.reference(rawtext, title, refuri=url, **(options or {}))], []
 
 
+def _no_builtin_docstring(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """Leave out a constant's docstring when it is its type's (``str``, ``float``,
+    ``tuple`` ...): ``DRAIN_TIMEOUT`` is not "Convert a string or number to a
+    floating point number".  The directive's own text describes it."""
+    if what not in ("data", "attribute") or not lines:
+        return
+    # An alias such as ``tuple[tuple[str, str], ...]`` passes on its origin's docstring.
+    for source in (type(obj), getattr(obj, "__origin__", None)):
+        borrowed = getattr(source, "__doc__", None)
+        if isinstance(borrowed, str) and inspect.cleandoc(borrowed).splitlines()[0] == lines[0]:
+            lines.clear()
+            return
+
+
 def setup(app: Any) -> None:
     app.add_role("spec", spec_role)
+    app.connect("autodoc-process-docstring", _no_builtin_docstring)
     app.connect("autodoc-process-bases", _public_bases)
     # After autodoc's own handler, which records the hints (Sphinx before 9).
     app.connect("autodoc-process-signature", _public_typehints, priority=600)

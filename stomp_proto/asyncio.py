@@ -56,7 +56,8 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 async def connect(
     host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
-    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+    """Connect to the broker at ``host:port`` and log in; yield an :class:`AsyncClient`;
+    leave with DISCONNECT.
 
     An async context manager: ``async with connect(...) as client``.
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors

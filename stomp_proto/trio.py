@@ -59,10 +59,12 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 async def connect(
     host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
-    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+    """Connect to the broker at ``host:port`` and log in; yield an :class:`AsyncClient`;
+    leave with DISCONNECT.
 
     An async context manager: ``async with connect(...) as client``.  The same
-    options and behaviour as :func:`stomp_proto.asyncio.connect`.
+    ``options`` (:class:`~stomp_proto.ClientOptions`) and behaviour as
+    :func:`stomp_proto.asyncio.connect`.
     """
     try:
         async with trio.open_nursery() as nursery:

@@ -136,7 +136,8 @@ class Broker:
 
     ``ssl`` makes it a TLS server; ``websocket`` (a path such as ``"/ws"``)
     serves STOMP over WebSocket on the same port as well (needs wsproto, the
-    ``ws`` extra); the other keywords are the :class:`BrokerCore` options.
+    ``ws`` extra); the other keywords, ``options``, are the :class:`BrokerCore`
+    options (:class:`BrokerOptions`).
     Use it as an async context manager::
 
         async with Broker() as broker:
@@ -474,7 +475,9 @@ async def run_broker(
 ) -> None:
     """Serve a :class:`Broker` on ``host:port`` until cancelled, then close it cleanly.
 
-    ``websocket``: also serve STOMP over WebSocket at this path (see :class:`Broker`).
+    ``ssl`` (a server-side :class:`ssl.SSLContext`) makes it a TLS server;
+    ``websocket``: also serve STOMP over WebSocket at this path (see
+    :class:`Broker`); ``options`` are the :class:`BrokerCore` options.
 
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).

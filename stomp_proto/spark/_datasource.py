@@ -72,7 +72,8 @@ _MESSAGE_COLUMNS = [
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with a session (once each)."""
+    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with ``spark``, a
+    SparkSession (once each)."""
     from ._streams_datasource import StompStreamsDataSource
 
     spark.dataSource.register(StompDataSource)
@@ -259,7 +260,8 @@ class StompDataSource(DataSource):
     """``format("stomp")``: read messages from a destination, or send rows as messages.
 
     Register it with ``spark.dataSource.register(StompDataSource)`` (or
-    :func:`register`).  Options and guarantees: ``docs/spark.rst``.
+    :func:`register`).  Its ``options`` (``.option(...)`` in Spark) and guarantees:
+    :doc:`/spark`.
     """
 
     @classmethod
@@ -274,6 +276,8 @@ class StompDataSource(DataSource):
     def simpleStreamReader(self, schema: StructType) -> StompStreamReader:
         """Called by Spark for ``readStream``: the streaming reader.
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.SimpleDataSourceStreamReader
         """
         _check_message_schema(schema)
@@ -286,6 +290,8 @@ class StompDataSource(DataSource):
 
     def reader(self, schema: StructType) -> StompBatchReader:
         """Called by Spark for ``read``: the batch reader (drains until idle).
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
@@ -303,6 +309,9 @@ class StompDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StompArrowWriter:
         """Called by Spark for ``write``: one STOMP transaction per partition.
 
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+
         :rtype: pyspark.sql.datasource.DataSourceArrowWriter
         """
         if overwrite:
@@ -313,7 +322,11 @@ class StompDataSource(DataSource):
         return StompArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """Called by Spark for ``writeStream``: one transaction per partition and batch."""
+        """Called by Spark for ``writeStream``: one transaction per partition and batch.
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+        """
         if DataSourceStreamArrowWriter is not None:
             return StompStreamArrowWriter(self._partition_writer(schema))
         return StompStreamWriter(self._partition_writer(schema))  # pragma: no cover
@@ -339,7 +352,10 @@ class StompCaptureReader(DataSourceReader):
 
 
 class StompCaptureDataSource(DataSource):
-    """``format("stomp-capture")``: one row per frame of recorded STOMP byte streams."""
+    """``format("stomp-capture")``: one row per frame of recorded STOMP byte streams.
+
+    Its ``options`` (``.option(...)`` in Spark) are in :doc:`/spark`.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -352,6 +368,8 @@ class StompCaptureDataSource(DataSource):
 
     def reader(self, schema: StructType) -> StompCaptureReader:
         """Called by Spark for ``read``: one partition per capture file.
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
