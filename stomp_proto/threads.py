@@ -51,7 +51,8 @@ present_as("stomp_proto.threads", Client, Subscription)
 
 
 def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]) -> Client:
-    """Connect and log in; returns a :class:`Client` (use it in a ``with`` block).
+    """Connect to the broker at ``host:port`` and log in; returns a :class:`Client`
+    (use it in a ``with`` block).
 
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
     are :class:`ConnectionLost` and :class:`BrokerError`.
