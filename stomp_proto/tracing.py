@@ -70,7 +70,10 @@ class Tracing:
     ) -> Iterator[Send]:
         """The ``send`` span, current for the block; yields ``send`` with its context.
 
-        A trace context the application put in the headers itself is kept.
+        ``broker`` (``(host, port)``) and ``version`` (the negotiated STOMP
+        version) become the span's ``server.*`` and ``network.protocol.*``
+        attributes.  A trace context the application put in the headers itself
+        is kept.
         """
         attributes = _attributes("send", send.destination, broker, version)
         attributes["messaging.message.body.size"] = len(send.body)
@@ -85,7 +88,7 @@ class Tracing:
 
     def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
         """Record that the application took ``message``: a ``process`` span, a child of
-        the context it carries."""
+        the context it carries; ``broker`` and ``version`` as for :meth:`sending`."""
         parent = self.context(message)
         sent_by = trace.get_current_span(parent).get_span_context()
         attributes = _attributes("process", message.destination, broker, version)

@@ -150,7 +150,8 @@ class AsyncSubscription:
         """The next message; ``None`` once the subscription has ended cleanly.
 
         Messages buffered before the end come first.  Raises the error that
-        ended the session, or TimeoutError.
+        ended the session, or TimeoutError when ``timeout`` seconds pass first
+        (``None``: wait as long as it takes).
         """
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
@@ -532,6 +533,15 @@ class AsyncClient:
 
         A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
+
+        :param destination: where to send it (``/queue/work``, ``/topic/news``;
+            the names a broker accepts are its own).
+        :param body: the message, bytes or text.
+        :param content_type: the ``content-type`` header (a MIME type).
+        :param headers: more headers, sent as given (broker extensions,
+            application properties).
+        :param transaction: the id of an open :meth:`transaction`: the message
+            is delivered when it commits.
         """
         event, receipt_id = self._core.send_event(
             destination,
@@ -561,6 +571,12 @@ class AsyncClient:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
         ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+
+        :param destination: the queue or topic to receive from.
+        :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
+            it sends them), ``"client"`` (an :meth:`ack` covers every earlier
+            message too) or ``"client-individual"`` (each on its own).
+        :param id: the subscription's id; by default the client picks one.
         """
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 
@@ -583,13 +599,23 @@ class AsyncClient:
     async def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
+        """Acknowledge ``message``; the headers follow the negotiated version.
+
+        :param transaction: the id of an open :meth:`transaction`: the
+            acknowledgement takes effect when it commits.
+        :param receipt: return only once the broker has confirmed it.
+        """
         await self._settle(message, transaction, receipt, nack=False)
 
     async def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
+        """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
+        or elsewhere.
+
+        :param transaction: the id of an open :meth:`transaction`.
+        :param receipt: return only once the broker has confirmed it.
+        """
         await self._settle(message, transaction, receipt, nack=True)
 
     async def _settle(

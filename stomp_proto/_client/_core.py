@@ -151,11 +151,16 @@ class TracingHook(Protocol):
         self, send: Send, broker: tuple[str, int], version: Version | None
     ) -> AbstractContextManager[Send]:
         """Around the writing of ``send`` (and the wait for its receipt): yields the
-        SEND to write instead (with the trace context in its headers)."""
+        SEND to write instead (with the trace context in its headers).
+
+        ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
+        STOMP version (``None`` before CONNECTED).
+        """
         ...
 
     def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
-        """The application took ``message`` from a subscription."""
+        """The application took ``message`` from a subscription; ``broker`` and
+        ``version`` as for :meth:`sending`."""
         ...
 
 

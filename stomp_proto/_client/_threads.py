@@ -927,6 +927,15 @@ class Client:
 
         A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
+
+        :param destination: where to send it (``/queue/work``, ``/topic/news``;
+            the names a broker accepts are its own).
+        :param body: the message, bytes or text.
+        :param content_type: the ``content-type`` header (a MIME type).
+        :param headers: more headers, sent as given (broker extensions,
+            application properties).
+        :param transaction: the id of an open :meth:`transaction`: the message
+            is delivered when it commits.
         """
         event, receipt_id = self._core.send_event(
             destination,
@@ -957,6 +966,12 @@ class Client:
         """Subscribe for the duration of a ``with`` block.
 
         ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+
+        :param destination: the queue or topic to receive from.
+        :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
+            it sends them), ``"client"`` (an :meth:`ack` covers every earlier
+            message too) or ``"client-individual"`` (each on its own).
+        :param id: the subscription's id; by default the client picks one.
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
@@ -984,13 +999,23 @@ class Client:
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
+        """Acknowledge ``message``; the headers follow the negotiated version.
+
+        :param transaction: the id of an open :meth:`transaction`: the
+            acknowledgement takes effect when it commits.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=False)
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
+        """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
+        or elsewhere.
+
+        :param transaction: the id of an open :meth:`transaction`.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=True)
 
     def _settle(

@@ -17,7 +17,7 @@ Needs the ``spark`` extra (``pip install 'stomp-proto[spark]'``: pyspark 4 and
 pyarrow); the rest of ``stomp_proto`` never imports pyspark.  The data source
 classes are loaded on first use, so the Spark-free logic in this package's
 private modules can be imported (and tested) without pyspark.  The guide:
-``docs/spark.rst``.
+:doc:`/spark`.
 """
 
 from __future__ import annotations

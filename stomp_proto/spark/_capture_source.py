@@ -40,7 +40,10 @@ class StompCaptureReader(DataSourceReader):
 
 
 class StompCaptureDataSource(DataSource):
-    """``format("stomp-capture")``: one row per frame of recorded STOMP byte streams."""
+    """``format("stomp-capture")``: one row per frame of recorded STOMP byte streams.
+
+    Its ``options`` (``.option(...)`` in Spark) are in :doc:`/spark`.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -53,6 +56,8 @@ class StompCaptureDataSource(DataSource):
 
     def reader(self, schema: StructType) -> StompCaptureReader:
         """Called by Spark for ``read``: one partition per capture file.
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceReader
         """

@@ -15,7 +15,8 @@ __all__ = ["register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with a session (once each)."""
+    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with ``spark``, a
+    SparkSession (once each)."""
     spark.dataSource.register(StompDataSource)
     spark.dataSource.register(StompStreamsDataSource)
     spark.dataSource.register(StompCaptureDataSource)

@@ -227,7 +227,8 @@ class StompDataSource(DataSource):
     """``format("stomp")``: read messages from a destination, or send rows as messages.
 
     Register it with ``spark.dataSource.register(StompDataSource)`` (or
-    :func:`register`).  Options and guarantees: ``docs/spark.rst``.
+    :func:`register`).  Its ``options`` (``.option(...)`` in Spark) and guarantees:
+    :doc:`/spark`.
     """
 
     @classmethod
@@ -242,6 +243,8 @@ class StompDataSource(DataSource):
     def simpleStreamReader(self, schema: StructType) -> StompStreamReader:
         """Called by Spark for ``readStream``: the streaming reader.
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.SimpleDataSourceStreamReader
         """
         _check_message_schema(schema)
@@ -254,6 +257,8 @@ class StompDataSource(DataSource):
 
     def reader(self, schema: StructType) -> StompBatchReader:
         """Called by Spark for ``read``: the batch reader (drains until idle).
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
@@ -271,6 +276,9 @@ class StompDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StompArrowWriter:
         """Called by Spark for ``write``: one STOMP transaction per partition.
 
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+
         :rtype: pyspark.sql.datasource.DataSourceArrowWriter
         """
         if overwrite:
@@ -281,7 +289,11 @@ class StompDataSource(DataSource):
         return StompArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """Called by Spark for ``writeStream``: one transaction per partition and batch."""
+        """Called by Spark for ``writeStream``: one transaction per partition and batch.
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+        """
         if DataSourceStreamArrowWriter is not None:
             return StompStreamArrowWriter(self._partition_writer(schema))
         return StompStreamWriter(self._partition_writer(schema))  # pragma: no cover

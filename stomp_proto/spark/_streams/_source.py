@@ -230,7 +230,8 @@ class StompStreamsDataSource(DataSource):
     """``format("stomp-streams")``: RabbitMQ stream queues, read in parallel, replayable.
 
     Register it with ``spark.dataSource.register(StompStreamsDataSource)`` (or
-    :func:`~stomp_proto.spark.register`).  Options and guarantees: ``docs/spark.rst``.
+    :func:`~stomp_proto.spark.register`).  Its ``options`` (``.option(...)`` in Spark)
+    and guarantees: :doc:`/spark`.
     """
 
     @classmethod
@@ -252,12 +253,16 @@ class StompStreamsDataSource(DataSource):
     def reader(self, schema: StructType) -> StreamsBatchReader:
         """Called by Spark for ``read``: the offsets in the streams now, in parallel.
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
         return StreamsBatchReader(self._planner(schema))
 
     def streamReader(self, schema: StructType) -> StreamsStreamReader:
         """Called by Spark for ``readStream``: replayable micro-batches by offset.
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceStreamReader
         """
@@ -281,6 +286,9 @@ class StompStreamsDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StreamsArrowWriter:
         """Called by Spark for ``write``: rows appended to the streams.
 
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+
         :rtype: pyspark.sql.datasource.DataSourceArrowWriter
         """
         if overwrite:
@@ -291,7 +299,11 @@ class StompStreamsDataSource(DataSource):
         return StreamsArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """Called by Spark for ``writeStream`` (Spark 4.1 and later)."""
+        """Called by Spark for ``writeStream`` (Spark 4.1 and later).
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+        """
         if DataSourceStreamArrowWriter is None:  # pragma: no cover - Spark 4.0
             raise ValueError("streaming writes to stomp-streams need Spark 4.1 or later")
         return StreamsStreamArrowWriter(self._partition_writer(schema))
