@@ -57,10 +57,15 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 
 @asynccontextmanager
 async def connect(
-    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
     """Connect to the broker at ``host:port`` and log in; yield an :class:`AsyncClient`;
     leave with DISCONNECT.
+
+    ``host`` and ``port`` default to 127.0.0.1 and 61613; ``host`` may be a
+    connection URL instead (``stomp://user:pass@host:61613/vhost``,
+    ``failover:(...)``, see :doc:`failover`), and ``hosts=[(host, port), ...]``
+    names several brokers.
 
     An async context manager: ``async with connect(...) as client``.  The same
     ``options`` (:class:`~stomp_proto.ClientOptions`) and behaviour as
