@@ -69,6 +69,7 @@ class Frame(NamedTuple):
     Header names and values are ``str`` (decoded and unescaped); the body is
     raw ``bytes``.
 
+    >>> from stomp_proto import Frame
     >>> f = Frame("MESSAGE", (("foo", "World"), ("foo", "Hello")), b"")
     >>> f.get("foo")
     'World'
@@ -90,7 +91,12 @@ class Frame(NamedTuple):
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
         body: bytes = b"",
     ) -> Frame:
-        """Build a frame from a mapping or an iterable of ``(name, value)`` pairs."""
+        """Build a frame of ``command``, ``headers`` and ``body``.
+
+        ``headers`` is a mapping or an iterable of ``(name, value)`` pairs; they
+        keep their order, and names and values are made ``str``.  ``body`` is
+        the raw bytes (empty by default).
+        """
         items = headers.items() if isinstance(headers, Mapping) else headers
         return cls(command, tuple((str(k), str(v)) for k, v in items), bytes(body))
 

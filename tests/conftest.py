@@ -125,10 +125,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_client_signatures",
         "test_error_arrives",
         "test_examples",
+        "test_failover",
         "test_hostile_brokers",
         "test_plain_socket_example",
         "test_threads_concurrency",
         "test_threads_read_role",
+        "test_tracing",
+        "test_url",
         "test_websocket",
     ),
     # the embedded broker and the command line
