@@ -159,6 +159,8 @@ class _Connection:
     _fast_receive: Callable[[], Event | None] | None = None
     #: The accelerated build's ``send`` of a plain SEND (a method), or None.
     _fast_send: Callable[[Event], bytes | None] | None = None
+    #: The accelerated build's iterator over the events available now, or None.
+    _fast_events: Callable[[Any], Iterator[Event]] | None = None
 
     def __init__(
         self,
@@ -363,6 +365,11 @@ class _Connection:
 
     def __iter__(self) -> Iterator[Event]:
         """Drain the events available now."""
+        if self._fast_events is not None:
+            return self._fast_events(self)
+        return self._drain()
+
+    def _drain(self) -> Iterator[Event]:
         while (event := self.next_event()) is not None:
             yield event
 
@@ -675,6 +682,7 @@ class ClientConnection(_Connection):
     if _native is not None:
         _fast_receive = _native.client_next_event
         _fast_send = _native.client_send
+        _fast_events = _native.ClientEvents
         #: The accelerated build's ACK and NACK of a plain delivery (see ack()).
         _fast_settle = _native.client_settle
 

@@ -883,6 +883,36 @@ def client_next_event(conn):
     return event
 
 
+cdef class ClientEvents:
+    """``iter(ClientConnection)``: the events available now, each from
+    :func:`client_next_event` while the session is open and nothing is queued, else
+    from the connection's own ``next_event`` (a subclass's always)."""
+
+    cdef object conn
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        conn = self.conn
+        event = None
+        if (
+            type(conn) is CLIENT_CONNECTION
+            and conn._state is CONNECTED_STATE
+            and conn._error is None
+            and not conn._queued
+        ):
+            event = client_next_event(conn)
+        if event is None:
+            event = conn.next_event()
+            if event is None:
+                raise StopIteration
+        return event
+
+
 def client_settle(conn, message, bint ack):
     """``ClientConnection.ack(message)`` (or ``nack``), with no transaction or receipt,
     in an open 1.2 session, for the very message delivered on a client-individual

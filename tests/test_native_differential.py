@@ -48,6 +48,7 @@ def pure_core() -> Iterator[None]:
             patch.setattr(module, "_native", None)
         patch.setattr(_connection.ClientConnection, "_fast_receive", None)
         patch.setattr(_connection.ClientConnection, "_fast_send", None)
+        patch.setattr(_connection.ClientConnection, "_fast_events", None)
         yield
 
 
@@ -74,6 +75,7 @@ def test_pure_core_switches_every_hook_off() -> None:
         conn = stomp_proto.ClientConnection()
         assert decoder._fast is None
         assert conn._fast_receive is None and conn._fast_send is None
+        assert conn._fast_events is None
         assert _events._native is None and _encoder._native is None
     assert stomp_proto.FrameDecoder()._fast is not None
 
