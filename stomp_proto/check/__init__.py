@@ -1,0 +1,56 @@
+"""A conformance checker for STOMP brokers: ``python -m stomp_proto check HOST:PORT``.
+
+:func:`run_check` runs the catalogue's cases (:func:`catalogue`) against a
+running broker and returns a :class:`Report` of :class:`Result` values, each
+with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
+:func:`write_junit` and :func:`write_html` write it out.  See
+``docs/checking.rst``.
+"""
+
+from .._public import present_as
+from ._case import CATALOGUE, GROUPS, Case, Verdict
+from ._report import write_html, write_json, write_junit
+from ._runner import Report, Result, run, select
+from ._wire import Target, Unreachable
+
+
+def catalogue() -> list[Case]:
+    """Every case, in the order of their ids."""
+    return list(CATALOGUE)
+
+
+def run_check(
+    target: Target,
+    versions: tuple[str, ...] = ("1.0", "1.1", "1.2"),
+    cases: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    *,
+    workers: int = 12,
+) -> Report:
+    """Run the cases of ``versions`` matching ``cases`` (wildcards on ids, or group names)
+    and not ``exclude`` against ``target``; raises :class:`Unreachable` when it cannot connect.
+    """
+    chosen = select(
+        [v for v in versions if v in ("1.0", "1.1", "1.2")],  # type: ignore[misc]
+        cases,
+        exclude,
+    )
+    return run(target, chosen, workers=workers)
+
+
+__all__ = [
+    "GROUPS",
+    "Case",
+    "Report",
+    "Result",
+    "Target",
+    "Unreachable",
+    "Verdict",
+    "catalogue",
+    "run_check",
+    "write_html",
+    "write_json",
+    "write_junit",
+]
+
+present_as(__name__, Case, Report, Result, Target, Unreachable, Verdict)
