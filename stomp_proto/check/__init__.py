@@ -8,10 +8,10 @@ with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
 """
 
 from .._public import present_as
-from ._case import CATALOGUE, GROUPS, Case, Verdict
+from ._case import CATALOGUE, GROUPS, Case, Outcome, Probe, Verdict, case
 from ._report import write_html, write_json, write_junit
 from ._runner import Report, Result, run, select
-from ._wire import Target, Unreachable
+from ._wire import RawFrame, Target, Unreachable, Wire
 
 
 def catalogue() -> list[Case]:
@@ -41,11 +41,16 @@ def run_check(
 __all__ = [
     "GROUPS",
     "Case",
+    "Outcome",
+    "Probe",
+    "RawFrame",
     "Report",
     "Result",
     "Target",
     "Unreachable",
     "Verdict",
+    "Wire",
+    "case",
     "catalogue",
     "run_check",
     "write_html",
@@ -53,4 +58,4 @@ __all__ = [
     "write_junit",
 ]
 
-present_as(__name__, Case, Report, Result, Target, Unreachable, Verdict)
+present_as(__name__, Probe, Unreachable, Verdict, Wire)

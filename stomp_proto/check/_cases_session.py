@@ -418,8 +418,9 @@ def escaped_receipt(p: Probe) -> Outcome:
 def close_after_disconnect(p: Probe) -> Outcome:
     """Whether the broker closes after the DISCONNECT receipt."""
     wire = p.session()
-    p.must_receipt(wire, "DISCONNECT")
-    return p.info("closed" if wire.wait_closed(1.0) else "left open")
+    got = p.receipt(wire, "DISCONNECT")
+    closed = wire.wait_closed(1.0)
+    return p.info((describe(got) if got else "no RECEIPT") + ("; closed" if closed else "; open"))
 
 
 # -- ERROR -------------------------------------------------------------------------

@@ -15,6 +15,9 @@ from . import _cases_frames, _cases_messaging, _cases_session  # noqa: F401  (re
 from ._case import CATALOGUE, GROUPS, Case, Verdict, run_case
 from ._wire import Target, Unreachable, Wire, build
 
+#: The most lines of wire log a result keeps (the first and the last ones).
+WIRE_LINES = 40
+
 
 @dataclass(frozen=True, slots=True)
 class Result:
@@ -147,6 +150,9 @@ def run(target: Target, cases: list[Case], *, workers: int = 12) -> Report:
                 0.0,
             )
         outcome, log, duration = run_case(case, target)
+        if len(log) > WIRE_LINES:
+            cut = len(log) - WIRE_LINES
+            log = [*log[: WIRE_LINES - 20], f"... {cut} lines left out ...", *log[-20:]]
         return Result(case, outcome.verdict, outcome.detail, tuple(log), duration)
 
     # The slow cases (heart-beats, size limits) first, so they overlap the rest.

@@ -21,7 +21,7 @@ from .._frame import Version
 from .._websocket import ClientHandshake, WebSocketChannel
 
 #: The most bytes of one chunk the wire log shows.
-LOG_BYTES = 400
+LOG_BYTES = 200
 
 _ESCAPES = {
     "1.1": {"\\": "\\\\", "\n": "\\n", ":": "\\c"},
@@ -420,8 +420,9 @@ class Wire:
                 if wanted or frame.command == "ERROR":
                     return self._pending.pop(index)
             left = deadline - time.monotonic()
-            if left <= 0 or (not self._receive(left) and self.closed):
+            if left <= 0 or self.closed:
                 return None
+            self._receive(left)
 
     def quiet(self, seconds: float) -> list[RawFrame]:
         """Everything that arrives in ``seconds`` (or until the connection ends)."""
