@@ -25,9 +25,11 @@ from check_mutations import mutated_broker
 from check_reports import (
     BROKERS,
     REPORTS,
+    SUMMARY,
     TABLE,
     committed,
     embedded_broker,
+    render_summary,
     render_table,
     run_check,
     target,
@@ -167,6 +169,7 @@ def test_websocket_cases_over_the_embedded_broker() -> None:
 def test_the_table_is_generated_from_the_reports() -> None:
     reports = {name: committed(name) for name in BROKERS}
     assert TABLE.read_text(encoding="utf-8") == render_table(reports)
+    assert SUMMARY.read_text(encoding="utf-8") == render_summary(reports)
     assert ".. include:: _generated/check-deviations.inc" in (
         Path(__file__).parent.parent / "docs" / "interop.rst"
     ).read_text(encoding="utf-8")

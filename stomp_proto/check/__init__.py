@@ -8,10 +8,14 @@ with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
 """
 
 from .._public import present_as
-from ._case import CATALOGUE, GROUPS, Case, Outcome, Probe, Verdict, case
+from ._case import CATALOGUE, Case, Outcome, Probe, Verdict, case
+from ._case import GROUPS as _GROUPS
 from ._report import write_html, write_json, write_junit
 from ._runner import Report, Result, run, select
 from ._wire import RawFrame, Target, Unreachable, Wire
+
+#: The groups of cases, in report order: the key used in case ids -> its title.
+GROUPS: dict[str, str] = _GROUPS
 
 
 def catalogue() -> list[Case]:

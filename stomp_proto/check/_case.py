@@ -26,10 +26,15 @@ from ._wire import RawFrame, Target, Unreachable, Wire, build
 class Verdict(enum.Enum):
     """Autobahn's verdicts."""
 
+    #: The broker does what the clause says.
     OK = "OK"
+    #: A SHOULD is missed.
     NON_STRICT = "NON-STRICT"
+    #: A MUST is broken.
     FAILED = "FAILED"
+    #: The specs leave it open; the detail records what the broker did.
     INFORMATIONAL = "INFORMATIONAL"
+    #: An optional feature is absent (or the run's transport cannot test it).
     UNIMPLEMENTED = "UNIMPLEMENTED"
 
     def __str__(self) -> str:
@@ -43,7 +48,11 @@ LEVELS = ("MUST", "SHOULD", "MAY")
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What a case function decided."""
+
+    #: The verdict.
     verdict: Verdict
+    #: Why, in a few words (what was sent and what came back).
     detail: str
 
 
@@ -55,13 +64,21 @@ class Setup(Exception):
 class Case:
     """One check of one clause in one STOMP version."""
 
+    #: ``<version>/<group>/<n>``, e.g. ``1.2/receipts/1``.
     id: str
+    #: The group (a key of :data:`GROUPS`).
     group: str
+    #: The STOMP version the case speaks.
     version: Version
+    #: Where the clause is: ``1.2 §Heart-beating``.
     section: str
+    #: The clause, quoted from that section.
     clause: str
+    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged.
     level: str
+    #: What the case checks, in one line.
     title: str
+    #: The case function.
     run: Callable[[Probe], Outcome] = field(repr=False, compare=False)
     #: Needs a transport feature: "websocket" (runs only over WebSocket) or "".
     needs: str = ""
@@ -139,10 +156,15 @@ class Probe:
     """What a case runs with: the target, its version, fresh connections and names."""
 
     def __init__(self, case: Case, target: Target) -> None:
+        #: The case being run.
         self.case = case
+        #: Its STOMP version.
         self.version: Version = case.version
+        #: Where to connect.
         self.target = target
+        #: Seconds to wait for one answer.
         self.timeout = target.timeout
+        #: The wire log, shared by every connection of the case.
         self.log: list[str] = []
         self._started = time.monotonic()
         self._wires: list[Wire] = []
@@ -152,6 +174,7 @@ class Probe:
     # -- outcomes --------------------------------------------------------------
 
     def ok(self, detail: str = "") -> Outcome:
+        """The clause is met."""
         return Outcome(Verdict.OK, detail)
 
     def broken(self, detail: str) -> Outcome:
@@ -163,12 +186,15 @@ class Probe:
         return Outcome(Verdict.INFORMATIONAL, detail)
 
     def info(self, detail: str) -> Outcome:
+        """INFORMATIONAL: what the broker did where the specs leave it open."""
         return Outcome(Verdict.INFORMATIONAL, detail)
 
     def absent(self, detail: str) -> Outcome:
+        """UNIMPLEMENTED: an optional feature is absent."""
         return Outcome(Verdict.UNIMPLEMENTED, detail)
 
     def check(self, good: bool, detail: str, *, ok: str = "") -> Outcome:
+        """:meth:`ok` (with ``ok`` as detail) when ``good``, else :meth:`broken`."""
         return self.ok(ok or detail) if good else self.broken(detail)
 
     # -- names -----------------------------------------------------------------
@@ -178,15 +204,17 @@ class Probe:
         return f"/queue/stomp-check.{self._tag}.{label}{next(self._names)}"
 
     def name(self, label: str) -> str:
+        """A unique name (for receipts, transactions, ids)."""
         return f"{label}-{self._tag}-{next(self._names)}"
 
     # -- connections -----------------------------------------------------------
 
     def open(self, versions: tuple[Version, ...] | None = None) -> Wire:
+        """A new connection, not logged in (``versions``: the WebSocket subprotocols)."""
         wire = Wire(
             self.target,
             self.log,
-            f"#{len(self._wires) + 1}",
+            f"c{len(self._wires) + 1}",
             self._started,
             versions or (self.version,),
         )
@@ -196,6 +224,7 @@ class Probe:
     def connect_headers(
         self, version: Version | None = None, heartbeat: str | None = "0,0"
     ) -> list[tuple[str, str]]:
+        """The CONNECT headers of a normal login (``heartbeat=None``: no heart-beat header)."""
         version = version or self.version
         headers: list[tuple[str, str]] = []
         if version != "1.0":
@@ -256,6 +285,7 @@ class Probe:
         body: bytes = b"",
         **options: object,
     ) -> RawFrame:
+        """:meth:`receipt`, failing the case set-up when no RECEIPT comes."""
         answer = self.receipt(wire, command, headers, body, **options)
         if answer is None or answer.command != "RECEIPT":
             raise Setup(
@@ -271,6 +301,7 @@ class Probe:
         ack: str | None = None,
         extra: list[tuple[str, str]] | None = None,
     ) -> None:
+        """SUBSCRIBE with a receipt (no ``id`` in 1.0 unless one is given); waits for it."""
         headers = [("destination", destination)]
         if self.version != "1.0" or sub_id != "s1":
             headers.append(("id", sub_id))
@@ -279,6 +310,7 @@ class Probe:
         self.must_receipt(wire, "SUBSCRIBE", headers + (extra or []))
 
     def message(self, wire: Wire, timeout: float | None = None) -> RawFrame:
+        """The next MESSAGE, failing the case set-up when none comes."""
         frame = wire.expect("MESSAGE", timeout=timeout)
         if frame is None or frame.command != "MESSAGE":
             raise Setup("expected a MESSAGE, got " + (describe(frame) if frame else "nothing"))
@@ -296,6 +328,7 @@ class Probe:
 
     @contextmanager
     def closing(self) -> Iterator[None]:
+        """Close every connection of the case at the end."""
         try:
             yield
         finally:

@@ -23,13 +23,19 @@ WIRE_LINES = 40
 class Result:
     """One case's verdict, why, and what went over the wire."""
 
+    #: The case.
     case: Case
+    #: Its verdict.
     verdict: Verdict
+    #: Why.
     detail: str
+    #: The wire log: one line per write, read or event, with its time.
     wire: tuple[str, ...]
+    #: Seconds the case took.
     duration: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The case's entry in the JSON report."""
         return {
             "id": self.case.id,
             "group": self.case.group,
@@ -48,18 +54,24 @@ class Result:
 class Report:
     """A whole run: the broker, every result in catalogue order, and when."""
 
+    #: What the broker said of itself (``server``, ``version``...) and where it is.
     broker: dict[str, Any]
+    #: The results, in catalogue order.
     results: list[Result] = field(default_factory=list)
+    #: Seconds the run took.
     duration: float = 0.0
 
     def counts(self) -> Counter[str]:
+        """How many cases got each verdict."""
         return Counter(str(r.verdict) for r in self.results)
 
     def failed(self, *, strict: bool = False) -> bool:
+        """Whether a case FAILED (or, with ``strict``, was NON-STRICT)."""
         bad = {Verdict.FAILED, Verdict.NON_STRICT} if strict else {Verdict.FAILED}
         return any(r.verdict in bad for r in self.results)
 
     def summary(self) -> dict[str, Any]:
+        """Counts of verdicts, overall and per group, and the duration."""
         groups: dict[str, dict[str, int]] = {}
         for result in self.results:
             counts = groups.setdefault(result.case.group, {})
@@ -72,6 +84,7 @@ class Report:
         }
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON report: ``cases``, ``broker``, ``summary``."""
         return {
             "cases": [r.as_dict() for r in self.results],
             "broker": self.broker,
@@ -107,7 +120,7 @@ def select(
 def probe_broker(target: Target) -> dict[str, Any]:
     """CONNECT once; the broker's CONNECTED headers, or :class:`Unreachable`."""
     log: list[str] = []
-    wire = Wire(target, log, "#0", time.monotonic())
+    wire = Wire(target, log, "c0", time.monotonic())
     try:
         headers = [("accept-version", "1.0,1.1,1.2"), ("host", target.vhost or target.host)]
         if target.login is not None:

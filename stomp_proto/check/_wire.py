@@ -90,9 +90,13 @@ def build(
 class RawFrame:
     """A frame as the peer wrote it; header text raw (escapes not decoded)."""
 
+    #: The command line (``MESSAGE``), CR removed.
     command: str
+    #: ``(name, value)`` pairs as written, escapes not decoded, repeats kept.
     headers: tuple[tuple[str, str], ...]
+    #: The body.
     body: bytes
+    #: The frame's bytes, from the command to the NUL.
     raw: bytes
     #: Whether some line of the head ended in CRLF.
     crlf: bool = False
@@ -109,6 +113,7 @@ class RawFrame:
         return None
 
     def get_all(self, name: str) -> list[str]:
+        """The raw text of every header called ``name``, in order."""
         return [value for key, value in self.headers if key == name]
 
     def value(self, name: str, version: Version) -> str | None:
@@ -225,13 +230,21 @@ class Unreachable(Exception):
 class Target:
     """Where and how the checker connects."""
 
+    #: The broker's host name or address.
     host: str
+    #: Its port (the HTTP port for WebSocket).
     port: int
+    #: CONNECT ``login``; ``None``: not sent.
     login: str | None = None
+    #: CONNECT ``passcode``; ``None``: not sent.
     passcode: str | None = None
+    #: CONNECT ``host``; ``None``: the host itself.
     vhost: str | None = None
+    #: Whether to connect with TLS.
     tls: bool = False
+    #: A CA file to trust for TLS (default: the system's).
     cafile: str | None = None
+    #: A WebSocket path (``/ws``): run over STOMP over WebSocket.
     websocket: str | None = None
     #: Seconds the checker waits for one answer.
     timeout: float = 2.0
@@ -248,17 +261,23 @@ class Wire:
         started: float,
         versions: tuple[Version, ...] = ("1.2", "1.1", "1.0"),
     ) -> None:
+        #: Where it is connected.
         self.target = target
         self._log = log
         self._name = name
         self._started = started
-        self.reader = FrameReader()
+        self._reader = FrameReader()
+        #: Every frame received, in order.
         self.frames: list[RawFrame] = []
+        #: When (seconds since the case began) each EOL between frames came.
         self.eols: list[float] = []
         #: Seconds since the start of the case when any data last arrived.
         self.arrivals: list[float] = []
+        #: Whether the connection has ended.
         self.closed = False
+        #: Whether it ended with an error (a reset) rather than a close.
         self.reset = False
+        #: The WebSocket subprotocol agreed (``None``: none, or not WebSocket).
         self.subprotocol: str | None = None
         self._pending: list[RawFrame] = []
         #: The CONNECTED frame, once :meth:`Probe.session` has logged in.
@@ -302,9 +321,11 @@ class Wire:
     # -- log -------------------------------------------------------------------
 
     def now(self) -> float:
+        """Seconds since the case began."""
         return time.monotonic() - self._started
 
     def note(self, text: str) -> None:
+        """Add a line to the wire log."""
         self._log.append(f"{self.now() * 1000:8.1f} ms {self._name} {text}")
 
     def _log_bytes(self, arrow: str, data: bytes) -> None:
@@ -330,17 +351,6 @@ class Wire:
             self.note(f"write failed: {exc}")
             self._ended(reset=True)
 
-    def send_frame(
-        self,
-        command: str,
-        headers: list[tuple[str, str]] | None = None,
-        body: bytes = b"",
-        *,
-        version: Version = "1.2",
-        **options: object,
-    ) -> None:
-        self.send(build(command, headers or [], body, version=version, **options))  # type: ignore[arg-type]
-
     # -- reading ---------------------------------------------------------------
 
     def _ended(self, *, reset: bool = False) -> None:
@@ -353,7 +363,7 @@ class Wire:
         at = self.now()
         self.arrivals.append(at)
         self._log_bytes("<-", data)
-        for item in self.reader.feed(data, at):
+        for item in self._reader.feed(data, at):
             if isinstance(item, RawFrame):
                 self.frames.append(item)
                 self._pending.append(item)
@@ -446,6 +456,7 @@ class Wire:
         return True
 
     def close(self) -> None:
+        """Close the connection (the checker's side)."""
         if not self.closed:
             self.note("closed by the checker")
         self.closed = True
