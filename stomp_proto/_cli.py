@@ -10,6 +10,7 @@
     stomp-proto listen /queue/a --websocket /ws    ... over WebSocket (send too)
     stomp-proto demo                               broker, producer and consumer in one go
     stomp-proto check 127.0.0.1:61613 [--json F]   check a broker against the specs
+    stomp-proto check-client --port 61630          play a broker, check a client
 
 Exit codes: 0 success, 1 connection or broker failure, 2 bad arguments,
 130 interrupted.
@@ -197,9 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="broker, producer and consumer in one process")
     demo.add_argument("--messages", type=int, default=5000, help="(default %(default)s)")
     demo.add_argument("--size", type=int, default=100, help="body bytes (default %(default)s)")
+    from .check._command import add_client_parser
     from .check._command import add_parser as add_check_parser
 
     add_check_parser(commands)
+    add_client_parser(commands)
     return parser
 
 
@@ -401,11 +404,12 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out, err = sys.stdout, sys.stderr
-    if args.command == "check":
+    if args.command in ("check", "check-client"):
+        from .check._command import client_main
         from .check._command import main as check_main
 
         try:
-            return check_main(args, out, err)
+            return (check_main if args.command == "check" else client_main)(args, out, err)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
     runners = {

@@ -189,3 +189,66 @@ def test_a_fresh_run_gives_the_committed_verdicts(name: str) -> None:
     changed = {i: (old.get(i), new.get(i)) for i in set(old) | set(new) if old.get(i) != new.get(i)}
     assert not changed, f"re-run `python tests/check_reports.py` if the broker changed: {changed}"
     assert REPORTS.is_dir()
+
+
+# -- client mode ---------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+ECHO_SCRIPTS = {
+    "asyncio": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "asyncio"],
+    "trio": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "trio"],
+    "threads": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "threads"],
+    "stomp.py": [str(ROOT / "tests" / "check_echo_stomppy.py")],
+}
+
+
+@pytest.mark.parametrize("client", list(ECHO_SCRIPTS))
+def test_check_client_against_our_clients_and_stomppy(client: str) -> None:
+    """check-client plays a broker; each client's echo script passes with no FAILED case.
+
+    The asyncio client runs every version; the others run STOMP 1.2 (stomp.py's
+    Connection12 offers only that), to keep the test short.
+    """
+    import subprocess
+    import sys
+    import threading
+
+    from stomp_proto.check._client_mode import CLIENT_CATALOGUE, serve_client_cases
+    from stomp_proto.check._runner import select
+
+    if client == "stomp.py":
+        pytest.importorskip("stomp")
+    if client == "trio":
+        pytest.importorskip("trio")
+    versions = ["1.0", "1.1", "1.2"] if client == "asyncio" else ["1.2"]
+    cases = select(versions, catalogue=CLIENT_CATALOGUE)  # type: ignore[arg-type]
+    ports: list[int] = []
+    listening = threading.Event()
+    result: dict[str, object] = {}
+
+    def serve() -> None:
+        def ready(port: int) -> None:
+            ports.append(port)
+            listening.set()
+
+        result["report"] = serve_client_cases(
+            "127.0.0.1", 0, cases, accept_timeout=20, on_listening=ready
+        )
+
+    server = threading.Thread(target=serve)
+    server.start()
+    assert listening.wait(10)
+    script = ECHO_SCRIPTS[client]
+    args = [
+        *script[:1],
+        *(["--port", str(ports[0])] if "--client" in script else [str(ports[0])]),
+        *script[1:],
+    ]
+    echo = subprocess.run([sys.executable, *args], timeout=120, capture_output=True, text=True)
+    server.join(60)
+    report = result["report"]
+    got = {r.case.id: (str(r.verdict), r.detail) for r in report.results}  # type: ignore[attr-defined]
+    assert len(got) == len(cases) >= 15
+    failed = {k: v for k, v in got.items() if v[0] == "FAILED"}
+    assert not failed, (failed, echo.stderr[-2000:])
+    assert sum(v[0] == "OK" for v in got.values()) >= len(cases) - 4, got

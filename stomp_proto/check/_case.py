@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._frame import Version
 from ._clauses import CLAUSES
@@ -78,8 +79,8 @@ class Case:
     level: str
     #: What the case checks, in one line.
     title: str
-    #: The case function.
-    run: Callable[[Probe], Outcome] = field(repr=False, compare=False)
+    #: The case function (given a :class:`Probe`, or a client-mode probe).
+    run: Callable[[Any], Outcome] = field(repr=False, compare=False)
     #: Needs a transport feature: "websocket" (runs only over WebSocket) or "".
     needs: str = ""
 

@@ -6,7 +6,7 @@ import argparse
 from typing import TextIO
 
 from ._report import print_table, write_html, write_json, write_junit
-from ._runner import run, select
+from ._runner import Report, run, select
 from ._wire import Target, Unreachable
 
 #: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); no connection.
@@ -33,39 +33,101 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.add_argument("--tls", action="store_true", help="connect with TLS")
     check.add_argument("--cafile", help="CA certificate to trust for --tls")
     check.add_argument("--websocket", metavar="PATH", help="STOMP over WebSocket at this path")
-    check.add_argument(
+    _add_report_options(check)
+    check.add_argument("--workers", type=int, default=12, help="cases run at once")
+
+
+def _add_report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--version",
         dest="versions",
         default="all",
         choices=("1.0", "1.1", "1.2", "all"),
         help="STOMP version (default all)",
     )
-    check.add_argument(
+    parser.add_argument(
         "--cases",
         type=_patterns,
         default=[],
         metavar="PATTERN",
         help="only these cases: comma-separated ids with wildcards, or groups",
     )
-    check.add_argument(
+    parser.add_argument(
         "--exclude",
         type=_patterns,
         default=[],
         metavar="PATTERN",
         help="leave these cases out (same patterns)",
     )
-    check.add_argument("--strict", action="store_true", help="NON-STRICT fails the run too")
-    check.add_argument("--json", metavar="FILE", help="write the report as JSON")
-    check.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    check.add_argument("--html", metavar="DIR", help="write HTML pages (and an index of runs)")
-    check.add_argument(
+    parser.add_argument("--strict", action="store_true", help="NON-STRICT fails the run too")
+    parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--html", metavar="DIR", help="write HTML pages (and an index of runs)")
+    parser.add_argument(
         "--timeout",
         type=float,
         default=2.0,
         help="seconds to wait for each answer (default %(default)s)",
     )
-    check.add_argument("--workers", type=int, default=12, help="cases run at once")
-    check.add_argument("--verbose", action="store_true", help="list every case, not only misses")
+    parser.add_argument("--verbose", action="store_true", help="list every case")
+
+
+def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    client = commands.add_parser(
+        "check-client", help="play a broker and check a client running the echo script"
+    )
+    client.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    client.add_argument("--port", type=int, default=61630, help="port (default %(default)s)")
+    client.add_argument(
+        "--accept-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the client to (re)connect",
+    )
+    _add_report_options(client)
+
+
+def _write_reports(report: Report, args: argparse.Namespace, out: TextIO) -> int:
+    print_table(report, out, colour=out.isatty(), verbose=args.verbose)
+    if args.json:
+        write_json(report, args.json)
+    if args.junit:
+        write_junit(report, args.junit, strict=args.strict)
+    if args.html:
+        page = write_html(report, args.html)
+        out.write(f"HTML report: {page}\n")
+    return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
+
+
+def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._client_mode import CLIENT_CATALOGUE, serve_client_cases
+
+    versions = ["1.0", "1.1", "1.2"] if args.versions == "all" else [args.versions]
+    cases = select(versions, args.cases, args.exclude, CLIENT_CATALOGUE)  # type: ignore[arg-type]
+    if not cases:
+        err.write("no case matches --cases/--exclude\n")
+        return EXIT_FAILED
+
+    def listening(port: int) -> None:
+        err.write(
+            f"check-client: listening on {args.host}:{port}, {len(cases)} cases; "
+            "start the client's echo script\n"
+        )
+        err.flush()
+
+    try:
+        report = serve_client_cases(
+            args.host,
+            args.port,
+            cases,
+            timeout=args.timeout,
+            accept_timeout=args.accept_timeout,
+            on_listening=listening,
+        )
+    except OSError as exc:
+        err.write(f"stomp-proto check-client: {exc}\n")
+        return EXIT_UNREACHABLE
+    return _write_reports(report, args, out)
 
 
 def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -91,15 +153,15 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except Unreachable as exc:
         err.write(f"stomp-proto check: {exc}\n")
         return EXIT_UNREACHABLE
-    print_table(report, out, colour=out.isatty(), verbose=args.verbose)
-    if args.json:
-        write_json(report, args.json)
-    if args.junit:
-        write_junit(report, args.junit, strict=args.strict)
-    if args.html:
-        page = write_html(report, args.html)
-        out.write(f"HTML report: {page}\n")
-    return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
+    return _write_reports(report, args, out)
 
 
-__all__ = ["EXIT_CLEAN", "EXIT_FAILED", "EXIT_UNREACHABLE", "add_parser", "main"]
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FAILED",
+    "EXIT_UNREACHABLE",
+    "add_client_parser",
+    "add_parser",
+    "client_main",
+    "main",
+]

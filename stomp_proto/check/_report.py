@@ -34,13 +34,15 @@ def print_table(report: Report, out: TextIO, *, colour: bool, verbose: bool = Fa
         f"({broker['transport']}): {len(report.results)} cases in "
         f"{report.duration:.1f} s\n\n"
     )
-    widths = [max(len(GROUPS[g]) for g in GROUPS)] + [max(len(v), 5) for v in VERDICTS]
+    widths = [36] + [max(len(v), 5) for v in VERDICTS]
     header = [f"{'group':<{widths[0]}}"] + [
         f"{v:>{w}}" for v, w in zip(VERDICTS, widths[1:], strict=True)
     ]
     out.write("  ".join(header) + "\n")
     summary = report.summary()["groups"]
-    for group, title in GROUPS.items():
+    from ._client_mode import CLIENT_GROUPS
+
+    for group, title in {**GROUPS, **CLIENT_GROUPS}.items():
         counts = summary.get(group)
         if not counts:
             continue

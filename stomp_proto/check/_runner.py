@@ -93,7 +93,10 @@ class Report:
 
 
 def select(
-    versions: Iterable[Version], include: Iterable[str] = (), exclude: Iterable[str] = ()
+    versions: Iterable[Version],
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    catalogue: list[Case] | None = None,
 ) -> list[Case]:
     """The catalogue's cases of ``versions`` whose ids match ``include`` and not ``exclude``.
 
@@ -110,7 +113,7 @@ def select(
 
     return [
         case
-        for case in CATALOGUE
+        for case in (CATALOGUE if catalogue is None else catalogue)
         if case.version in wanted
         and (not include or any(matches(case, p) for p in include))
         and not any(matches(case, p) for p in exclude)

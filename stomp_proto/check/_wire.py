@@ -260,7 +260,9 @@ class Wire:
         name: str,
         started: float,
         versions: tuple[Version, ...] = ("1.2", "1.1", "1.0"),
+        accepted: socket.socket | None = None,
     ) -> None:
+        # ``accepted``: a connection a listening checker accepted (client mode).
         #: Where it is connected.
         self.target = target
         self._log = log
@@ -283,8 +285,11 @@ class Wire:
         #: The CONNECTED frame, once :meth:`Probe.session` has logged in.
         self.connected: RawFrame | None = None
         try:
-            sock = socket.create_connection((target.host, target.port), timeout=target.timeout)
-            if target.tls:
+            if accepted is not None:
+                sock = accepted
+            else:
+                sock = socket.create_connection((target.host, target.port), timeout=target.timeout)
+            if target.tls and accepted is None:
                 context = ssl.create_default_context(cafile=target.cafile)
                 sock = context.wrap_socket(sock, server_hostname=target.host)
         except OSError as exc:
@@ -294,7 +299,8 @@ class Wire:
         if target.websocket:
             self._handshake(target, versions)
         self.note(
-            f"connected to {target.host}:{target.port}"
+            ("accepted a client on" if accepted is not None else "connected to")
+            + f" {target.host}:{target.port}"
             + (f" (WebSocket {target.websocket}, {self.subprotocol})" if self._ws else "")
         )
 
