@@ -43,9 +43,14 @@ REAL: dict[str, dict[str, Any]] = {
 }
 
 
+#: The embedded broker's heart-beat offer in these runs: short enough to be checked.
+EMBEDDED_HEARTBEAT = (1000, 1000)
+
+
 @contextmanager
 def embedded_broker(**options: Any) -> Iterator[int]:
-    """A strict embedded broker on a free port, served from a thread; yields the port."""
+    """An embedded broker on a free port, served from a thread; yields the port."""
+    options.setdefault("heartbeat", EMBEDDED_HEARTBEAT)
     ready = threading.Event()
     state: dict[str, Any] = {}
 
