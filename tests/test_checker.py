@@ -110,6 +110,40 @@ def test_cli_exit_statuses(tmp_path: Path) -> None:
     assert cli_main(["check", f"127.0.0.1:{closed_port}"]) == 2
 
 
+def test_cli_over_tls(tmp_path: Path) -> None:
+    """--tls with --cafile: the receipts group passes over a TLS embedded broker."""
+    import shutil
+    import ssl
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command to make the certificate with")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "30",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    with embedded_broker(strict=True, ssl=context) as port:
+        args = [
+            "check",
+            f"127.0.0.1:{port}",
+            "--cases",
+            "1.2/receipts/*",
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
+        assert cli_main([*args, "--tls", "--cafile", str(tmp_path / "cert.pem")]) == 0
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["broker"]["transport"] == "tls"
+        assert {c["verdict"] for c in report["cases"]} == {"OK", "INFORMATIONAL"}
+        # Without the CA, the certificate is refused: the broker cannot be reached.
+        assert cli_main([*args, "--tls"]) == 2
+
+
 #: mutation -> the cases (function names, STOMP 1.2) it must turn FAILED or NON-STRICT.
 EXPECTED = {
     "no-escaping": ["message_headers_escaped", "escaped_newline"],
