@@ -43,6 +43,8 @@ REAL: dict[str, dict[str, Any]] = {
 }
 
 
+#: The embedded broker of the reports: strict, with a login (so a refused one is checked).
+EMBEDDED_OPTIONS: dict[str, Any] = {"strict": True, "users": {"guest": "guest"}}
 #: The embedded broker's heart-beat offer in these runs: short enough to be checked.
 EMBEDDED_HEARTBEAT = (1000, 1000)
 
@@ -94,7 +96,7 @@ def target(name: str, port: int | None = None) -> Target:
 def fresh_report(name: str, port: int | None = None) -> dict[str, Any]:
     """Run the whole catalogue against ``name``; the JSON report as a dict."""
     if name == "embedded" and port is None:
-        with embedded_broker(strict=True) as embedded_port:
+        with embedded_broker(**EMBEDDED_OPTIONS) as embedded_port:
             return run_check(target(name, embedded_port)).as_dict()
     return run_check(target(name, port)).as_dict()
 

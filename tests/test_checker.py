@@ -24,6 +24,7 @@ from brokers import real_broker
 from check_mutations import mutated_broker
 from check_reports import (
     BROKERS,
+    EMBEDDED_OPTIONS,
     REPORTS,
     SUMMARY,
     TABLE,
@@ -79,6 +80,8 @@ def test_cli_against_the_strict_embedded_broker(
                 str(tmp_path / "r.xml"),
                 "--html",
                 str(tmp_path / "h"),
+                "--prefix",
+                "/queue/mine.",
             ]
         )
     out = capsys.readouterr().out
@@ -90,6 +93,7 @@ def test_cli_against_the_strict_embedded_broker(
         report["cases"][0]
     )
     assert report["summary"]["cases"] == len(catalogue())
+    assert any("/queue/mine." in line for line in report["cases"][0]["wire"])
     assert "Receipts" in out and "total" in out
     suites = ElementTree.parse(tmp_path / "r.xml").getroot()
     assert sum(int(s.get("tests", 0)) for s in suites) == len(catalogue())
@@ -213,7 +217,7 @@ def test_the_table_is_generated_from_the_reports() -> None:
 def test_a_fresh_run_gives_the_committed_verdicts(name: str) -> None:
     """Verdicts by case id; details carry run-specific ids and timings, so they may vary."""
     if name == "embedded":
-        with embedded_broker(strict=True) as port:
+        with embedded_broker(**EMBEDDED_OPTIONS) as port:
             fresh = run_check(target(name, port)).as_dict()
     else:
         endpoint = real_broker(name.removesuffix("-ws"))  # skips (fails under CI) when down

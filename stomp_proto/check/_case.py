@@ -202,7 +202,7 @@ class Probe:
 
     def queue(self, label: str = "q") -> str:
         """A destination no other case (nor run) uses."""
-        return f"/queue/stomp-check.{self._tag}.{label}{next(self._names)}"
+        return f"{self.target.prefix}{self._tag}.{label}{next(self._names)}"
 
     def name(self, label: str) -> str:
         """A unique name (for receipts, transactions, ids)."""

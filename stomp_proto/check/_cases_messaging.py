@@ -174,7 +174,7 @@ def subscribe_without_id(p: Probe) -> Outcome:
 def topic_destination(p: Probe) -> Outcome:
     """Whether /topic/ names fan out to two subscribers (destinations are the broker's)."""
     first, second = p.session(), p.session()
-    dest = p.queue().replace("/queue/", "/topic/")
+    dest = "/topic/stomp-check." + p.name("fan")
     p.subscribe(first, dest)
     p.subscribe(second, dest)
     p.frame(first, "SEND", [("destination", dest)], b"fan")

@@ -34,6 +34,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.add_argument("--cafile", help="CA certificate to trust for --tls")
     check.add_argument("--websocket", metavar="PATH", help="STOMP over WebSocket at this path")
     _add_report_options(check)
+    check.add_argument(
+        "--prefix",
+        default="/queue/stomp-check.",
+        help="how the run's queues are named (default %(default)s)",
+    )
     check.add_argument("--workers", type=int, default=12, help="cases run at once")
 
 
@@ -142,6 +147,7 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.cafile,
         args.websocket,
         args.timeout,
+        args.prefix,
     )
     versions = ["1.0", "1.1", "1.2"] if args.versions == "all" else [args.versions]
     cases = select(versions, args.cases, args.exclude)  # type: ignore[arg-type]

@@ -248,6 +248,8 @@ class Target:
     websocket: str | None = None
     #: Seconds the checker waits for one answer.
     timeout: float = 2.0
+    #: How the queues of the run are named: this prefix, a run tag and a number.
+    prefix: str = "/queue/stomp-check."
 
 
 class Wire:
