@@ -163,3 +163,66 @@ def mutated_broker(upstream: int, mutation: str) -> Iterator[int]:
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(10)
+
+
+def faulty_echo_client(port: int, fault: str, sessions: int = 200) -> None:
+    """The echo script on a raw socket, with one client fault (for check-client's judge).
+
+    ``raw-headers``: header values echoed as written, escapes not decoded;
+    ``last-repeated``: of a repeated header, the last is echoed;
+    ``cut-at-nul``: bodies end at the first NUL (content-length ignored).
+    """
+    import socket
+
+    from stomp_proto.check._wire import build
+
+    for _ in range(sessions):
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            return
+        reader = FrameReader()
+        version = "1.2"
+        sock.sendall(build("CONNECT", [("accept-version", "1.0,1.1,1.2"), ("host", "/")]))
+        try:
+            while data := sock.recv(65536):
+                for frame in reader.feed(data, 0.0):
+                    if not isinstance(frame, RawFrame):
+                        continue
+                    if frame.command == "ERROR":
+                        if frame.get("message") == "check-client: done":
+                            sock.close()
+                            return
+                    elif frame.command == "CONNECTED":
+                        version = frame.get("version") or "1.0"
+                        sock.sendall(
+                            build(
+                                "SUBSCRIBE",
+                                [("destination", "/queue/check"), ("id", "1")],
+                                version=version,
+                            )
+                        )
+                    elif frame.command == "MESSAGE":
+                        sock.sendall(_faulty_echo(frame, fault, version))
+        except OSError:
+            pass
+        sock.close()
+
+
+def _faulty_echo(frame: RawFrame, fault: str, version: Any) -> bytes:
+    from stomp_proto.check._wire import build
+
+    pairs = [(k, v) for k, v in frame.headers if k.startswith("x-")]
+    if fault == "raw-headers":
+        headers = pairs  # written back as they came: the escapes get escaped again
+    else:
+        decoded: dict[str, str] = {}
+        for k, v in pairs:
+            value = unescape(v, version) or v
+            if fault == "last-repeated":
+                decoded[k] = value
+            else:
+                decoded.setdefault(k, value)
+        headers = list(decoded.items())
+    body = frame.body.split(b"\x00")[0] if fault == "cut-at-nul" else frame.body
+    return build("SEND", [("destination", "/queue/echo"), *headers], body, version=version)

@@ -296,3 +296,44 @@ def test_check_client_against_our_clients_and_stomppy(client: str) -> None:
     failed = {k: v for k, v in got.items() if v[0] == "FAILED"}
     assert not failed, (failed, echo.stderr[-2000:])
     assert sum(v[0] == "OK" for v in got.values()) >= len(cases) - 4, got
+
+
+#: client fault -> client cases (function names) it must turn FAILED or NON-STRICT.
+CLIENT_FAULTS = {
+    "raw-headers": ["client_header_colon", "client_header_newline", "client_header_backslash"],
+    "last-repeated": ["client_repeated_header"],
+    "cut-at-nul": ["client_nul_body"],
+}
+
+
+@pytest.mark.parametrize("fault", [*sorted(CLIENT_FAULTS), "none"])
+def test_check_client_finds_a_faulty_client(fault: str) -> None:
+    """Each client fault turns its cases FAILED or NON-STRICT; the same raw client
+    without a fault passes them all."""
+    import threading
+
+    from check_mutations import faulty_echo_client
+
+    from stomp_proto.check._client_mode import CLIENT_CATALOGUE, serve_client_cases
+
+    names = CLIENT_FAULTS.get(fault) or sorted({n for f in CLIENT_FAULTS.values() for n in f})
+    cases = [c for c in CLIENT_CATALOGUE if c.run.__name__ in names and c.version == "1.2"]
+    assert len(cases) == len(names)
+    ports: list[int] = []
+    listening = threading.Event()
+    result = {}
+
+    def serve() -> None:
+        result["report"] = serve_client_cases(
+            "127.0.0.1", 0, cases, accept_timeout=10,
+            on_listening=lambda port: (ports.append(port), listening.set()),
+        )  # fmt: skip
+
+    server = threading.Thread(target=serve)
+    server.start()
+    assert listening.wait(10)
+    faulty_echo_client(ports[0], fault)
+    server.join(30)
+    got = {r.case.run.__name__: (str(r.verdict), r.detail) for r in result["report"].results}
+    wanted = ("OK",) if fault == "none" else ("FAILED", "NON-STRICT")
+    assert len(got) == len(names) and all(v[0] in wanted for v in got.values()), got

@@ -51,12 +51,6 @@ def user_header(p: Probe, name: str, value: str) -> Outcome:
     return p.broken(f"sent {name!r}={value!r}; the MESSAGE had {close or 'no such header'}")
 
 
-def provoke_error(p: Probe, wire: Wire, frame: bytes) -> RawFrame | None:
-    """Send a frame the broker must refuse; the ERROR (or None when it closed or kept quiet)."""
-    wire.send(frame)
-    return wire.expect("ERROR", "RECEIPT")
-
-
 def nothing_before_sentinel(p: Probe, wire: Wire, destination: str) -> tuple[bool, str]:
     """Send a sentinel to ``destination`` (subscribed on ``wire``): is it the first MESSAGE?"""
     p.frame(wire, "SEND", [("destination", destination), ("x-sentinel", "yes")], b"sentinel")
