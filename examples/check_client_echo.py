@@ -11,7 +11,7 @@ import stomp_proto.asyncio
 import stomp_proto.threads
 from stomp_proto import BrokerError, ClientError
 
-DONE = "check-client: done"
+DONE = "check-client done"
 OPTIONS = {"heartbeat": (500, 500), "timeout": 10.0}
 
 

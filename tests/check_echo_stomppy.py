@@ -3,7 +3,7 @@
 ``python tests/check_echo_stomppy.py PORT``: connect (STOMP 1.2, heart-beats
 500,500), subscribe to /queue/check, echo each message's body and ``x-``
 headers to /queue/echo; start over when the session ends; stop when CONNECT
-gets the ERROR ``check-client: done``.
+gets the ERROR ``check-client done``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import stomp
 
-DONE = "check-client: done"
+DONE = "check-client done"
 
 
 class Echo(stomp.ConnectionListener):  # type: ignore[misc]

@@ -190,7 +190,7 @@ def faulty_echo_client(port: int, fault: str, sessions: int = 200) -> None:
                     if not isinstance(frame, RawFrame):
                         continue
                     if frame.command == "ERROR":
-                        if frame.get("message") == "check-client: done":
+                        if frame.get("message") == "check-client done":
                             sock.close()
                             return
                     elif frame.command == "CONNECTED":

@@ -8,7 +8,7 @@ The client under test runs the echo script (see ``docs/checking.rst``):
    whose name starts with ``x-`` (as the library decoded it), asking for a
    receipt if it can;
 4. when the session ends, connect again; stop when CONNECT is answered by an
-   ERROR whose ``message`` is ``check-client: done``.
+   ERROR whose ``message`` is ``check-client done``.
 
 Each case is one session: the checker accepts the connection, answers
 CONNECTED with the case's version, sends its MESSAGE frames (escapes, NULs,
@@ -27,7 +27,7 @@ from .._frame import Version
 from ._case import V11, V12, Case, Outcome, Probe, Verdict, describe
 from ._clauses import CLAUSES
 from ._runner import WIRE_LINES, Report, Result
-from ._wire import RawFrame, Target, Wire, build, unescape
+from ._wire import RawFrame, Target, Unreachable, Wire, build, unescape
 
 #: The groups of the client cases (their ids are ``<version>/<group>/<n>``).
 CLIENT_GROUPS = {
@@ -39,7 +39,7 @@ CLIENT_GROUPS = {
     "client-receipts": "Client: RECEIPT ordering",
 }
 #: What the checker says, as an ERROR to CONNECT, when every case has run.
-DONE = "check-client: done"
+DONE = "check-client done"
 CHECK_QUEUE, ECHO_QUEUE = "/queue/check", "/queue/echo"
 
 CLIENT_CATALOGUE: list[Case] = []
@@ -195,18 +195,19 @@ def serve_client_cases(
     timeout: float = 2.0,
     accept_timeout: float = 30.0,
     on_listening: Callable[[int], None] | None = None,
+    websocket: str | None = None,
 ) -> Report:
     """Listen on ``host:port``, play each case with the client that connects, then say done."""
     started = time.monotonic()
     listener = socket.create_server((host, port))
     listener.settimeout(accept_timeout)
     actual = listener.getsockname()[1]
-    target = Target(host, actual, timeout=timeout)
+    target = Target(host, actual, timeout=timeout, websocket=websocket)
     report = Report(
         {
             "host": host,
             "port": actual,
-            "transport": "tcp",
+            "transport": f"websocket {websocket}" if websocket else "tcp",
             "server": "",
             "version": "",
             "heart-beat": "",
@@ -232,7 +233,10 @@ def _run_one(listener: socket.socket, case: Case, target: Target) -> Result:
         sock, _ = listener.accept()
     except TimeoutError:
         return Result(case, Verdict.FAILED, "no client connected", (), 0.0)
-    wire = Wire(target, log, "c1", started, accepted=sock)
+    try:
+        wire = Wire(target, log, "c1", started, accepted=sock)
+    except Unreachable as exc:
+        return Result(case, Verdict.FAILED, str(exc), tuple(log), time.monotonic() - started)
     try:
         session = _handshake(wire, case)
         if isinstance(session, str):
@@ -260,7 +264,10 @@ def _say_done(listener: socket.socket, target: Target) -> None:
         sock, _ = listener.accept()
     except TimeoutError:
         return
-    wire = Wire(target, [], "done", time.monotonic(), accepted=sock)
+    try:
+        wire = Wire(target, [], "done", time.monotonic(), accepted=sock)
+    except Unreachable:
+        return
     wire.expect("CONNECT", "STOMP")
     wire.send(build("ERROR", [("message", DONE)]))
     wire.close()

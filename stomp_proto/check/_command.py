@@ -84,6 +84,9 @@ def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     client.add_argument("--host", default="127.0.0.1", help="address to listen on")
     client.add_argument("--port", type=int, default=61630, help="port (default %(default)s)")
     client.add_argument(
+        "--websocket", metavar="PATH", help="serve STOMP over WebSocket at this path"
+    )
+    client.add_argument(
         "--accept-timeout",
         type=float,
         default=30.0,
@@ -128,6 +131,7 @@ def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             timeout=args.timeout,
             accept_timeout=args.accept_timeout,
             on_listening=listening,
+            websocket=args.websocket,
         )
     except OSError as exc:
         err.write(f"stomp-proto check-client: {exc}\n")

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from .._frame import Version
-from .._websocket import ClientHandshake, WebSocketChannel
+from .._websocket import ClientHandshake, ServerHandshake, WebSocketChannel
 
 #: The most bytes of one chunk the wire log shows.
 LOG_BYTES = 200
@@ -298,13 +298,36 @@ class Wire:
             raise Unreachable(f"cannot connect to {target.host}:{target.port}: {exc}") from exc
         self._sock = sock
         self._ws: WebSocketChannel | None = None
-        if target.websocket:
+        if target.websocket and accepted is not None:
+            self._server_handshake(target, versions)
+        elif target.websocket:
             self._handshake(target, versions)
         self.note(
             ("accepted a client on" if accepted is not None else "connected to")
             + f" {target.host}:{target.port}"
             + (f" (WebSocket {target.websocket}, {self.subprotocol})" if self._ws else "")
         )
+
+    def _server_handshake(self, target: Target, versions: tuple[Version, ...]) -> None:
+        """Accept a client's WebSocket upgrade (client mode over WebSocket)."""
+        handshake = ServerHandshake(target.websocket or "/", versions)
+        deadline = time.monotonic() + target.timeout
+        try:
+            while True:
+                self._sock.settimeout(max(0.01, deadline - time.monotonic()))
+                data = self._sock.recv(65536)
+                upgrade = handshake.receive_data(data or None)
+                if upgrade is not None:
+                    break
+            self._sock.sendall(upgrade.to_send)
+        except OSError as exc:
+            self._sock.close()
+            raise Unreachable(f"WebSocket handshake failed: {exc}") from exc
+        if upgrade.channel is None:
+            self._sock.close()
+            raise Unreachable(f"WebSocket handshake refused: {upgrade.error}")
+        self._ws = upgrade.channel
+        self.subprotocol = upgrade.channel.subprotocol
 
     def _handshake(self, target: Target, versions: tuple[Version, ...]) -> None:
         try:
