@@ -43,6 +43,9 @@ REAL: dict[str, dict[str, Any]] = {
 }
 
 
+#: Seconds a case waits for an answer: twice the command's default, so that a loaded
+#: machine (CI, parallel tests) does not turn a slow answer into a verdict.
+TIMEOUT = 4.0
 #: The embedded broker of the reports: strict, with a login (so a refused one is checked).
 EMBEDDED_OPTIONS: dict[str, Any] = {"strict": True, "users": {"guest": "guest"}}
 #: The embedded broker's heart-beat offer in these runs: short enough to be checked.
@@ -80,7 +83,7 @@ def target(name: str, port: int | None = None) -> Target:
     """Where the checker connects for ``name`` (the embedded broker needs ``port``)."""
     if name == "embedded":
         assert port is not None
-        return Target("127.0.0.1", port, "guest", "guest", "/", timeout=2.0)
+        return Target("127.0.0.1", port, "guest", "guest", "/", timeout=TIMEOUT)
     where = REAL[name]
     return Target(
         "127.0.0.1",
@@ -89,7 +92,7 @@ def target(name: str, port: int | None = None) -> Target:
         "guest",
         str(where["vhost"]),
         websocket=where.get("websocket"),
-        timeout=2.0,
+        timeout=TIMEOUT,
     )
 
 

@@ -57,6 +57,36 @@ def test_catalogue() -> None:
         assert re.fullmatch(r"1\.[012]/[a-z-]+/\d+", c.id), c.id
         assert c.id.startswith(c.version) and c.clause and c.section[:3] in ("1.0", "1.1", "1.2")
         assert c.level in ("MUST", "SHOULD", "MAY")
+    with pytest.raises(ValueError, match="unknown STOMP versions"):
+        run_check(target("embedded", 1), versions=("1.3",))  # type: ignore[arg-type]
+
+
+def test_the_tolerant_reader_is_independent_of_chunking() -> None:
+    """The checker's reader gives the same frames and EOLs however the bytes are cut."""
+    import random
+
+    from stomp_proto.check._wire import FrameReader, build
+
+    big = bytes(range(256)) * 64
+    data = b"".join([
+        build("MESSAGE", [("a", "b:c")], big, content_length=True),
+        build("SEND", [("x", "y")], b"no length"),
+        b"\n\r\n",
+        build("ERROR", [], b"e\x00rr", content_length=True),
+        b"SEND\ncontent-length:2\n\nbody\x00",  # a length short of the body
+    ])  # fmt: skip
+    whole = FrameReader().feed(data, 0.0)
+    assert [f.command for f in whole if not isinstance(f, float)] == [
+        "MESSAGE", "SEND", "ERROR", "SEND"
+    ]  # fmt: skip
+    rng = random.Random(31)
+    for _ in range(100):
+        reader, got, at = FrameReader(), [], 0
+        while at < len(data):
+            step = rng.randint(1, 5000)
+            got += reader.feed(data[at : at + step], 0.0)
+            at += step
+        assert got == whole
 
 
 def test_cli_against_the_strict_embedded_broker(
@@ -176,12 +206,13 @@ def test_unmutated_proxy_is_clean(upstream: int) -> None:
     every case a mutation must break is OK: what the mutations break, they add."""
     every = {cid(f) for names in EXPECTED.values() for f in names}
     with mutated_broker(upstream, "none") as port:
-        report = run_check(target("embedded", port))
+        # Without the size-limit cases (megabytes through two Python event loops in
+        # this process) and with fewer cases at once: a loaded CI machine must not
+        # turn a slow proxy into a verdict.
+        report = run_check(target("embedded", port), exclude=("size-limits",), workers=6)
     got = {r.case.id: (str(r.verdict), r.detail) for r in report.results}
     assert not {k: v for k, v in got.items() if v[0] == "FAILED"}
-    assert {k: v for k, v in got.items() if k in every} == {
-        k: v for k, v in got.items() if k in every and v[0] == "OK"
-    }
+    assert not {k: v for k, v in got.items() if k in every and v[0] != "OK"}
 
 
 @pytest.mark.parametrize("mutation", sorted(EXPECTED))

@@ -7,6 +7,7 @@ with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
 ``docs/checking.rst``.
 """
 
+from .._frame import Version
 from .._public import present_as
 from ._case import CATALOGUE, Case, Outcome, Probe, Verdict, case
 from ._case import GROUPS as _GROUPS
@@ -25,7 +26,7 @@ def catalogue() -> list[Case]:
 
 def run_check(
     target: Target,
-    versions: tuple[str, ...] = ("1.0", "1.1", "1.2"),
+    versions: tuple[Version, ...] = ("1.0", "1.1", "1.2"),
     cases: tuple[str, ...] = (),
     exclude: tuple[str, ...] = (),
     *,
@@ -34,12 +35,10 @@ def run_check(
     """Run the cases of ``versions`` matching ``cases`` (wildcards on ids, or group names)
     and not ``exclude`` against ``target``; raises :class:`Unreachable` when it cannot connect.
     """
-    chosen = select(
-        [v for v in versions if v in ("1.0", "1.1", "1.2")],  # type: ignore[misc]
-        cases,
-        exclude,
-    )
-    return run(target, chosen, workers=workers)
+    unknown = [v for v in versions if v not in ("1.0", "1.1", "1.2")]
+    if unknown:
+        raise ValueError(f"unknown STOMP versions {unknown}: use 1.0, 1.1 and 1.2")
+    return run(target, select(versions, cases, exclude), workers=workers)
 
 
 __all__ = [

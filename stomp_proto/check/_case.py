@@ -260,10 +260,9 @@ class Probe:
         command: str,
         headers: list[tuple[str, str]] | None = None,
         body: bytes = b"",
-        **options: object,
     ) -> None:
         """Send a well-formed frame of this case's version."""
-        wire.send(build(command, headers or [], body, version=self.version, **options))  # type: ignore[arg-type]
+        wire.send(build(command, headers or [], body, version=self.version))
 
     def receipt(
         self,
@@ -271,11 +270,10 @@ class Probe:
         command: str,
         headers: list[tuple[str, str]] | None = None,
         body: bytes = b"",
-        **options: object,
     ) -> RawFrame | None:
         """Send a frame with a receipt; the RECEIPT (or ERROR) that answers it."""
         rid = self.name("r")
-        self.frame(wire, command, [*(headers or []), ("receipt", rid)], body, **options)
+        self.frame(wire, command, [*(headers or []), ("receipt", rid)], body)
         return wire.expect("RECEIPT", receipt=rid)
 
     def must_receipt(
@@ -284,10 +282,9 @@ class Probe:
         command: str,
         headers: list[tuple[str, str]] | None = None,
         body: bytes = b"",
-        **options: object,
     ) -> RawFrame:
         """:meth:`receipt`, failing the case set-up when no RECEIPT comes."""
-        answer = self.receipt(wire, command, headers, body, **options)
+        answer = self.receipt(wire, command, headers, body)
         if answer is None or answer.command != "RECEIPT":
             raise Setup(
                 f"{command} with a receipt got " + (describe(answer) if answer else "no RECEIPT")

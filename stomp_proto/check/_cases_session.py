@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from .._frame import Version
 from ._case import ALL, V11, V12, Outcome, Probe, Verdict, case, describe
@@ -209,6 +210,10 @@ def _gaps(wire: Wire, since: float) -> list[float]:
     return [b - a for a, b in itertools.pairwise(times)]
 
 
+#: Sessions :func:`broker_sends_beats` watches at once.
+BEAT_SESSIONS = 8
+
+
 def _beats_after(wire: Wire, since: float) -> list[float]:
     """EOLs that came alone, after ``since`` (not the EOL a broker writes after a NUL)."""
     framed = {frame.at for frame in wire.frames}
@@ -228,16 +233,20 @@ def _negotiated(wire: Wire, wanted: int) -> int:
 @case("heart-beating", "heart-beat-send", "MUST", V11)
 def broker_sends_beats(p: Probe) -> Outcome:
     """The broker sends data at least every negotiated interval (EOLs when idle)."""
-    wire = p.session(heartbeat="0,300")
-    interval = _negotiated(wire, 300)
+    # Several sessions at once: a broker whose beats follow a timer of its own
+    # (ActiveMQ: gaps of one or two intervals, by the phase of its timer) shows its
+    # worst gap in one of them, so the verdict does not depend on luck.
+    wires = [p.session(heartbeat="0,1000") for _ in range(BEAT_SESSIONS)]
+    wire = wires[0]
+    interval = _negotiated(wire, 1000)
     if interval == 0:
         return p.absent("the broker offers no heart-beats (sx = 0)")
     start = wire.now()
     window = min(max(3.2 * interval / 1000, 1.5), 7.0)
-    stray = wire.quiet(window)
-    gaps = _gaps(wire, start)
-    worst = max(gaps) * 1000
-    if not _beats_after(wire, start):
+    with ThreadPoolExecutor(len(wires)) as pool:
+        stray = [f for got in pool.map(lambda w: w.quiet(window), wires) for f in got]
+    worst = max(max(_gaps(w, start)) for w in wires) * 1000
+    if not all(_beats_after(w, start) for w in wires):
         if window * 1000 < 1.5 * interval + 250:
             return p.info(f"the interval, {interval} ms, is too long to judge in {window:.1f} s")
         return p.broken(f"no heart-beat in {window:.1f} s at {interval} ms")
@@ -246,6 +255,7 @@ def broker_sends_beats(p: Probe) -> Outcome:
     if worst <= 1.5 * interval + 250:
         return p.ok(f"interval {interval} ms, longest gap {worst:.0f} ms")
     if worst <= 3 * interval:
+        # Late, but within what a tolerant receiver allows (ours: 2.5 intervals).
         return Outcome(
             Verdict.NON_STRICT, f"late: interval {interval} ms, longest gap {worst:.0f} ms"
         )
@@ -456,7 +466,7 @@ def closed_after_send_error(p: Probe) -> Outcome:
     return p.check(wire.wait_closed(), "ERROR but the connection stayed open", ok="closed")
 
 
-@case("error", "error-close", "MUST", V12, levels={})
+@case("error", "error-close", "MUST", V12)
 def closed_after_error(p: Probe) -> Outcome:
     """After any ERROR (an unknown transaction), the broker closes the connection."""
     wire = p.session()

@@ -5,12 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from .._frame import Version
 from ._report import print_table, write_html, write_json, write_junit
 from ._runner import Report, run, select
 from ._wire import Target, Unreachable
 
 #: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); no connection.
 EXIT_CLEAN, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
+#: ``--version`` -> the versions it checks.
+VERSIONS: dict[str, tuple[Version, ...]] = {
+    "1.0": ("1.0",),
+    "1.1": ("1.1",),
+    "1.2": ("1.2",),
+    "all": ("1.0", "1.1", "1.2"),
+}
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -110,8 +118,7 @@ def _write_reports(report: Report, args: argparse.Namespace, out: TextIO) -> int
 def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._client_mode import CLIENT_CATALOGUE, serve_client_cases
 
-    versions = ["1.0", "1.1", "1.2"] if args.versions == "all" else [args.versions]
-    cases = select(versions, args.cases, args.exclude, CLIENT_CATALOGUE)  # type: ignore[arg-type]
+    cases = select(VERSIONS[args.versions], args.cases, args.exclude, CLIENT_CATALOGUE)
     if not cases:
         err.write("no case matches --cases/--exclude\n")
         return EXIT_FAILED
@@ -153,8 +160,7 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.timeout,
         args.prefix,
     )
-    versions = ["1.0", "1.1", "1.2"] if args.versions == "all" else [args.versions]
-    cases = select(versions, args.cases, args.exclude)  # type: ignore[arg-type]
+    cases = select(VERSIONS[args.versions], args.cases, args.exclude)
     if not cases:
         err.write("no case matches --cases/--exclude\n")
         return EXIT_FAILED
