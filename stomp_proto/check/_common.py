@@ -1,4 +1,4 @@
-"""Steps many cases share: a message sent to oneself, an ERROR provoked, a sentinel."""
+"""Steps many cases share: a message sent to oneself, a user header judged, a sentinel."""
 
 from __future__ import annotations
 
