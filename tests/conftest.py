@@ -165,6 +165,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_docs_inventory",
         "test_mypyc_build",
         "test_packaging",
+        "test_scripts",
     ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
     "benchmark": ("test_benchmarks_smoke",),
