@@ -21,7 +21,8 @@ APT_COMMAND = re.compile(r"^\s*(?:if\s+)?(?:\$SUDO\s+)?apt-get\s+(update|install
 
 def apt_commands() -> list[tuple[str, str]]:
     found = []
-    scripts = sorted((ROOT / "scripts").glob("*.sh")) + sorted((ROOT / "scripts" / "brokers").glob("*.sh"))
+    scripts = [*sorted((ROOT / "scripts").glob("*.sh"))]
+    scripts += sorted((ROOT / "scripts" / "brokers").glob("*.sh"))
     for script in scripts:
         for number, line in enumerate(script.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
