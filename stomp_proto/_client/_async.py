@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 
 from .._connection import ClientConnection
@@ -506,14 +506,15 @@ class AsyncClient:
         body: bytes | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
         event, receipt_id = self._core.send_event(
@@ -532,12 +533,13 @@ class AsyncClient:
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> AsyncSubscription:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
         """
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 

@@ -19,11 +19,12 @@ import dataclasses
 import itertools
 import random
 import ssl as _ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
 from .._build import interpreted
+from .._checks import as_headers, check_bool, check_limits, check_number, wrong_type
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
     Ack,
@@ -128,6 +129,26 @@ class Backoff:
     #: How many sessions in a row the broker may end with an ERROR.
     error_attempts: int = 3
 
+    def __post_init__(self) -> None:
+        for name in ("initial", "maximum", "factor", "jitter", "reset_after"):
+            check_number(f"Backoff.{name}", getattr(self, name), minimum=0.0)
+        for name in ("attempts", "error_attempts"):
+            value = getattr(self, name)
+            if value is None and name == "attempts":
+                continue
+            if type(value) is not int:
+                raise wrong_type(f"Backoff.{name}", "an int", value)
+            if value < 0:
+                raise ValueError(f"Backoff.{name} must not be negative, not {value!r}")
+        if self.factor < 1.0:
+            raise ValueError(f"Backoff.factor must be at least 1, not {self.factor!r}")
+        if self.jitter >= 1.0:
+            raise ValueError(f"Backoff.jitter must be below 1 (a fraction), not {self.jitter!r}")
+        if self.maximum < self.initial:
+            raise ValueError(
+                f"Backoff.maximum ({self.maximum!r}) must be at least initial ({self.initial!r})"
+            )
+
     def delays(self) -> Iterator[float]:
         """The waits of one run of the schedule, in seconds (jitter applied)."""
         delay = self.initial
@@ -169,18 +190,86 @@ class ConnectOptions:
     websocket: str | None = None
 
     def __post_init__(self) -> None:
+        self._check()
         if self.websocket is not None:
             from .._websocket import check_path, require_wsproto
 
             check_path(self.websocket)
             require_wsproto()  # fail at connect(), with how to install it
 
+    def _check(self) -> None:
+        """TypeError or ValueError for an option no connection could use, naming it."""
+
+        def option(name: str) -> str:
+            return f"connect() option {name}"
+
+        if not isinstance(self.host, str):
+            raise wrong_type("connect() host", "a str such as '127.0.0.1'", self.host)
+        if type(self.port) is not int:
+            raise wrong_type("connect() port", "an int such as 61613", self.port)
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"connect() port must be between 0 and 65535, not {self.port!r}")
+        for name in ("login", "passcode", "websocket"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                shown = "***" if name == "passcode" else value
+                raise wrong_type(option(name), "a str or None", shown)
+        if not isinstance(self.vhost, str):
+            raise wrong_type(option("vhost"), "a str such as '/'", self.vhost)
+        heartbeat = self.heartbeat
+        if not (
+            type(heartbeat) is tuple
+            and len(heartbeat) == 2
+            and all(type(x) is int for x in heartbeat)
+        ):
+            raise wrong_type(
+                option("heartbeat"),
+                "a pair of ints",
+                heartbeat,
+                "(can send every ms, want every ms), such as (10000, 10000); (0, 0) for none",
+            )
+        if min(heartbeat) < 0:
+            raise ValueError(f"{option('heartbeat')} must not be negative, not {heartbeat!r}")
+        versions = self.versions
+        if type(versions) is not tuple or not all(isinstance(v, str) for v in versions):
+            raise wrong_type(option("versions"), "a tuple such as ('1.1', '1.2')", versions)
+        if not versions or not set(versions) <= set(VERSIONS):
+            raise ValueError(f"{option('versions')} must be some of {VERSIONS!r}, not {versions!r}")
+        if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
+            raise wrong_type(
+                option("ssl"), "an ssl.SSLContext or None", self.ssl, "ssl.create_default_context()"
+            )
+        if self.timeout is not None:
+            check_number(option("timeout"), self.timeout)
+            if self.timeout <= 0:
+                raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
+        if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
+            raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
+        if type(self.max_pending_messages) is not int:
+            raise wrong_type(option("max_pending_messages"), "an int", self.max_pending_messages)
+        if self.max_pending_messages < 1:
+            raise ValueError(
+                f"{option('max_pending_messages')} must be at least 1, "
+                f"not {self.max_pending_messages!r}"
+            )
+        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
+        check_limits(option("limits"), self.limits)
+
     @classmethod
     def build(cls, host: str, port: int, options: ClientOptions) -> ConnectOptions:
-        """Options from the keyword arguments of an adapter's ``connect()``."""
+        """Options from the keyword arguments of an adapter's ``connect()``.
+
+        An unknown keyword is a TypeError that lists the :class:`ClientOptions`.
+        """
         values = dict(options)
+        unknown = sorted(values.keys() - ClientOptions.__annotations__.keys())
+        if unknown:
+            raise TypeError(
+                f"connect() got an unknown option {unknown[0]!r}; the options "
+                f"(stomp_proto.ClientOptions) are: {', '.join(ClientOptions.__annotations__)}"
+            )
         if "headers" in values:
-            values["headers"] = dict(options["headers"])
+            values["headers"] = dict(as_headers(options["headers"]))
         return cls(host=host, port=port, **values)  # type: ignore[arg-type]
 
     def connect_event(self, versions: tuple[Version, ...] | None = None) -> Connect:
@@ -191,7 +280,7 @@ class ConnectOptions:
             login=self.login,
             passcode=self.passcode,
             heartbeat=self.heartbeat,
-            headers=tuple(self.headers.items()),
+            headers=as_headers(self.headers),
         )
 
 
@@ -463,14 +552,14 @@ class ClientCore(Generic[S]):
         self,
         destination: str,
         ack: AckMode,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         subscription_id: str | None,
     ) -> Subscribe:
         return Subscribe(
             destination,
             id=subscription_id or self.next_id("sub"),
             ack=ack,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
         )
 
     def send_event(
@@ -479,7 +568,7 @@ class ClientCore(Generic[S]):
         body: bytes | str,
         *,
         content_type: str | None,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         transaction: str | None,
         receipt: bool,
         content_length: bool,
@@ -488,18 +577,20 @@ class ClientCore(Generic[S]):
 
         A ``str`` body is sent as UTF-8 text.
         """
+        check_bool("send() receipt", receipt)
         if isinstance(body, str):
             body = body.encode("utf-8")
             if content_type is None:
                 content_type = "text/plain;charset=utf-8"
+        # Send takes any bytes-like body, and refuses what it cannot send.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,
-            bytes(body),
+            body,
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
             content_length=content_length,
         )
         return event, receipt_id
@@ -513,6 +604,7 @@ class ClientCore(Generic[S]):
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
         """
+        check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id

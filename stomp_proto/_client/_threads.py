@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import Protocol
@@ -898,14 +898,15 @@ class Client:
         body: bytes | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
         event, receipt_id = self._core.send_event(
@@ -925,12 +926,13 @@ class Client:
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
