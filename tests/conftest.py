@@ -116,6 +116,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the asyncio, trio and threads clients, WebSocket, the examples
     "clients": (
         "test_ack_outbox",
+        "test_careless_calls",
         "test_adapter_faults",
         "test_adapters",
         "test_chaos",
