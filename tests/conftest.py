@@ -127,6 +127,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_examples",
         "test_hostile_brokers",
         "test_plain_socket_example",
+        "test_refusals",
         "test_threads_concurrency",
         "test_threads_read_role",
         "test_websocket",

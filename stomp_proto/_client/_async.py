@@ -44,6 +44,7 @@ from ._core import (
     ConnectOptions,
     End,
     Resolve,
+    reason,
 )
 from ._websocket_stream import WebSocketStream
 
@@ -157,6 +158,7 @@ class AsyncSubscription:
                     await self._arrived.wait()
         if not self._messages:
             if self._error is not None:
+                self._client._core.reported(self._error)
                 raise self._error
             return None
         if len(self._messages) == self._limit:
@@ -272,7 +274,11 @@ class AsyncClient:
             await self.close()
 
     async def disconnect(self) -> None:
-        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close."""
+        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closing:
             return
         try:
@@ -281,6 +287,7 @@ class AsyncClient:
                     await self._send(*self._core.disconnect_event())
         finally:
             await self.close()
+        self._core.take_refusal()
 
     async def close(self) -> None:
         """Drop the connection at once (no DISCONNECT).
@@ -333,7 +340,7 @@ class AsyncClient:
         except ClientError as exc:
             error = exc
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
@@ -416,7 +423,8 @@ class AsyncClient:
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    why = reason(exc, self._options.timeout)
+                    error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
             self._finish(error)
         finally:
@@ -449,7 +457,7 @@ class AsyncClient:
                 pass
             finally:
                 self._waiters.pop(key, None)
-        return session.error or ConnectionLost(f"connection failed: {exc}")
+        return session.error or ConnectionLost(f"connection failed: {reason(exc)}")
 
     def _expect(self, key: str) -> Waiter[Event]:
         waiter = self._backend.waiter()
@@ -457,6 +465,16 @@ class AsyncClient:
         return waiter
 
     async def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+        try:
+            await self._write(event, receipt, settles)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    async def _write(
         self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
@@ -488,7 +506,9 @@ class AsyncClient:
                     raise self._core.error or ConnectionLost("the connection is closed")
                 if settles is not None:
                     conn.check_delivered(settles)
-                await stream.send(conn.send(event))
+                data = conn.send(event)
+                self._core.written(event)  # before the write: its answer may come during it
+                await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
             raise await self._why_send_failed(session, exc) from exc
@@ -517,6 +537,7 @@ class AsyncClient:
         ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -544,6 +565,7 @@ class AsyncClient:
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             await self._send(event, receipt)
@@ -574,6 +596,7 @@ class AsyncClient:
     async def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         await self._send(event, receipt_id, message)
 
@@ -584,6 +607,7 @@ class AsyncClient:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         await self._send(Begin(tx))
         try:
@@ -598,12 +622,16 @@ class AsyncClient:
 async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
     """Connect and log in; failures become ClientError subclasses."""
     client = AsyncClient(options, backend)
+    where = f"{options.host}:{options.port}"
     try:
         await client._open()
+    except ConnectionLost as exc:
+        await client.close()
+        raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
     except ClientError:
         await client.close()
         raise
     except (OSError, TimeoutError, ProtocolError) as exc:
         await client.close()
-        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
+        raise ConnectionLost(f"cannot connect to {where}: {reason(exc, options.timeout)}") from exc
     return client

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import random
 import ssl as _ssl
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,6 +37,7 @@ from .._events import (
     Disconnect,
     Error,
     Event,
+    FrameEvent,
     HeartBeat,
     HeartBeatTimeout,
     Message,
@@ -47,6 +49,8 @@ from .._events import (
 )
 from .._frame import VERSIONS, Version
 from .._limits import Limits
+
+log = logging.getLogger("stomp_proto.client")
 
 __all__ = [
     "Backoff",
@@ -93,6 +97,16 @@ class ConnectionLost(ClientError):
     """The connection ended: the peer closed it, the network failed, or it was never made."""
 
 
+def reason(exc: BaseException, timeout: float | None = None) -> str:
+    """What went wrong, in words, never empty (an asyncio timeout has no text of its own)."""
+    text = str(exc)
+    if text:
+        return text
+    if isinstance(exc, TimeoutError):
+        return "timed out" if timeout is None else f"timed out after {timeout:g} s"
+    return type(exc).__name__
+
+
 @interpreted
 class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
@@ -106,12 +120,17 @@ class Backoff:
     Each wait is spread by up to ``jitter`` (a fraction) so that many clients
     do not return at once.  ``attempts=None`` retries forever.
 
-    The schedule starts over only after a session that stayed up for
-    ``reset_after`` seconds: a session that fails soon after CONNECTED (a
-    broker that accepts and then drops, or refuses what the client restores)
-    keeps the waits growing.  ``error_attempts`` bounds how many times in a row
-    the client comes back after the broker ended the session (or refused the
-    login) with an ERROR; after that the :class:`BrokerError` ends the client.
+    The waits grow while attempts fail: a broker that is down is tried less and
+    less often, at most once every ``maximum`` seconds.  They start over after
+    any session that stayed up ``held_after`` seconds: on a flapping link
+    (cuts every few seconds, the broker up) every cut is followed by a short
+    wait, and a client still connects at most once per ``held_after`` seconds.
+    A session shorter than that (a broker that accepts and then drops, or
+    refuses what the client restores) counts as a failed attempt.
+    ``error_attempts`` bounds how many times in a row the client comes back
+    after the broker ended the session (or refused the login) with an ERROR;
+    after that the :class:`BrokerError` ends the client.  That count starts
+    over after a session that stayed up ``reset_after`` seconds.
     """
 
     #: The first wait, in seconds.
@@ -124,13 +143,15 @@ class Backoff:
     jitter: float = 0.1
     #: How many times to try in a row; ``None``: forever.
     attempts: int | None = None
-    #: Seconds a session must stay up for the schedule to start over.
+    #: Seconds a session must stay up for the count of ERROR endings to start over.
     reset_after: float = 10.0
     #: How many sessions in a row the broker may end with an ERROR.
     error_attempts: int = 3
+    #: Seconds a session must stay up for the waits to start over from ``initial``.
+    held_after: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("initial", "maximum", "factor", "jitter", "reset_after"):
+        for name in ("initial", "maximum", "factor", "jitter", "reset_after", "held_after"):
             check_number(f"Backoff.{name}", getattr(self, name), minimum=0.0)
         for name in ("attempts", "error_attempts"):
             value = getattr(self, name)
@@ -343,13 +364,13 @@ class Reconnects:
 
     The rule, the same in every adapter: any ending is worth another try (a
     lost transport, a silent broker, an ERROR - a broker shutting down sends
-    one), with waits from :meth:`Backoff.delays`.  The waits start over only
-    after a session that was healthy for :attr:`Backoff.reset_after` seconds.
-    Endings by ERROR (and logins refused by one) count: after
-    :attr:`Backoff.error_attempts` in a row the client gives up, since the
-    broker keeps saying no.  An ERROR that refused a restored subscription does
-    not count: that subscription has ended with it, and the next session comes
-    back without it.
+    one), with waits from :meth:`Backoff.delays`.  The waits start over after
+    a session that stayed up :attr:`Backoff.held_after` seconds; failed
+    attempts and shorter sessions make them grow.  Endings by ERROR (and
+    logins refused by one) count: after :attr:`Backoff.error_attempts` in a
+    row the client gives up, since the broker keeps saying no.  An ERROR that
+    refused a restored subscription does not count: that subscription has
+    ended with it, and the next session comes back without it.
     """
 
     __slots__ = ("_backoff", "_delays", "_errors", "_since")
@@ -370,8 +391,9 @@ class Reconnects:
         ``refused``: the ERROR refused a restored subscription.
         """
         since, self._since = self._since, None
+        if since is not None and now - since >= self._backoff.held_after:
+            self._delays = None  # the broker is there: come back at once
         if since is not None and now - since >= self._backoff.reset_after:
-            self._delays = None
             self._errors = 0
         if isinstance(error, BrokerError) and not refused:
             self._errors += 1
@@ -525,6 +547,13 @@ class ClientCore(Generic[S]):
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
+        #: Whether a SEND without a receipt went out on this connection with no
+        #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
+        self._unvouched = False
+        #: The ERROR that may have refused such a SEND, for the application's next call.
+        self.refusal: BrokerError | None = None
+        #: Unknown subscription ids already logged (one warning each).
+        self._strangers: set[str] = set()
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -538,9 +567,30 @@ class ClientCore(Generic[S]):
         self._left.clear()
         self._restoring.clear()
         self.refused = False
+        self._unvouched = False
         return self.conn
 
     # -- ids and events --------------------------------------------------------
+
+    def written(self, event: FrameEvent) -> None:
+        """``event`` was written on the current connection (the adapters call this)."""
+        if type(event) is Send and event.receipt is None:
+            self._unvouched = True
+
+    def take_refusal(self) -> None:
+        """Raise, once, the ERROR that may have refused a SEND of an earlier call.
+
+        Every call of the application that sends calls this first, so a
+        refusal reaches it even when the client reconnected after the ERROR.
+        """
+        refusal, self.refusal = self.refusal, None
+        if refusal is not None:
+            raise refusal
+
+    def reported(self, error: ClientError) -> None:
+        """``error`` was raised to the application: a refusal it is needs no second telling."""
+        if error is self.refusal:
+            self.refusal = None
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -675,12 +725,32 @@ class ClientCore(Generic[S]):
         """
         handle = self.subscriptions.get(message.key)
         if handle is None:
-            return self._left.get(message.key), None
+            left = self._left.get(message.key)
+            if left is None:
+                self._stranger(message)
+            return left, None
         if handle._receipt is None:
             return handle, None
         receipt, handle._receipt = handle._receipt, None
         self._restoring.pop(receipt, None)
         return handle, receipt
+
+    def _stranger(self, message: Message) -> None:
+        """Log a MESSAGE for a subscription this client does not know, once per id."""
+        key = message.key
+        if key in self._strangers:
+            return
+        if len(self._strangers) >= LEFT_REMEMBERED:
+            self._strangers.clear()
+        self._strangers.add(key)
+        log.warning(
+            "MESSAGE for subscription %r, which this client did not make (destination %r, "
+            "message-id %r): it goes to client.unsolicited, unacknowledged; further "
+            "messages for that subscription are not logged",
+            message.subscription,
+            message.destination,
+            message.message_id,
+        )
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription.
@@ -705,6 +775,8 @@ class ClientCore(Generic[S]):
         """
         failure = BrokerError(error)
         self.refused = False
+        if self._unvouched and not self._restoring:
+            self.refusal = failure
         if self._restoring:
             receipt = error.receipt_id
             if receipt not in self._restoring:
@@ -743,6 +815,7 @@ class ClientCore(Generic[S]):
         if type(event) is Message:
             return event
         if isinstance(event, Receipt):
+            self._unvouched = False  # the broker took everything sent before it
             restored = self._restoring.pop(event.receipt_id, None)
             if restored is not None:
                 restored._receipt = None

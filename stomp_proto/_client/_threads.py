@@ -61,6 +61,7 @@ from ._core import (
     End,
     Outbox,
     Resolve,
+    reason,
     wide_window,
 )
 
@@ -137,7 +138,7 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    raise TimeoutError("no answer from the broker in time")
+                    raise TimeoutError(f"timed out after {timeout:g} s (no answer from the broker)")
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -218,6 +219,7 @@ class Subscription:
                     if waited:
                         client._hand_on()
                     if self._error is not None:
+                        client._core.reported(self._error)
                         raise self._error
                     return None
                 # Nothing buffered: acknowledgements held back go out before
@@ -412,7 +414,11 @@ class Client:
             self.close()
 
     def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt), then close."""
+        """Leave gracefully (DISCONNECT and its receipt), then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closed:
             return  # already closed: like the async clients, a no-op
         try:
@@ -421,6 +427,7 @@ class Client:
                     self._send(*self._core.disconnect_event())
         finally:
             self.close()
+        self._core.take_refusal()
 
     def close(self) -> None:
         """Drop the connection at once (no DISCONNECT) and stop the background thread.
@@ -534,9 +541,10 @@ class Client:
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                self._end_session(ConnectionLost("no CONNECTED from the broker in time"))
+                why = f"timed out after {self._options.timeout:g} s (no CONNECTED from the broker)"
+                self._end_session(ConnectionLost(why))
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
             self._end_session(error)
         except Exception as exc:  # a bug must not leave waiters hanging
@@ -661,7 +669,9 @@ class Client:
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    error = ConnectionLost(
+                        f"reconnect failed: {reason(exc, self._options.timeout)}"
+                    )
             if self._closed:  # close() came while connecting: it did not see this stream
                 with self._hub:
                     self._live = False
@@ -801,7 +811,7 @@ class Client:
         once).  So wait, bounded by the timeout, for the session written on to
         end (reading for it if nobody else does), and raise what ended it.
         """
-        lost = ConnectionLost(f"connection failed: {exc}")
+        lost = ConnectionLost(f"connection failed: {reason(exc)}")
         if threading.current_thread() is self._reader:
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
@@ -852,6 +862,21 @@ class Client:
         *,
         hold: bool = False,
     ) -> Event | Message | None:
+        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer."""
+        try:
+            return self._write(event, receipt, settles, hold=hold)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    def _write(
+        self,
+        event: FrameEvent,
+        receipt: str | None = None,
+        settles: Message | None = None,
+        *,
+        hold: bool = False,
+    ) -> Event | Message | None:
         """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
 
         ``settles``: the message an ACK or NACK is for (it must have come on
@@ -870,6 +895,7 @@ class Client:
                 if settles is not None:
                     conn.check_delivered(settles)
                 data = conn.send(event)
+                self._core.written(event)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
@@ -909,6 +935,7 @@ class Client:
         ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -942,6 +969,7 @@ class Client:
             self._unsubscribe(subscription)
 
     def _subscribe(self, subscription: Subscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             self._send(event, receipt)
@@ -972,6 +1000,7 @@ class Client:
     def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
@@ -986,6 +1015,7 @@ class Client:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         self._send(Begin(tx))
         try:
@@ -1000,14 +1030,18 @@ class Client:
 def open_client(options: ConnectOptions) -> Client:
     """A connected, logged-in :class:`Client`; errors are ClientErrors (ConnectionLost...)."""
     client = Client(options)
+    where = f"{options.host}:{options.port}"
     try:
         client._open()
+    except ConnectionLost as exc:
+        client.close()
+        raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
     except ClientError:
         client.close()
         raise
     except (OSError, TimeoutError, ProtocolError) as exc:
         client.close()
-        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
+        raise ConnectionLost(f"cannot connect to {where}: {reason(exc, options.timeout)}") from exc
     except BaseException:
         client.close()
         raise
