@@ -32,6 +32,7 @@ __all__ = [
     "check_limits",
     "check_number",
     "describe",
+    "is_int",
     "wrong_type",
 ]
 
@@ -54,14 +55,19 @@ def wrong_type(argument: str, expected: str, value: object, fix: str = "") -> Ty
     return TypeError(f"{text}; {fix}" if fix else text)
 
 
+def is_int(value: object) -> bool:
+    """An int that is not a bool (``isinstance``: ``type() is`` misreads bools compiled)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_bool(argument: str, value: object) -> None:
-    if type(value) is not bool:
+    if not isinstance(value, bool):
         raise wrong_type(argument, "True or False", value)
 
 
 def check_number(argument: str, value: object, *, minimum: float | None = None) -> None:
     """A real number (an int or a float, not a bool, not NaN), at least ``minimum``."""
-    if type(value) is bool or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise wrong_type(argument, "a number", value)
     if math.isnan(value):
         raise ValueError(f"{argument} must be a number, not NaN")
@@ -113,42 +119,42 @@ def as_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Header
 
 # -- events ------------------------------------------------------------------------
 
-#: What each field annotation of the events allows, and how to say so.  ``bytes``
-#: and ``Headers`` are not here: the events convert those when they are built.
-_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
-    "str": ((str,), "a str"),
-    "str | None": ((str, _NONE), "a str or None"),
-    "Version | None": ((str, _NONE), "a version string ('1.0', '1.1' or '1.2') or None"),
-    "AckMode": ((str,), "one of 'auto', 'client', 'client-individual'"),
-    "Literal['CONNECT', 'STOMP']": ((str,), "'CONNECT' or 'STOMP'"),
-    "bool": ((bool,), "True or False"),
-    "tuple[str, ...]": ((tuple,), "a tuple of str"),
-    "tuple[Version, ...]": ((tuple,), "a tuple of version strings, such as ('1.1', '1.2')"),
-    "tuple[int, int]": ((tuple,), "a pair of ints"),
+#: What an event field may hold, by the kind of its default: a field without
+#: one is a required str, one that defaults to None an optional str.  (Read from
+#: the defaults, not the annotations: a compiled build does not keep those.)
+_BY_DEFAULT: dict[type, tuple[tuple[type, ...], str]] = {
+    type(dataclasses.MISSING): ((str,), "a str"),
+    _NONE: ((str, _NONE), "a str or None"),
+    str: ((str,), "a str"),
+    bool: ((bool,), "True or False"),
+    tuple: ((tuple,), "a tuple"),
 }
 #: Converted (and refused) by FrameEvent.__post_init__ already.
-_CONVERTED = frozenset({"bytes", "Headers"})
+_CONVERTED = frozenset({"body", "headers"})
 
 #: What fits, for the fields users most often get wrong.
 _FIXES = {
     "destination": "the queue or topic, such as '/queue/a'",
     "heartbeat": "(can send every ms, wants every ms), such as (10000, 10000); (0, 0) for none",
     "accept_versions": "such as ('1.1', '1.2')",
+    "ack": "one of 'auto', 'client', 'client-individual'",
 }
 
 _Check = tuple[str, tuple[type, ...], str]
 _CHECKS: dict[type, tuple[_Check, ...]] = {}
 
 
-def _checks_of(cls: type) -> tuple[_Check, ...]:
-    checks = []
-    for field in dataclasses.fields(cls):
-        annotation = str(field.type)
-        if annotation in _CONVERTED:
-            continue
-        kinds, expected = _TYPES[annotation]  # a new annotation needs an entry above
-        checks.append((field.name, kinds, expected))
-    return tuple(checks)
+def event_checks(cls: type) -> tuple[_Check, ...]:
+    """``(field, types it may hold, how to say so)`` for each field of event class ``cls``."""
+    checks = _CHECKS.get(cls)
+    if checks is None:
+        found = []
+        for field in dataclasses.fields(cls):
+            if field.name not in _CONVERTED:
+                kinds, expected = _BY_DEFAULT[type(field.default)]  # a new kind needs an entry
+                found.append((field.name, kinds, expected))
+        checks = _CHECKS[cls] = tuple(found)
+    return checks
 
 
 def check_event(event: object) -> None:
@@ -159,7 +165,7 @@ def check_event(event: object) -> None:
     cls = type(event)
     checks = _CHECKS.get(cls)
     if checks is None:
-        checks = _CHECKS[cls] = _checks_of(cls)
+        checks = event_checks(cls)
     for name, kinds, expected in checks:
         value = getattr(event, name)
         if not isinstance(value, kinds):
@@ -170,7 +176,7 @@ def check_event(event: object) -> None:
     for name in ("accept_versions", "covered"):
         values = getattr(event, name, ())
         if values and not all(isinstance(value, str) for value in values):
-            raise _field_error(cls.__name__, name, _TYPES["tuple[str, ...]"][1], values)
+            raise _field_error(cls.__name__, name, "a tuple of str", values)
     command = getattr(event, "frame_command", "CONNECT")
     if command != "CONNECT" and command != "STOMP":
         raise LocalProtocolError(
@@ -183,7 +189,7 @@ def _check_pair(owner: str, heartbeat: object) -> None:
     if not (
         type(heartbeat) is tuple
         and len(heartbeat) == 2
-        and all(isinstance(x, int) and type(x) is not bool for x in heartbeat)
+        and all(is_int(x) for x in heartbeat)
     ):
         raise _field_error(owner, "heartbeat", "a pair of ints", heartbeat)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
 from .._build import interpreted
-from .._checks import as_headers, check_bool, check_limits, check_number, wrong_type
+from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
     Ack,
@@ -157,7 +157,7 @@ class Backoff:
             value = getattr(self, name)
             if value is None and name == "attempts":
                 continue
-            if type(value) is not int:
+            if not is_int(value):
                 raise wrong_type(f"Backoff.{name}", "an int", value)
             if value < 0:
                 raise ValueError(f"Backoff.{name} must not be negative, not {value!r}")
@@ -176,6 +176,11 @@ class Backoff:
         for _ in itertools.count() if self.attempts is None else range(self.attempts):
             yield delay * (1 + random.uniform(-self.jitter, self.jitter))
             delay = min(delay * self.factor, self.maximum)
+
+
+def _option(name: str) -> str:
+    """How an error names the ``connect()`` option ``name``."""
+    return f"connect() option {name}"
 
 
 @interpreted
@@ -220,13 +225,10 @@ class ConnectOptions:
 
     def _check(self) -> None:
         """TypeError or ValueError for an option no connection could use, naming it."""
-
-        def option(name: str) -> str:
-            return f"connect() option {name}"
-
+        option = _option
         if not isinstance(self.host, str):
             raise wrong_type("connect() host", "a str such as '127.0.0.1'", self.host)
-        if type(self.port) is not int:
+        if not is_int(self.port):
             raise wrong_type("connect() port", "an int such as 61613", self.port)
         if not 0 <= self.port < 65536:
             raise ValueError(f"connect() port must be between 0 and 65535, not {self.port!r}")
@@ -241,7 +243,7 @@ class ConnectOptions:
         if not (
             type(heartbeat) is tuple
             and len(heartbeat) == 2
-            and all(type(x) is int for x in heartbeat)
+            and all(is_int(x) for x in heartbeat)
         ):
             raise wrong_type(
                 option("heartbeat"),
@@ -266,7 +268,7 @@ class ConnectOptions:
                 raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
         if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
             raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
-        if type(self.max_pending_messages) is not int:
+        if not is_int(self.max_pending_messages):
             raise wrong_type(option("max_pending_messages"), "an int", self.max_pending_messages)
         if self.max_pending_messages < 1:
             raise ValueError(
