@@ -9,6 +9,7 @@
     stomp-proto listen /queue/a [--json]           print messages as they arrive
     stomp-proto listen /queue/a --timeout 5        ... ending (status 1) after 5 s without one
     stomp-proto listen /queue/a --websocket /ws    ... over WebSocket (send too)
+    stomp-proto listen /queue/a --host 'failover:(stomp://h1,stomp://h2)'   a URL as --host
     stomp-proto demo                               broker, producer and consumer in one go
 
 Exit codes: 0 success, 1 connection or broker failure (or nothing arrived
@@ -31,7 +32,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
-from ._client._core import ClientError, ClientOptions
+from ._client._core import ClientError, ClientOptions, ConnectOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
@@ -111,11 +112,16 @@ def _add_connection_options(
     timeout_help: str = CONNECT_TIMEOUT_HELP,
 ) -> None:
     group = parser.add_argument_group("connection")
-    group.add_argument("--host", default="127.0.0.1", help="broker host (default %(default)s)")
-    group.add_argument("--port", type=int, default=61613, help="broker port (default %(default)s)")
+    group.add_argument(
+        "--host",
+        help="broker host (default 127.0.0.1), or a connection URL such as "
+        "stomp://user:pass@host:61613/vhost, ws://host:15674/ws or "
+        "'failover:(stomp://h1,stomp://h2)?randomize=false' (then without the options it sets)",
+    )
+    group.add_argument("--port", type=int, help="broker port (default 61613)")
     group.add_argument("--login", help="user name")
     group.add_argument("--passcode", help="password")
-    group.add_argument("--vhost", default="/", help="CONNECT host header (default %(default)s)")
+    group.add_argument("--vhost", help="CONNECT host header (default /)")
     group.add_argument("--tls", action="store_true", help="connect with TLS (system CA store)")
     group.add_argument("--cafile", help="CA certificate to trust for --tls")
     group.add_argument(
@@ -130,17 +136,33 @@ def _add_connection_options(
 
 
 def _client_options(args: argparse.Namespace) -> ClientOptions:
+    """The connect() options the arguments give (those left out keep the defaults,
+    or what a URL in --host says)."""
     context = None
     if args.tls or args.cafile:
         context = ssl.create_default_context(cafile=args.cafile)
-    return ClientOptions(
-        login=args.login,
-        passcode=args.passcode,
-        vhost=args.vhost,
-        ssl=context,
-        timeout=DEFAULT_TIMEOUT if args.timeout is None else args.timeout,
-        websocket=args.websocket,
-    )
+    options = ClientOptions(timeout=DEFAULT_TIMEOUT if args.timeout is None else args.timeout)
+    if args.login is not None:
+        options["login"] = args.login
+    if args.passcode is not None:
+        options["passcode"] = args.passcode
+    if args.vhost is not None:
+        options["vhost"] = args.vhost
+    if context is not None:
+        options["ssl"] = context
+    if args.websocket is not None:
+        options["websocket"] = args.websocket
+    return options
+
+
+def check_connection_arguments(args: argparse.Namespace) -> str | None:
+    """Why the connection arguments cannot be used (a bad URL, or an option the URL
+    already sets), or None."""
+    try:
+        ConnectOptions.build(args.host, args.port, _client_options(args))
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -431,7 +453,12 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if hasattr(args, "tls"):  # a command that connects
+        problem = check_connection_arguments(args)
+        if problem is not None:
+            parser.error(f"{args.command}: {problem}")  # exits with EXIT_USAGE
     out, err = sys.stdout, sys.stderr
     runners = {
         "broker": lambda: _broker(args, err),

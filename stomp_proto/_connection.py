@@ -334,7 +334,7 @@ class _Connection:
     # -- receiving -------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
-        """Add bytes received from the peer; ``None`` means the peer closed the stream.
+        """Add ``data``, bytes received from the peer; ``None`` means the peer closed the stream.
 
         Accepted in every state, after every ending; only data after ``None``
         is refused (LocalProtocolError, ``ErrorKind.CLOSED``): the caller said
@@ -455,7 +455,11 @@ class _Connection:
         return self._timer.next_deadline()
 
     def handle_timer(self, now: float, *, reading: bool = True) -> bytes:
-        """Act on the time: return the bytes to send (an EOL heart-beat or nothing).
+        """Act on the time ``now``: return the bytes to send (an EOL heart-beat or nothing).
+
+        ``now`` is a reading of any monotonic clock in seconds, such as
+        :func:`time.monotonic`; the connection only compares it with earlier
+        readings and with :meth:`get_timer`.
 
         When the peer has been silent past its deadline, a
         :class:`HeartBeatTimeout` event is queued for ``next_event`` and the
@@ -638,6 +642,16 @@ class ClientConnection(_Connection):
     frames against the negotiated version and the session (subscriptions,
     transactions, receipts, pending acknowledgements) and builds the ACK and
     NACK each version wants with :meth:`ack` and :meth:`nack`.
+
+    :param strict: read the server's frames as the specs write them (the
+        default).  ``False`` reads them as ``FrameDecoder(strict=False)`` does
+        (lower-case commands, blanks around header values ...) and lets a
+        RECEIPT nobody asked for pass.
+    :param limits: the bounds on every frame received; ``None`` is
+        :class:`Limits` ``()``, the generous defaults.
+    :param heartbeat_tolerance: how many of the server's heart-beat intervals
+        may pass in silence before the session ends with a
+        :class:`HeartBeatTimeout` (2.5; at least 1.0).
     """
 
     _sends = CLIENT_SENDS
@@ -669,6 +683,13 @@ class ClientConnection(_Connection):
         connection, even if one with the same ids did (but other headers): after
         a reconnect the broker redelivers it, and only that delivery can be
         acknowledged.
+
+        :param message: the message, as :meth:`next_event` returned it.
+        :param transaction: the id of an open transaction (see :class:`Begin`):
+            the acknowledgement then takes effect when it commits.
+        :param receipt: a receipt id: the server answers with a
+            :class:`Receipt` of that id once it has processed the frame.
+        :returns: the bytes of the ACK frame, to write.
         """
         self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
@@ -676,7 +697,13 @@ class ClientConnection(_Connection):
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
-        """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        """Reject ``message`` (1.1 and later) with the headers the version requires.
+
+        The same checks and parameters as :meth:`ack`: ``transaction`` is an
+        open transaction's id, ``receipt`` a receipt id to be answered.
+
+        :returns: the bytes of the NACK frame, to write.
+        """
         self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
 
@@ -788,7 +815,19 @@ class ServerConnection(_Connection):
     mistakes RabbitMQ and ActiveMQ both accept - a CONNECT for 1.1 or 1.2
     without ``host``, CR LF in 1.0 and 1.1, bodies on frames that should have
     none, ... - while commands and header values are read exactly as sent;
-    see docs/connection.rst, "Strict and lenient servers".
+    see :ref:`strict-and-lenient-servers`.
+
+    :param versions: the protocol versions the server speaks; it agrees on the
+        highest one the client also offers, or refuses the CONNECT
+        (``BAD_VERSION``).
+    :param strict: refuse every client frame the specs forbid (the default);
+        ``False`` is the lenient mode above.
+    :param limits: the bounds on every frame received; ``None`` is
+        :class:`Limits` ``()``, the generous defaults.  A frame over a bound
+        raises :class:`RemoteProtocolError` (``TOO_LARGE``).
+    :param heartbeat_tolerance: how many of the client's heart-beat intervals
+        may pass in silence before the session ends with a
+        :class:`HeartBeatTimeout` (2.5; at least 1.0).
     """
 
     _sends = SERVER_SENDS

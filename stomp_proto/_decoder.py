@@ -245,7 +245,7 @@ class FrameDecoder:
     # -- input ---------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
-        """Add bytes received from the peer; ``None`` means the stream has ended."""
+        """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
         check_data(data)  # one type() per read, not per frame
         need = self._need
         if need and data is not None and not self._eof:

@@ -125,7 +125,13 @@ class FrameEncoder:
         self._bodies = BODY_COMMANDS | {"SUBSCRIBE"} if version == "1.0" else BODY_COMMANDS
 
     def encode(self, frame: Frame | HeartBeat, *, content_length: bool = True) -> bytes:
-        """The wire bytes of ``frame`` (a heart-beat is a single LF)."""
+        """The wire bytes of ``frame`` (a heart-beat is a single LF).
+
+        With ``content_length`` (the default) a frame whose body is not empty
+        gets a ``content-length`` header with the body's real length, whatever
+        the frame's own headers say; ``content_length=False`` writes none, which
+        a body holding a NUL byte does not allow.
+        """
         if isinstance(frame, HeartBeat):
             return b"\n"
         if type(frame) is not Frame and not isinstance(frame, tuple):

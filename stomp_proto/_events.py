@@ -583,7 +583,11 @@ class _Settlement(FrameEvent):
         transaction: str | None = None,
         receipt: str | None = None,
     ) -> _A:
-        """The (negative) acknowledgement of ``message``, for any version."""
+        """The (negative) acknowledgement of ``message``, for any version.
+
+        ``transaction`` and ``receipt`` become the frame's headers of those
+        names: the id of an open transaction, and a receipt id to be answered.
+        """
         if not isinstance(message, Message):
             raise wrong_type(
                 f"{cls.__name__}.of() message",

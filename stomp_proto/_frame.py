@@ -71,6 +71,7 @@ class Frame(NamedTuple):
     Header names and values are ``str`` (decoded and unescaped); the body is
     raw ``bytes``.
 
+    >>> from stomp_proto import Frame
     >>> f = Frame("MESSAGE", (("foo", "World"), ("foo", "Hello")), b"")
     >>> f.get("foo")
     'World'
@@ -92,10 +93,12 @@ class Frame(NamedTuple):
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
         body: bytes | str = b"",
     ) -> Frame:
-        """Build a frame from a mapping or an iterable of ``(name, value)`` pairs.
+        """Build a frame of ``command``, ``headers`` and ``body``.
 
-        Names and values must be ``str`` (as in the events: nothing is
-        converted silently); a ``str`` body is encoded as UTF-8.
+        ``headers`` is a mapping or an iterable of ``(name, value)`` pairs; they
+        keep their order.  Names and values must be ``str`` (as in the events:
+        nothing is converted silently).  ``body`` is the raw bytes (empty by
+        default); a ``str`` is encoded as UTF-8.
         """
         if not isinstance(command, str):
             raise wrong_type("Frame.make() command", "a str such as 'SEND'", command)

@@ -20,9 +20,10 @@ import itertools
 import logging
 import random
 import ssl as _ssl
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
 from .._build import interpreted
 from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
@@ -49,6 +50,7 @@ from .._events import (
 )
 from .._frame import VERSIONS, Version
 from .._limits import Limits
+from ._brokers import Address, Brokers, check_addresses
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -63,6 +65,7 @@ __all__ = [
     "HeartBeatLost",
     "Outbox",
     "Reconnects",
+    "TracingHook",
 ]
 
 
@@ -103,7 +106,7 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
     if text:
         return text
     if isinstance(exc, TimeoutError):
-        return "timed out" if timeout is None else f"timed out after {timeout:g} s"
+        return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
     return type(exc).__name__
 
 
@@ -183,11 +186,37 @@ def _option(name: str) -> str:
     return f"connect() option {name}"
 
 
+class TracingHook(Protocol):
+    """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
+    (OpenTelemetry) is one.
+
+    The clients know nothing more of tracing: without the option the hook is
+    one ``is None`` test per send and per message taken.
+    """
+
+    def sending(
+        self, send: Send, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[Send]:
+        """Around the writing of ``send`` (and the wait for its receipt): yields the
+        SEND to write instead (with the trace context in its headers).
+
+        ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
+        STOMP version (``None`` before CONNECTED).
+        """
+        ...
+
+    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
+        """The application took ``message`` from a subscription; ``broker`` and
+        ``version`` as for :meth:`sending`."""
+        ...
+
+
 @interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectOptions:
     """How to reach and log in to a broker; shared by every adapter's ``connect``."""
 
+    #: The first broker's address (``hosts[0]``).
     host: str = "127.0.0.1"
     port: int = 61613
     login: str | None = None
@@ -214,8 +243,16 @@ class ConnectOptions:
     #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
     #: or ``wss://`` with ``ssl``.  None: plain STOMP over TCP.
     websocket: str | None = None
+    #: The brokers, in the order tried (failover); empty: just ``(host, port)``.
+    hosts: tuple[Address, ...] = ()
+    #: Try ``hosts`` in an order shuffled once, not as given.
+    randomize: bool = False
+    #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
+    tracing: TracingHook | None = None
 
     def __post_init__(self) -> None:
+        if not self.hosts:
+            object.__setattr__(self, "hosts", ((self.host, self.port),))
         self._check()
         if self.websocket is not None:
             from .._websocket import check_path, require_wsproto
@@ -277,23 +314,44 @@ class ConnectOptions:
             )
         check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
         check_limits(option("limits"), self.limits)
+        check_bool(option("randomize"), self.randomize)
 
     @classmethod
-    def build(cls, host: str, port: int, options: ClientOptions) -> ConnectOptions:
-        """Options from the keyword arguments of an adapter's ``connect()``.
+    def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
+        """Options from the arguments of an adapter's ``connect()``.
 
-        An unknown keyword is a TypeError that lists the :class:`ClientOptions`.
+        ``host`` may be a connection URL (see :class:`~stomp_proto.BrokerURL`);
+        each thing is said once: a URL with a ``port`` or a keyword it already
+        sets, or ``hosts`` with ``host``/``port``, is a ValueError.  An unknown
+        keyword is a TypeError that lists the :class:`ClientOptions`.
         """
-        values = dict(options)
+        values: dict[str, Any] = dict(options)
         unknown = sorted(values.keys() - ClientOptions.__annotations__.keys())
         if unknown:
             raise TypeError(
                 f"connect() got an unknown option {unknown[0]!r}; the options "
                 f"(stomp_proto.ClientOptions) are: {', '.join(ClientOptions.__annotations__)}"
             )
+        if host is not None:
+            from .._url import looks_like_url, merge_url  # (it imports this module)
+
+            if looks_like_url(host):
+                if port is not None:
+                    raise ValueError("a port was given with a URL: write it in the URL")
+                values = merge_url(host, values)
+                host = None
         if "headers" in values:
-            values["headers"] = dict(as_headers(options["headers"]))
-        return cls(host=host, port=port, **values)  # type: ignore[arg-type]
+            values["headers"] = dict(as_headers(values["headers"]))
+        if "hosts" in values:
+            if host is not None or port is not None:
+                raise ValueError("give either host and port or hosts=[...], not both")
+            hosts = values["hosts"] = check_addresses(values["hosts"])
+            host, port = hosts[0]
+        return cls(
+            host="127.0.0.1" if host is None else host,
+            port=61613 if port is None else port,
+            **values,
+        )
 
     def connect_event(self, versions: tuple[Version, ...] | None = None) -> Connect:
         """The CONNECT; ``versions`` narrows the accepted ones (a WebSocket subprotocol's cap)."""
@@ -341,6 +399,14 @@ class ClientOptions(TypedDict, total=False):
     limits: Limits | None
     #: A path such as ``"/ws"``: STOMP over WebSocket (see :doc:`websocket`); default TCP.
     websocket: str | None
+    #: Several brokers, ``[(host, port), ...]``, tried in order (failover, see
+    #: :doc:`failover`); instead of ``host`` and ``port``.
+    hosts: Sequence[tuple[str, int]]
+    #: Try ``hosts`` in an order shuffled once; default ``False``: as given.
+    randomize: bool
+    #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
+    #: taken, trace context in the headers (see :doc:`tracing`); default none.
+    tracing: TracingHook | None
 
 
 # -- routes: what an adapter does with one event ---------------------------------
@@ -531,8 +597,10 @@ class ClientCore(Generic[S]):
     later one (their acknowledgement belonged to the connection that is gone).
     """
 
-    def __init__(self, options: ConnectOptions) -> None:
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
         self.options = options
+        #: The brokers and the one in use; each new connection moves to the next.
+        self.brokers = Brokers(options) if brokers is None else brokers
         self.generation = 0
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
@@ -563,7 +631,11 @@ class ClientCore(Generic[S]):
         )
 
     def new_connection(self) -> ClientConnection:
-        """Start over on a new transport: a fresh ClientConnection, same subscriptions."""
+        """Start over on a new transport: a fresh ClientConnection, same subscriptions.
+
+        The transport goes to the next broker of the list (failover).
+        """
+        self.brokers.advance()
         self.generation += 1
         self.conn = self._make_connection()
         self._left.clear()

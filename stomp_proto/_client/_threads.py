@@ -40,7 +40,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Protocol
 
 from .._connection import ClientConnection
@@ -50,6 +50,7 @@ from .._frame import Version
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
+from ._brokers import Brokers, FirstConnect
 from ._core import (
     CONNECT_WAITER,
     OUTBOX_DELAY,
@@ -183,6 +184,7 @@ class Subscription:
         self._receipt: str | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
+        self._tracing = client._options.tracing
 
     @property
     def id(self) -> str:
@@ -214,7 +216,10 @@ class Subscription:
                         client._refill(self)
                     if waited:
                         client._hand_on()
-                    return message
+                    if self._tracing is None:
+                        return message
+                    break  # to record it outside the lock
+
                 if self._ended:
                     if waited:
                         client._hand_on()
@@ -257,6 +262,8 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
+        self._tracing.received(message, client.broker, client.version)
+        return message
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
@@ -290,9 +297,9 @@ class Client:
     Safe to use from many threads at once.
     """
 
-    def __init__(self, options: ConnectOptions) -> None:
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
         self._options = options
-        self._core: ClientCore[Subscription] = ClientCore(options)
+        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
         #: Guards the ClientConnection (readers and writers both use it); never
         #: held across I/O.
         self._state_lock = threading.Lock()
@@ -356,21 +363,35 @@ class Client:
         """The current sans-IO connection (for inspection)."""
         return self._core.conn
 
+    @property
+    def broker(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
+        return self._core.brokers.current
+
     # -- lifecycle ---------------------------------------------------------------
 
-    def _open(self) -> None:
-        """Connect, start the background thread, wait for CONNECTED (the first connect)."""
-        stream = self._start(self._core.conn)
+    def _open(self, timeout: float | EllipsisType | None = ...) -> None:
+        """Connect, start the background thread, wait for CONNECTED (the first connect).
+
+        ``timeout``: seconds for it; by default the options' timeout.
+        """
+        if timeout is ...:
+            timeout = self._options.timeout
+        stream = self._start(self._core.conn, timeout)
         connected = self._expect(CONNECT_WAITER)
         self._reader = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
         self._reader.start()
-        connected.wait(self._options.timeout)
+        connected.wait(timeout)
 
-    def _start(self, conn: ClientConnection) -> BlockingStream:
-        """Open a stream, write the CONNECT on it, and let it be read."""
-        stream, versions = open_stream(self._options)
+    def _start(
+        self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
+    ) -> BlockingStream:
+        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read."""
+        if timeout is ...:
+            timeout = self._options.timeout
+        stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
                 data = conn.send(self._options.connect_event(versions))
@@ -379,7 +400,6 @@ class Client:
             stream.close()
             raise
         self._stream = stream
-        timeout = self._options.timeout
         with self._hub:
             self._session_connected = False
             self._connect_deadline = None if timeout is None else time.monotonic() + timeout
@@ -934,6 +954,15 @@ class Client:
         A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
         ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
+
+        :param destination: where to send it (``/queue/work``, ``/topic/news``;
+            the names a broker accepts are its own).
+        :param body: the message, bytes or text.
+        :param content_type: the ``content-type`` header (a MIME type).
+        :param headers: more headers, sent as given (broker extensions,
+            application properties).
+        :param transaction: the id of an open :meth:`transaction`: the message
+            is delivered when it commits.
         """
         self._core.take_refusal()
         event, receipt_id = self._core.send_event(
@@ -945,7 +974,13 @@ class Client:
             receipt=receipt,
             content_length=content_length,
         )
-        self._send(event, receipt_id)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id)
+            return
+        # A span around the call; the SEND carries its context.
+        with tracing.sending(event, self.broker, self.version) as traced:
+            self._send(traced, receipt_id)
 
     @contextmanager
     def subscribe(
@@ -960,6 +995,12 @@ class Client:
 
         ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
         extensions (``prefetch-count``, ``selector``, ...).
+
+        :param destination: the queue or topic to receive from.
+        :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
+            it sends them), ``"client"`` (an :meth:`ack` covers every earlier
+            message too) or ``"client-individual"`` (each on its own).
+        :param id: the subscription's id; by default the client picks one.
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
@@ -988,13 +1029,23 @@ class Client:
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
+        """Acknowledge ``message``; the headers follow the negotiated version.
+
+        :param transaction: the id of an open :meth:`transaction`: the
+            acknowledgement takes effect when it commits.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=False)
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
+        """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
+        or elsewhere.
+
+        :param transaction: the id of an open :meth:`transaction`.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=True)
 
     def _settle(
@@ -1028,21 +1079,16 @@ class Client:
 
 
 def open_client(options: ConnectOptions) -> Client:
-    """A connected, logged-in :class:`Client`; errors are ClientErrors (ConnectionLost...)."""
-    client = Client(options)
-    where = f"{options.host}:{options.port}"
-    try:
-        client._open()
-    except ConnectionLost as exc:
-        client.close()
-        raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
-    except ClientError:
-        client.close()
-        raise
-    except (OSError, TimeoutError, ProtocolError) as exc:
-        client.close()
-        raise ConnectionLost(f"cannot connect to {where}: {reason(exc, options.timeout)}") from exc
-    except BaseException:
-        client.close()
-        raise
-    return client
+    """A connected, logged-in :class:`Client`, on the first broker that lets us (see
+    FirstConnect); errors are ClientErrors (ConnectionLost...)."""
+    first = FirstConnect(options, time.monotonic)
+    for timeout in first.attempts():
+        client = Client(options, first.brokers)
+        try:
+            client._open(timeout)
+        except BaseException as exc:
+            client.close()
+            first.failed(exc)
+            continue
+        return client
+    raise first.error()
