@@ -139,7 +139,8 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    raise TimeoutError(f"timed out after {timeout:g} s (no answer from the broker)")
+                    why = reason(TimeoutError(), timeout)
+                    raise TimeoutError(f"{why} (no answer from the broker)")
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -341,6 +342,8 @@ class Client:
         #: Whether the current session got CONNECTED; until when it may take.
         self._session_connected = False
         self._connect_deadline: float | None = None
+        #: The seconds that deadline allows (for the error that says it passed).
+        self._connect_timeout: float | None = None
         #: Subscriptions with messages that did not fit: nobody reads meanwhile.
         self._overflowing = 0
         #: Objects that threads wait on for data, oldest first (see _hand_on).
@@ -403,6 +406,7 @@ class Client:
         with self._hub:
             self._session_connected = False
             self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._connect_timeout = timeout
             self._freed_at = float("-inf")  # nobody reads yet: the background thread may
             self._live = True
         return stream
@@ -561,8 +565,8 @@ class Client:
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                why = f"timed out after {self._options.timeout:g} s (no CONNECTED from the broker)"
-                self._end_session(ConnectionLost(why))
+                waited = reason(TimeoutError(), self._connect_timeout)
+                self._end_session(ConnectionLost(f"{waited} (no CONNECTED from the broker)"))
         except (ProtocolError, OSError) as exc:
             error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
