@@ -417,7 +417,9 @@ def test_every_event_field_is_checked() -> None:
 
 
 @on_every_adapter(versions=(None,))
-async def test_clients_take_header_pairs_as_the_core_does(h: Harness) -> None:
+async def test_clients_take_header_pairs_and_bytes_like_bodies_as_the_core_does(
+    h: Harness,
+) -> None:
     broker = await h.start_broker()
     async with (
         h.connect(broker.port) as client,
@@ -426,6 +428,9 @@ async def test_clients_take_header_pairs_as_the_core_does(h: Harness) -> None:
         await client.send("/queue/pairs", b"x", headers=[("x-a", "1"), ("x-b", "2")], receipt=True)
         message = await messages.get(WAIT)
         assert ("x-a", "1") in message.headers and ("x-b", "2") in message.headers
+        for body in (bytearray(b"ab"), memoryview(b"cd")):
+            await client.send("/queue/pairs", body, receipt=True)
+            assert (await messages.get(WAIT)).body == bytes(body)
 
 
 @on_every_adapter(versions=(None,))

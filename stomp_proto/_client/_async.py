@@ -541,7 +541,7 @@ class AsyncClient:
     async def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
@@ -557,7 +557,7 @@ class AsyncClient:
 
         :param destination: where to send it (``/queue/work``, ``/topic/news``;
             the names a broker accepts are its own).
-        :param body: the message, bytes or text.
+        :param body: the message: bytes (or a bytes-like object) or text.
         :param content_type: the ``content-type`` header (a MIME type).
         :param headers: more headers, sent as given (broker extensions,
             application properties).

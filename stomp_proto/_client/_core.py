@@ -689,7 +689,7 @@ class ClientCore(Generic[S]):
     def send_event(
         self,
         destination: str,
-        body: bytes | str,
+        body: bytes | bytearray | memoryview | str,
         *,
         content_type: str | None,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
@@ -706,7 +706,9 @@ class ClientCore(Generic[S]):
             body = body.encode("utf-8")
             if content_type is None:
                 content_type = "text/plain;charset=utf-8"
-        # Send takes any bytes-like body, and refuses what it cannot send.
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        # Anything else is not sendable: Send refuses it, saying so.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,

@@ -945,7 +945,7 @@ class Client:
     def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
@@ -961,7 +961,7 @@ class Client:
 
         :param destination: where to send it (``/queue/work``, ``/topic/news``;
             the names a broker accepts are its own).
-        :param body: the message, bytes or text.
+        :param body: the message: bytes (or a bytes-like object) or text.
         :param content_type: the ``content-type`` header (a MIME type).
         :param headers: more headers, sent as given (broker extensions,
             application properties).
