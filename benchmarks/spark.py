@@ -202,7 +202,7 @@ def preload(broker: BrokerThread, destination: str, rows: int) -> None:
     import pyarrow as pa
 
     from stomp_proto.spark._options import ConnectionSettings, WriterSettings
-    from stomp_proto.spark._writer import PartitionWriter, plan_columns
+    from stomp_proto.spark._queue._writer import PartitionWriter, plan_columns
 
     settings = WriterSettings(destination=destination)
     writer = PartitionWriter(
@@ -392,7 +392,7 @@ def fill_queue(options: dict[str, str], destination: str, rows: int, size: int) 
     import pyarrow as pa
 
     from stomp_proto.spark._options import ConnectionSettings, WriterSettings
-    from stomp_proto.spark._writer import PartitionWriter, plan_columns
+    from stomp_proto.spark._queue._writer import PartitionWriter, plan_columns
 
     settings = WriterSettings(destination=destination)
     writer = PartitionWriter(
@@ -411,9 +411,9 @@ def fill_queue(options: dict[str, str], destination: str, rows: int, size: int) 
 def fill_streams(options: dict[str, str], base: str, partitions: int, rows: int, size: int) -> None:
     """``rows`` messages over ``<base>-0..N-1``, routed by key, with the stream sink's sender."""
     from stomp_proto.spark._options import ConnectionSettings
-    from stomp_proto.spark._streamlink import declare_streams
-    from stomp_proto.spark._streams import StreamsWriterSettings
-    from stomp_proto.spark._streamwrite import StreamColumns, StreamsPartitionWriter
+    from stomp_proto.spark._streams._link import declare_streams
+    from stomp_proto.spark._streams._offsets import StreamsWriterSettings
+    from stomp_proto.spark._streams._writer import StreamColumns, StreamsPartitionWriter
 
     stream_options = {**options, "stream": base, "partitions": str(partitions)}
     connection = ConnectionSettings.from_options(stream_options)
@@ -456,8 +456,8 @@ def read_to_noop(spark: Any, source: str, options: dict[str, str], rows: int) ->
 def one_task(options: dict[str, str], stream: str, count: int) -> float:
     """Rows/s of one read task's code (``read_partition``) on ``[0, count)`` of ``stream``."""
     from stomp_proto.spark._options import ConnectionSettings
-    from stomp_proto.spark._streamplan import read_partition
-    from stomp_proto.spark._streams import StreamRange, StreamsReaderSettings
+    from stomp_proto.spark._streams._offsets import StreamRange, StreamsReaderSettings
+    from stomp_proto.spark._streams._reader import read_partition
 
     settings = StreamsReaderSettings.from_options({**options, "streams": stream})
     connection = ConnectionSettings.from_options(options)

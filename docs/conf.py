@@ -6,9 +6,13 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from docutils import nodes
+from sphinx.util.nodes import split_explicit_title
 
 # Document the package from this checkout even when it is not installed.
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,9 +66,21 @@ autodoc_mock_imports = [
     if importlib.util.find_spec(name) is None
 ]
 
-# Doctest blocks (in these pages and in docstrings pulled in by autodoc) can
-# use every public name without importing it first.
-doctest_global_setup = "from stomp_proto import *"
+# No doctest_global_setup: every ``>>>`` fragment imports what it uses, so that it
+# runs pasted into a fresh interpreter (tests/test_docs_pages.py runs each alone).
+
+# The one place the pages take the repository's address from: pyproject.toml's
+# [project.urls], which PyPI shows too.  ``|repository|`` in a page is the link.
+with (ROOT / "pyproject.toml").open("rb") as _pyproject:
+    REPOSITORY = tomllib.load(_pyproject)["project"]["urls"]["Repository"]
+rst_epilog = f"""
+.. |repository| replace:: {REPOSITORY}
+.. _repository: {REPOSITORY}
+"""
+
+#: The STOMP specifications, one page per version; ``:spec:`1.2 §ERROR``` links a
+#: section (spec_anchor() gives its anchor on the page).
+SPEC_URL = "https://stomp.github.io/stomp-specification-{version}.html"
 
 # Furo: maintained, readable on a phone, light and dark.  Installed by the dev and
 # docs extras.
@@ -128,7 +144,64 @@ def _public_typehints(
         hints["return"] = manager + returned[returned.index("[") :]
 
 
+def spec_anchor(version: str, words: list[str]) -> str:
+    """The anchor of a section of a specification page.
+
+    1.1 and 1.2 name sections by their titles, spaces as underscores
+    (``Value_Encoding``); 1.0 names its frames ``frame-SEND`` and its grammar
+    ``augmented-bnf``, and opens with the connecting part.
+    """
+    if version != "1.0":
+        return "_".join(words)
+    if words == ["Connecting"]:
+        return ""
+    if len(words) == 1 and words[0].isupper():
+        return "frame-" + words[0]
+    return "-".join(words).lower()
+
+
+def spec_role(
+    name: str,
+    rawtext: str,
+    text: str,
+    lineno: int,
+    inliner: object,
+    options: dict[str, Any] | None = None,
+    content: list[str] | None = None,
+) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+    """``:spec:`1.2 §Heart-beating``` -> a link to that section of the 1.2 specification.
+
+    ``:spec:`1.2``` links the whole page; ``:spec:`the text <1.1 §NACK>``` shows
+    other text.
+    """
+    _, title, target = split_explicit_title(text)
+    version, _, section = target.partition("§")
+    url = SPEC_URL.format(version=version.strip())
+    anchor = spec_anchor(version.strip(), section.split())
+    if anchor:
+        url += "#" + anchor
+    return [nodes.reference(rawtext, title, refuri=url, **(options or {}))], []
+
+
+def _no_builtin_docstring(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """Leave out a constant's docstring when it is its type's (``str``, ``float``,
+    ``tuple`` ...): ``DRAIN_TIMEOUT`` is not "Convert a string or number to a
+    floating point number".  The directive's own text describes it."""
+    if what not in ("data", "attribute") or not lines:
+        return
+    # An alias such as ``tuple[tuple[str, str], ...]`` passes on its origin's docstring.
+    for source in (type(obj), getattr(obj, "__origin__", None)):
+        borrowed = getattr(source, "__doc__", None)
+        if isinstance(borrowed, str) and inspect.cleandoc(borrowed).splitlines()[0] == lines[0]:
+            lines.clear()
+            return
+
+
 def setup(app: Any) -> None:
+    app.add_role("spec", spec_role)
+    app.connect("autodoc-process-docstring", _no_builtin_docstring)
     app.connect("autodoc-process-bases", _public_bases)
     # After autodoc's own handler, which records the hints (Sphinx before 9).
     app.connect("autodoc-process-signature", _public_typehints, priority=600)

@@ -48,9 +48,10 @@ PACKAGE = "stomp_proto"
 GROUP = "stomp_proto"
 MODULES = (
     "_build",
-    "_frame",
     "_limits",
     "_protocol_errors",
+    "_checks",
+    "_frame",
     "_events",
     "_errors",
     "_headers",

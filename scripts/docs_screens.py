@@ -9,7 +9,8 @@ Serves the built site on 127.0.0.1 and opens every page at 1280 px (a laptop) an
   the widest elements;
 - fails if a chart is shown at less than 60% of its own width without a link to
   the full-size image (its text would be unreadable on a phone);
-- for the index, a guide (clients), the reference (api) and the benchmarks page,
+- for the index, the install and first-programs pages, a guide (clients), the
+  reference (api) and the benchmarks page,
   saves a full-page screenshot, ``<page>-<width>.png``, to look at.
 
 Chromium is driven over its DevTools protocol with the ``websockets`` package (the
@@ -40,7 +41,7 @@ from websockets.sync.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The pages photographed; every page of the site is checked for the faults below.
-PAGES = ("index", "clients", "api", "benchmarks")
+PAGES = ("index", "install", "examples", "clients", "api", "benchmarks")
 WIDTHS = (1280, 390)
 HEIGHT = 900
 #: The longest screenshot kept, in CSS pixels: enough to see the page's layout.

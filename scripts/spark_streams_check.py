@@ -42,9 +42,9 @@ def connection_options(args: argparse.Namespace) -> dict[str, str]:
 
 def publish(args: argparse.Namespace) -> None:
     from stomp_proto.spark._options import ConnectionSettings
-    from stomp_proto.spark._streamlink import declare_streams
-    from stomp_proto.spark._streams import StreamsWriterSettings
-    from stomp_proto.spark._streamwrite import StreamColumns, StreamsPartitionWriter
+    from stomp_proto.spark._streams._link import declare_streams
+    from stomp_proto.spark._streams._offsets import StreamsWriterSettings
+    from stomp_proto.spark._streams._writer import StreamColumns, StreamsPartitionWriter
 
     options = {**connection_options(args), "stream": args.stream}
     options["partitions"] = str(args.partitions)

@@ -21,6 +21,7 @@ from ._client._core import (
     ClientOptions,
     ConnectionLost,
     HeartBeatLost,
+    TracingHook,
 )
 from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
 from ._connection import ClientConnection, ServerConnection
@@ -54,6 +55,7 @@ from ._frame import Frame, Version
 from ._limits import Limits
 from ._public import present_as
 from ._state import ConnectionState
+from ._url import BrokerURL
 
 __version__ = "0.1.0.dev0"
 
@@ -61,6 +63,7 @@ __version__ = "0.1.0.dev0"
 present_as(
     __name__,
     BrokerError,
+    BrokerURL,
     ClientConnection,
     ClientError,
     ConnectionLost,
@@ -74,6 +77,7 @@ present_as(
     ProtocolError,
     RemoteProtocolError,
     ServerConnection,
+    TracingHook,
 )
 
 # Which build of the sans-IO core is loaded: "compiled" or "pure" ("mixed" for a
@@ -90,6 +94,7 @@ __all__ = [
     "Backoff",
     "Begin",
     "BrokerError",
+    "BrokerURL",
     "ClientConnection",
     "ClientError",
     "ClientOptions",
@@ -121,6 +126,7 @@ __all__ = [
     "Send",
     "ServerConnection",
     "Subscribe",
+    "TracingHook",
     "Unsubscribe",
     "Version",
     "drain_and_close",

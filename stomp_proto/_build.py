@@ -22,9 +22,10 @@ BuildName = Literal["pure", "compiled", "mixed"]
 #: The modules that scripts/build_mypyc.py compiles, in an order that imports cleanly.
 CORE_MODULES = (
     "stomp_proto._build",
-    "stomp_proto._frame",
     "stomp_proto._limits",
     "stomp_proto._protocol_errors",
+    "stomp_proto._checks",
+    "stomp_proto._frame",
     "stomp_proto._events",
     "stomp_proto._errors",
     "stomp_proto._headers",

@@ -10,19 +10,40 @@ close"): half-close the sending side, so the peer reads our last bytes and
 then end of stream, read and discard whatever it still sends, and close once
 it closes too - or after a bounded time or number of bytes, so that a peer
 that never stops cannot hold the connection open.
+
+The same policy in three forms: :func:`drain_and_close` for a blocking socket,
+:func:`asyncio_drain_and_close` for asyncio's streams and
+:func:`trio_drain_and_close` for a trio stream (public as
+``stomp_proto.asyncio.drain_and_close`` and ``stomp_proto.trio.drain_and_close``).
+The two async forms share the reading loop (:class:`_Discard`); each adds its
+framework's half-close, deadline and close.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING
 
-__all__ = ["DRAIN_BYTES", "DRAIN_TIMEOUT", "drain_and_close"]
+if TYPE_CHECKING:  # an optional extra: imported by trio_drain_and_close when called
+    import trio
 
-#: Seconds :func:`drain_and_close` waits for the peer to close, by default.
+__all__ = [
+    "DRAIN_BYTES",
+    "DRAIN_TIMEOUT",
+    "asyncio_drain_and_close",
+    "drain_and_close",
+    "trio_drain_and_close",
+]
+
+#: Seconds a lingering close (:func:`drain_and_close` and its asyncio and trio
+#: forms) waits for the peer to close, by default.
 DRAIN_TIMEOUT = 2.0
-#: Bytes :func:`drain_and_close` reads and discards at most, by default: more
+#: Bytes a lingering close reads and discards at most, by default: more
 #: than a frame at the largest default :class:`~stomp_proto.Limits`, so that a
 #: client whose over-large frame was refused still reads the ERROR that says so.
 DRAIN_BYTES = 128 * 1024 * 1024
@@ -65,3 +86,113 @@ def drain_and_close(
     finally:
         sock.close()
     return discarded
+
+
+class _Discard:
+    """Reads and discards, up to a number of bytes, until the end of the stream.
+
+    ``count`` stays right when a deadline cancels the reading half way.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.count = 0
+
+    async def until_end(self, receive: Callable[[int], Awaitable[bytes | bytearray]]) -> None:
+        while self.count < self.max_bytes:
+            chunk = await receive(min(_CHUNK, self.max_bytes - self.count))
+            if not chunk:
+                return
+            self.count += len(chunk)
+
+
+async def asyncio_drain_and_close(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    timeout: float = DRAIN_TIMEOUT,
+    max_bytes: int = DRAIN_BYTES,
+) -> int:
+    """Close an asyncio stream so that what was written to it last reaches the peer.
+
+    :param reader: the connection's reader, from :func:`asyncio.start_server`'s
+        callback or :func:`asyncio.open_connection`.
+    :param writer: the same connection's writer.
+    :param timeout: seconds to wait for the peer to close, and then again at most
+        for what is still buffered to be written; after that the transport is
+        aborted.
+    :param max_bytes: bytes to read and discard at most before closing anyway.
+    :returns: the bytes discarded.
+
+    The asyncio form of :func:`stomp_proto.drain_and_close`: half-closes the
+    writing side once what is buffered is written (``write_eof()``: the peer
+    reads our last bytes, then the end of the stream), reads and discards what
+    the peer still sends until it closes, ``timeout`` seconds pass or
+    ``max_bytes`` were discarded, then closes the writer and waits for it.
+    Errors on the way (the peer reset) just end it.  A TLS stream cannot
+    half-close: that step is skipped, the rest is the same.  Cancelled, it
+    aborts the transport and lets the cancellation through.
+    """
+    discard = _Discard(max_bytes)
+    try:
+        if writer.can_write_eof():
+            with suppress(OSError):
+                writer.write_eof()
+        with suppress(OSError, TimeoutError):
+            async with asyncio.timeout(timeout):
+                await discard.until_end(reader.read)
+        await close_writer(writer, timeout)
+    except asyncio.CancelledError:
+        writer.transport.abort()
+        raise
+    return discard.count
+
+
+async def close_writer(writer: asyncio.StreamWriter, timeout: float) -> None:
+    """Close ``writer``, letting it flush for up to ``timeout`` seconds, then abort it."""
+    writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
+    try:
+        async with asyncio.timeout(timeout):
+            await writer.wait_closed()
+    except (OSError, TimeoutError):
+        writer.transport.abort()
+
+
+async def trio_drain_and_close(
+    stream: trio.abc.Stream,
+    *,
+    timeout: float = DRAIN_TIMEOUT,
+    max_bytes: int = DRAIN_BYTES,
+) -> int:
+    """Close a trio stream so that what was sent on it last reaches the peer.
+
+    :param stream: the connection, such as the :class:`trio.SocketStream` a
+        :func:`trio.serve_tcp` handler gets, or a :class:`trio.SSLStream`.
+    :param timeout: seconds to wait for the peer to close, and then again at
+        most for the close itself (a TLS stream's ``close_notify``).
+    :param max_bytes: bytes to read and discard at most before closing anyway.
+    :returns: the bytes discarded.
+
+    The trio form of :func:`stomp_proto.drain_and_close`: half-closes the
+    sending side (``send_eof()``, for a
+    :class:`trio.abc.HalfCloseableStream`; TLS has no half-close, that step is
+    skipped), receives and discards what the peer still sends until it closes,
+    ``timeout`` seconds pass or ``max_bytes`` were discarded, then closes the
+    stream.  Errors on the way (the peer reset) just end it; a cancellation
+    still closes the stream.
+    """
+    import trio
+
+    broken = (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError)
+    discard = _Discard(max_bytes)
+    try:
+        with trio.move_on_after(timeout):
+            if isinstance(stream, trio.abc.HalfCloseableStream):
+                with suppress(*broken):
+                    await stream.send_eof()
+            with suppress(*broken):
+                await discard.until_end(stream.receive_some)
+    finally:
+        with trio.move_on_after(timeout):
+            await stream.aclose()  # closes the stream even when cancelled
+    return discard.count

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._checks import check_bool, check_data, check_event, check_limits, check_number, wrong_type
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
@@ -158,8 +159,10 @@ class _Connection:
         limits: Limits | None = None,
         heartbeat_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
-        if heartbeat_tolerance < 1.0:
-            raise ValueError("heartbeat_tolerance must be at least 1.0")
+        name = type(self).__name__
+        check_bool(f"{name}(strict=...)", strict)
+        check_limits(f"{name}(limits=...)", limits)
+        check_number(f"{name}(heartbeat_tolerance=...)", heartbeat_tolerance, minimum=1.0)
         self._strict = strict
         self._decoder = FrameDecoder(strict=strict, limits=limits)
         self._decoder._use_handshake_rules()
@@ -283,12 +286,15 @@ class _Connection:
                 self._note_sent()
                 return b"\n"
             if not isinstance(event, FrameEvent):
+                if not isinstance(event, Event):
+                    raise wrong_type("send() event", "an event such as Send(...)", event)
                 raise LocalProtocolError(
                     ErrorKind.BAD_STATE, f"{type(event).__name__} cannot be sent"
                 )
             next_state = self._send_outside_table(event)
         assert isinstance(event, FrameEvent)
         # Check and encode everything before changing anything.
+        check_event(event)
         event = self._check_send(event)
         frame = event.to_frame(self._version or "1.0")
         encoder = self._encoder
@@ -328,13 +334,14 @@ class _Connection:
     # -- receiving -------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
-        """Add bytes received from the peer; ``None`` means the peer closed the stream.
+        """Add ``data``, bytes received from the peer; ``None`` means the peer closed the stream.
 
         Accepted in every state, after every ending; only data after ``None``
         is refused (LocalProtocolError, ``ErrorKind.CLOSED``): the caller said
         the stream was over.  After a protocol error the bytes are discarded
         unread (the stream can no longer be parsed).
         """
+        check_data(data)
         if self._eof:
             raise LocalProtocolError(ErrorKind.CLOSED, "data received after end of stream")
         if data is None:
@@ -448,7 +455,11 @@ class _Connection:
         return self._timer.next_deadline()
 
     def handle_timer(self, now: float, *, reading: bool = True) -> bytes:
-        """Act on the time: return the bytes to send (an EOL heart-beat or nothing).
+        """Act on the time ``now``: return the bytes to send (an EOL heart-beat or nothing).
+
+        ``now`` is a reading of any monotonic clock in seconds, such as
+        :func:`time.monotonic`; the connection only compares it with earlier
+        readings and with :meth:`get_timer`.
 
         When the peer has been silent past its deadline, a
         :class:`HeartBeatTimeout` event is queued for ``next_event`` and the
@@ -457,6 +468,7 @@ class _Connection:
         (back-pressure from a slow consumer): heart-beats are still due, but
         data the caller is not reading cannot count against the peer.
         """
+        check_number("handle_timer() now", now)
         timer = self._timer
         if timer is None or self._state is CLOSED:
             return b""
@@ -630,6 +642,16 @@ class ClientConnection(_Connection):
     frames against the negotiated version and the session (subscriptions,
     transactions, receipts, pending acknowledgements) and builds the ACK and
     NACK each version wants with :meth:`ack` and :meth:`nack`.
+
+    :param strict: read the server's frames as the specs write them (the
+        default).  ``False`` reads them as ``FrameDecoder(strict=False)`` does
+        (lower-case commands, blanks around header values ...) and lets a
+        RECEIPT nobody asked for pass.
+    :param limits: the bounds on every frame received; ``None`` is
+        :class:`Limits` ``()``, the generous defaults.
+    :param heartbeat_tolerance: how many of the server's heart-beat intervals
+        may pass in silence before the session ends with a
+        :class:`HeartBeatTimeout` (2.5; at least 1.0).
     """
 
     _sends = CLIENT_SENDS
@@ -661,6 +683,13 @@ class ClientConnection(_Connection):
         connection, even if one with the same ids did (but other headers): after
         a reconnect the broker redelivers it, and only that delivery can be
         acknowledged.
+
+        :param message: the message, as :meth:`next_event` returned it.
+        :param transaction: the id of an open transaction (see :class:`Begin`):
+            the acknowledgement then takes effect when it commits.
+        :param receipt: a receipt id: the server answers with a
+            :class:`Receipt` of that id once it has processed the frame.
+        :returns: the bytes of the ACK frame, to write.
         """
         self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
@@ -668,7 +697,13 @@ class ClientConnection(_Connection):
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: str | None = None
     ) -> bytes:
-        """Reject ``message`` (1.1 and later) with the headers the version requires."""
+        """Reject ``message`` (1.1 and later) with the headers the version requires.
+
+        The same checks and parameters as :meth:`ack`: ``transaction`` is an
+        open transaction's id, ``receipt`` a receipt id to be answered.
+
+        :returns: the bytes of the NACK frame, to write.
+        """
         self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
 
@@ -679,6 +714,10 @@ class ClientConnection(_Connection):
         :class:`Ack` itself calls it first.  A message that awaits no
         acknowledgement at all is refused by :meth:`send`.
         """
+        if not isinstance(message, Message):
+            raise wrong_type(
+                "message", "the Message to acknowledge", message, "pass the Message you received"
+            )
         ident = message.ack if self._version == "1.2" else message.message_id
         if ident is None:
             return  # the send refuses it, with the version's reason
@@ -776,7 +815,19 @@ class ServerConnection(_Connection):
     mistakes RabbitMQ and ActiveMQ both accept - a CONNECT for 1.1 or 1.2
     without ``host``, CR LF in 1.0 and 1.1, bodies on frames that should have
     none, ... - while commands and header values are read exactly as sent;
-    see docs/connection.rst, "Strict and lenient servers".
+    see :ref:`strict-and-lenient-servers`.
+
+    :param versions: the protocol versions the server speaks; it agrees on the
+        highest one the client also offers, or refuses the CONNECT
+        (``BAD_VERSION``).
+    :param strict: refuse every client frame the specs forbid (the default);
+        ``False`` is the lenient mode above.
+    :param limits: the bounds on every frame received; ``None`` is
+        :class:`Limits` ``()``, the generous defaults.  A frame over a bound
+        raises :class:`RemoteProtocolError` (``TOO_LARGE``).
+    :param heartbeat_tolerance: how many of the client's heart-beat intervals
+        may pass in silence before the session ends with a
+        :class:`HeartBeatTimeout` (2.5; at least 1.0).
     """
 
     _sends = SERVER_SENDS

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal, NamedTuple, TypeVar, overload
 
+from ._checks import as_headers, wrong_type
+
 __all__ = [
     "BODY_COMMANDS",
     "CLIENT_COMMANDS",
@@ -69,6 +71,7 @@ class Frame(NamedTuple):
     Header names and values are ``str`` (decoded and unescaped); the body is
     raw ``bytes``.
 
+    >>> from stomp_proto import Frame
     >>> f = Frame("MESSAGE", (("foo", "World"), ("foo", "Hello")), b"")
     >>> f.get("foo")
     'World'
@@ -88,11 +91,22 @@ class Frame(NamedTuple):
         cls,
         command: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-        body: bytes = b"",
+        body: bytes | str = b"",
     ) -> Frame:
-        """Build a frame from a mapping or an iterable of ``(name, value)`` pairs."""
-        items = headers.items() if isinstance(headers, Mapping) else headers
-        return cls(command, tuple((str(k), str(v)) for k, v in items), bytes(body))
+        """Build a frame of ``command``, ``headers`` and ``body``.
+
+        ``headers`` is a mapping or an iterable of ``(name, value)`` pairs; they
+        keep their order.  Names and values must be ``str`` (as in the events:
+        nothing is converted silently).  ``body`` is the raw bytes (empty by
+        default); a ``str`` is encoded as UTF-8.
+        """
+        if not isinstance(command, str):
+            raise wrong_type("Frame.make() command", "a str such as 'SEND'", command)
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            raise wrong_type("Frame.make() body", "bytes or str", body)
+        return cls(command, as_headers(headers), bytes(body))
 
     @overload
     def get(self, name: str) -> str | None: ...

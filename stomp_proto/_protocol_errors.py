@@ -14,23 +14,49 @@ __all__ = ["ErrorKind", "LocalProtocolError", "ProtocolError"]
 
 
 class ErrorKind(enum.Enum):
-    """What kind of protocol problem an error reports."""
+    """What kind of protocol problem an error reports.
 
+    ``error.kind`` of every :class:`ProtocolError`; the value is a short text
+    for messages and logs.
+    """
+
+    #: A command that does not exist in the version spoken (``NACK`` in 1.0, a
+    #: typing mistake), or that this side of the connection does not send.
     BAD_COMMAND = "bad command"
+    #: A header line without a colon or with a NUL, or a header value the frame's
+    #: rules refuse (an ``ack`` mode, a ``heart-beat`` that is not two numbers).
     BAD_HEADER = "bad header line"
+    #: A backslash escape the version does not define (``\t`` in 1.2), or a lone
+    #: backslash at the end of a header.
     BAD_ESCAPE = "undefined escape sequence"
+    #: A command or header that is not valid UTF-8, or text that cannot be written
+    #: as UTF-8 (a lone surrogate).
     BAD_ENCODING = "text is not valid UTF-8"
+    #: A ``content-length`` that is not a non-negative integer, or a body holding a
+    #: NUL sent without one.
     BAD_CONTENT_LENGTH = "invalid content-length"
+    #: The byte after the ``content-length`` bytes of the body is not the NUL that
+    #: ends a frame.
     MISSING_NUL = "frame not terminated by NUL"
+    #: A body on a frame that must not carry one (SUBSCRIBE, ACK, CONNECT ...).
     UNEXPECTED_BODY = "body on a frame that must not have one"
     #: A :class:`~stomp_proto.Limits` bound was crossed; ``error.limit`` names it.
     TOO_LARGE = "limit exceeded"
+    #: The stream ended (``receive_data(None)``) in the middle of a frame.
     TRUNCATED = "stream ended inside a frame"
+    #: A frame or call the session's state does not allow: a SEND before
+    #: CONNECTED, a transaction begun twice, an ACK of a message not awaiting one.
     BAD_STATE = "not allowed in the current state"
+    #: A header the frame needs is absent or empty: ``destination`` on a SEND,
+    #: ``host`` on a 1.1 or 1.2 CONNECT, ``ack`` on a 1.2 MESSAGE that needs one.
     MISSING_HEADER = "required header missing or invalid"
+    #: The two sides share no protocol version, or a frame names a version that
+    #: was not offered or agreed.
     BAD_VERSION = "no common protocol version"
     #: The connection is over (closed, failed, or its stream ended) and was used anyway.
     CLOSED = "connection closed"
+    #: A refused WebSocket upgrade (another path, no STOMP subprotocol in common),
+    #: or WebSocket data that breaks RFC 6455.
     BAD_WEBSOCKET = "bad WebSocket handshake or data"
 
 

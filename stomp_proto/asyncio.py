@@ -11,6 +11,9 @@
 
 The client itself is written once, in ``stomp_proto._client._async``;
 ``stomp_proto._client._asyncio`` supplies asyncio's streams, futures, queues, tasks and timeouts.
+
+For servers on asyncio's streams, :func:`drain_and_close` ends a connection so
+that the ERROR written last reaches a client that is still sending.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ._client._core import (
     ConnectOptions,
     HeartBeatLost,
 )
+from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "connect",
+    "drain_and_close",
 ]
 
 # Shared with the trio adapter (which names them the same way); documented here.
@@ -49,9 +54,15 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 
 @asynccontextmanager
 async def connect(
-    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
-    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+    """Connect to the broker at ``host:port`` and log in; yield an :class:`AsyncClient`;
+    leave with DISCONNECT.
+
+    ``host`` and ``port`` default to 127.0.0.1 and 61613; ``host`` may be a
+    connection URL instead (``stomp://user:pass@host:61613/vhost``,
+    ``failover:(...)``, see :doc:`failover`), and ``hosts=[(host, port), ...]``
+    names several brokers.
 
     An async context manager: ``async with connect(...) as client``.
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors

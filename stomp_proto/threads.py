@@ -50,8 +50,16 @@ __all__ = [
 present_as("stomp_proto.threads", Client, Subscription)
 
 
-def connect(host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]) -> Client:
-    """Connect and log in; returns a :class:`Client` (use it in a ``with`` block).
+def connect(
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
+) -> Client:
+    """Connect to the broker at ``host:port`` and log in; returns a :class:`Client`
+    (use it in a ``with`` block).
+
+    ``host`` and ``port`` default to 127.0.0.1 and 61613; ``host`` may be a
+    connection URL instead (``stomp://user:pass@host:61613/vhost``,
+    ``failover:(...)``, see :doc:`failover`), and ``hosts=[(host, port), ...]``
+    names several brokers.
 
     ``options`` are described by :class:`~stomp_proto.ClientOptions`.  Errors
     are :class:`ConnectionLost` and :class:`BrokerError`.

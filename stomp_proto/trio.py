@@ -12,6 +12,9 @@
 The client itself is written once, in ``stomp_proto._client._async``;
 ``stomp_proto._client._trio`` supplies trio's streams, events, memory channels, tasks (in a nursery
 owned by ``connect``) and deadlines.
+
+For servers on trio's streams, :func:`drain_and_close` ends a connection so that
+the ERROR sent last reaches a client that is still sending.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ._client._core import (
     HeartBeatLost,
 )
 from ._client._trio import TrioBackend
+from ._closing import trio_drain_and_close as drain_and_close
 from ._public import present_as
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "connect",
+    "drain_and_close",
 ]
 
 # The classes are the asyncio adapter's, and documented there.
@@ -52,12 +57,19 @@ present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
 
 @asynccontextmanager
 async def connect(
-    host: str = "127.0.0.1", port: int = 61613, **options: Unpack[ClientOptions]
+    host: str | None = None, port: int | None = None, **options: Unpack[ClientOptions]
 ) -> AsyncIterator[AsyncClient]:
-    """Connect and log in; yield an :class:`AsyncClient`; leave with DISCONNECT.
+    """Connect to the broker at ``host:port`` and log in; yield an :class:`AsyncClient`;
+    leave with DISCONNECT.
+
+    ``host`` and ``port`` default to 127.0.0.1 and 61613; ``host`` may be a
+    connection URL instead (``stomp://user:pass@host:61613/vhost``,
+    ``failover:(...)``, see :doc:`failover`), and ``hosts=[(host, port), ...]``
+    names several brokers.
 
     An async context manager: ``async with connect(...) as client``.  The same
-    options and behaviour as :func:`stomp_proto.asyncio.connect`.
+    ``options`` (:class:`~stomp_proto.ClientOptions`) and behaviour as
+    :func:`stomp_proto.asyncio.connect`.
     """
     try:
         async with trio.open_nursery() as nursery:

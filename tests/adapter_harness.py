@@ -320,6 +320,10 @@ class ThreadsClient:
     def connection(self) -> ClientConnection:
         return self._client.connection
 
+    @property
+    def broker(self) -> tuple[str, int]:
+        return self._client.broker
+
     async def send(self, destination: str, body: bytes | str = b"", **options: Any) -> None:
         await in_thread(self._client.send, destination, body, **options)
 
@@ -346,8 +350,11 @@ class ThreadsClient:
 
 
 @asynccontextmanager
-async def _connect_threads(port: int, options: dict[str, Any]) -> AsyncIterator[ThreadsClient]:
-    client = ThreadsClient(await in_thread(stomp_threads.connect, HOST, port, **options))
+async def _connect_threads(
+    port: int | None, options: dict[str, Any]
+) -> AsyncIterator[ThreadsClient]:
+    address = () if port is None else (HOST, port)
+    client = ThreadsClient(await in_thread(stomp_threads.connect, *address, **options))
     try:
         yield client
     except BaseException:
@@ -455,13 +462,20 @@ class Harness:
         options.setdefault("timeout", CLIENT_TIMEOUT)
         return options
 
-    def connect(self, port: int, **options: Any) -> AbstractAsyncContextManager[Any]:
+    def connect(self, port: int | None, **options: Any) -> AbstractAsyncContextManager[Any]:
         """``async with h.connect(port, **options) as client``: the adapter's client.
 
         The client has the API of :class:`~stomp_proto.asyncio.AsyncClient`
-        (for threads, through :class:`ThreadsClient`).
+        (for threads, through :class:`ThreadsClient`).  ``port=None``: the
+        options say where (``hosts=[...]``, or a URL as ``host``).
         """
         options = self.options(**options)
+        if port is None:
+            if self.adapter == "asyncio":
+                return asyncio_connect(**options)
+            if self.adapter == "trio":
+                return stomp_trio.connect(**options)
+            return _connect_threads(None, options)
         if self.adapter == "asyncio":
             return asyncio_connect(HOST, port, **options)
         if self.adapter == "trio":

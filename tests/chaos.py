@@ -338,7 +338,7 @@ EXPECTED = (ConnectionLost,)
 
 async def workload(
     h: Harness,
-    port: int,
+    port: int | None,
     queue: str,
     *,
     seconds: float,
@@ -349,6 +349,8 @@ async def workload(
     **options: Any,
 ) -> ChaosResult:
     """Producer and consumer through ``port`` for ``seconds`` while ``chaos()`` runs.
+
+    ``port=None``: the options say where (``hosts=[...]``: failover).
 
     Then the consumer drains until every confirmed message has arrived (or
     ``drain`` seconds pass).  Exceptions other than :data:`EXPECTED` propagate.

@@ -116,6 +116,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the asyncio, trio and threads clients, WebSocket, the examples
     "clients": (
         "test_ack_outbox",
+        "test_careless_calls",
         "test_adapter_faults",
         "test_adapters",
         "test_chaos",
@@ -124,10 +125,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_client_signatures",
         "test_error_arrives",
         "test_examples",
+        "test_failover",
         "test_hostile_brokers",
         "test_plain_socket_example",
+        "test_refusals",
         "test_threads_concurrency",
         "test_threads_read_role",
+        "test_tracing",
+        "test_url",
         "test_websocket",
     ),
     # the embedded broker and the command line
@@ -166,6 +171,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_docs_inventory",
         "test_mypyc_build",
         "test_packaging",
+        "test_scripts",
     ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
     "benchmark": ("test_benchmarks_smoke",),

@@ -18,7 +18,7 @@ import json
 import os
 
 import pytest
-from adapter_harness import Harness, on_every_adapter
+from adapter_harness import HOST, Harness, on_every_adapter
 from chaos import ChaosResult, inject, start_proxy, workload
 
 pytestmark = [pytest.mark.filterwarnings("error")]
@@ -65,3 +65,35 @@ async def test_chaos_embedded_broker(h: Harness) -> None:
         await h.sleep(0.05)
     assert await h.sessions(broker) == 0
     assert await h.on_service(proxy.wait_closed()) == 0
+
+
+@on_every_adapter(versions=(None,), timeout=SECONDS + 60)
+async def test_chaos_with_failover_across_two_addresses(h: Harness) -> None:
+    # Two addresses of one broker (as a cluster behind two load balancers, with
+    # shared queues): faults on both at once, and the clients go round the list.
+    broker = await h.start_broker(heartbeat=(200, 200))
+    proxies = [await start_proxy(h, broker.port), await start_proxy(h, broker.port)]
+
+    async def chaos() -> list:  # type: ignore[type-arg]
+        runs = [
+            h.on_service(inject(proxy, SECONDS, seed=SEED + n), timeout=SECONDS + 30)
+            for n, proxy in enumerate(proxies)
+        ]
+        return [fault for faults in await h.gather(*runs) for fault in faults]
+
+    hosts = [(HOST, proxy.port) for proxy in proxies]
+    result = await workload(
+        h,
+        None,
+        f"/queue/chaos-failover-{h.adapter}",
+        seconds=SECONDS,
+        chaos=chaos,
+        timeout=1.0,
+        hosts=hosts,
+    )
+    record(result, "embedded, failover")
+    check(result)
+    # Both addresses carried sessions: the clients moved between them.
+    assert all(proxy.accepted >= 2 for proxy in proxies), [p.accepted for p in proxies]
+    for proxy in proxies:
+        assert await h.on_service(proxy.wait_closed()) == 0

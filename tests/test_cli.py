@@ -216,6 +216,33 @@ def test_listen_plain_output(broker: BrokerProcess) -> None:
     assert listened.stdout.splitlines() == ["one", "two"]
 
 
+def test_listen_timeout_ends_when_nothing_arrives(broker: BrokerProcess) -> None:
+    port = ["--port", str(broker.port)]
+    listened = cli("listen", "/queue/cli-empty", "--count", "1", "--timeout", "1", *port)
+    assert listened.returncode == EXIT_FAILED
+    assert listened.stdout == ""
+    assert listened.stderr.strip() == (
+        "stomp-proto listen: no message on /queue/cli-empty within 1 s (received 0 of 1)"
+    )
+
+
+def test_listen_timeout_counts_from_the_last_message(broker: BrokerProcess) -> None:
+    port = ["--port", str(broker.port)]
+    assert cli("send", "/queue/cli-drain", "a", "b", *port).returncode == EXIT_OK
+    listened = cli("listen", "/queue/cli-drain", "--timeout", "1", *port)
+    assert listened.stdout.splitlines() == ["a", "b"]
+    assert listened.returncode == EXIT_FAILED
+    assert "within 1 s (received 2)" in listened.stderr
+
+
+def test_listen_help_says_what_the_timeout_covers() -> None:
+    listen_help = " ".join(cli("listen", "--help").stdout.split())
+    assert "seconds allowed for connecting, and then for each next message" in listen_help
+    assert "wait for messages forever" in listen_help
+    send_help = " ".join(cli("send", "--help").stdout.split())
+    assert "seconds allowed for connecting and for each answer awaited" in send_help
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 
@@ -278,6 +305,48 @@ def test_login_required_and_refused() -> None:
     # Logged at INFO (the default level), with the client's address and the reason.
     [refusal] = [line for line in err.splitlines() if "login failed" in line]
     assert " INFO " in refusal and f"from {HOST}:" in refusal, refusal
+
+
+def test_a_url_as_host() -> None:
+    secured = start_broker("--user", "alice:s3cret")
+    try:
+        dead = free_port()
+        url = f"stomp://alice:s3cret@{HOST}:{secured.port}"
+        sent = cli("send", "/queue/cli-url", "a", "b", "--host", url, "--receipt")
+        assert sent.returncode == EXIT_OK, sent.stderr
+        # The failover form: the first address is dead, the second one answers.
+        failover = f"failover:(stomp://alice:s3cret@{HOST}:{dead},{url})?randomize=false"
+        listened = cli("listen", "/queue/cli-url", "--count", "2", "--json", "--host", failover)
+        assert listened.returncode == EXIT_OK, listened.stderr
+        assert bodies(listened) == ["a", "b"]
+        refused = cli(
+            "send", "/queue/x", "a", "--host", f"stomp://alice:wrong-pw@{HOST}:{secured.port}"
+        )
+        assert refused.returncode == EXIT_FAILED
+        assert "login failed" in refused.stderr
+        assert "wrong-pw" not in refused.stderr + refused.stdout
+    finally:
+        code, _, err = stop(secured.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert "s3cret" not in err and "wrong-pw" not in err  # nor in the broker's log
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        pytest.param(["--host", "stomp://h:61613", "--port", "61613"], "port", id="url-and-port"),
+        pytest.param(["--host", "stomp://a@h", "--login", "b"], "'login'", id="url-and-login"),
+        pytest.param(["--host", "stomp://h/v", "--vhost", "w"], "'vhost'", id="url-and-vhost"),
+        pytest.param(["--host", "stomp://h", "--tls"], "not TLS", id="plain-url-and-tls"),
+        pytest.param(["--host", "stomp://h:x"], "port 'x'", id="bad-port-in-url"),
+        pytest.param(["--host", "failover:(stomp://h)?nope=1"], "'nope'", id="bad-failover-option"),
+    ],
+)
+def test_a_url_that_cannot_be_used_exits_2(args: list[str], named: str) -> None:
+    result = cli("send", "/queue/x", "a", *args, "--passcode", "top-secret")
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert named in result.stderr
+    assert "top-secret" not in result.stderr
 
 
 def test_version() -> None:

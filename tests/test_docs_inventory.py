@@ -23,14 +23,18 @@ import importlib.util
 import inspect
 import os
 import posixpath
+import re
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_api_documented import PUBLIC_MODULES
+
+import stomp_proto
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -53,14 +57,12 @@ PY_ROLES = (
 
 
 @pytest.fixture(scope="module")
-def inventory(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """The Python names in the ``objects.inv`` of a fresh build of docs/."""
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh HTML build of docs/: its directory."""
     if importlib.util.find_spec("sphinx") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true and Sphinx is not installed (the dev extra has it)")
         pytest.skip("Sphinx is not installed (pip install -e '.[dev]' or '.[docs]')")
-    from sphinx.util.inventory import InventoryFile
-
     out = tmp_path_factory.mktemp("docs")
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(DOCS), str(out / "html")],
@@ -70,7 +72,15 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    with (out / "html" / "objects.inv").open("rb") as stream:
+    return out / "html"
+
+
+@pytest.fixture(scope="module")
+def inventory(site: Path) -> set[str]:
+    """The Python names in the build's ``objects.inv``."""
+    from sphinx.util.inventory import InventoryFile
+
+    with (site / "objects.inv").open("rb") as stream:
         data = InventoryFile.load(stream, "", posixpath.join)
     return {name for role in PY_ROLES for name in data.get(role, {})}
 
@@ -220,3 +230,145 @@ def test_public_members_sees_inherited_and_instance_attributes() -> None:
 
     # Set in __init__, documented with a ``#:`` comment there.
     assert "unsolicited" in public_members(stomp_proto.threads.Client)
+
+
+# -- the reference as a reader sees it: the built api.html ----------------------------
+
+#: Builtins whose docstring autodoc shows for a constant or alias that has none
+#: of its own ("str(object='') -> str" for ``BUILD``, "Built-in immutable
+#: sequence." for ``Headers``).
+BUILTINS = (str, bytes, int, float, bool, tuple, list, dict, set, frozenset, object, type)
+#: What every exception inherits from Python, not worth a reader's time.
+EXCEPTION_MACHINERY = ("add_note", "with_traceback", "args")
+#: Kinds of entries that have parameters.
+CALLABLE_KINDS = {"class", "exception", "function", "method", "classmethod", "staticmethod"}
+
+
+@pytest.fixture(scope="module")
+def reference(site: Path) -> Any:
+    """api.html, parsed (BeautifulSoup comes with the furo theme the site needs)."""
+    bs4 = pytest.importorskip("bs4")
+    return bs4.BeautifulSoup((site / "api.html").read_text(encoding="utf-8"), "html.parser")
+
+
+def entries(soup: Any, kinds: set[str]) -> Iterator[tuple[str, Any, Any]]:
+    """``(id, signature, description)`` of each object entry of one of ``kinds``."""
+    for entry in soup.find_all("dl", class_="py"):
+        if kinds & set(entry["class"]):
+            signature = entry.find("dt", recursive=False)
+            description = entry.find("dd", recursive=False)
+            if signature is not None and signature.get("id"):
+                yield signature["id"], signature, description
+
+
+def own_text(description: Any) -> tuple[dict[str, str], list[str]]:
+    """An entry's own words, without its members': the ``Parameters`` field
+    (name -> words) and the inline literals of the rest (````strict=False````)."""
+    fields: dict[str, str] = {}
+    literals: list[str] = []
+    for part in description.find_all(recursive=False):
+        if part.name == "dl" and "py" in part.get("class", []):
+            continue  # a member's entry
+        if part.name == "dl" and "field-list" in part.get("class", []):
+            for item in part.find_all("p"):
+                name = item.find("strong")
+                if name is not None and "\u2013" in item.get_text():
+                    fields[name.get_text()] = item.get_text().split("\u2013", 1)[1].strip()
+        literals += [code.get_text() for code in part.find_all("code")]
+    return fields, literals
+
+
+def described_members(description: Any) -> set[str]:
+    """The members (attributes, fields) of an entry that have words of their own."""
+    found = set()
+    for _, signature, words in entries(description, {"attribute", "property", "method"}):
+        if words.get_text(strip=True):
+            found.add(signature["id"].rsplit(".", 1)[-1])
+    return found
+
+
+def resolve(ident: str) -> object:
+    """The object an entry documents, from its id (``stomp_proto.ErrorKind``)."""
+    module_name, _, rest = ident.partition(".")
+    obj: object = importlib.import_module(module_name)
+    for part in rest.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            obj = importlib.import_module(f"{getattr(obj, '__name__', '')}.{part}")
+    return obj
+
+
+def test_every_parameter_is_described(reference: Any) -> None:
+    """Each parameter of a function, method or constructor has words: a field of
+    its own, a mention in the text (````strict=False````), or its attribute's entry."""
+    undescribed = []
+    checked = 0
+    for ident, signature, description in entries(reference, CALLABLE_KINDS):
+        names = [
+            param.find("span", class_="n").get_text()
+            for param in signature.find_all("em", class_="sig-param")
+            if param.find("span", class_="n") is not None
+        ]
+        if names and isinstance(obj := resolve(ident), type) and issubclass(obj, enum.Enum):
+            continue  # ErrorKind(value): Enum's lookup by value, not a constructor
+        fields, literals = own_text(description)
+        members = described_members(description)
+        for name in names:
+            checked += 1
+            mentioned = any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for text in literals)
+            if not (fields.get(name) or mentioned or name in members):
+                undescribed.append(f"{ident}({name})")
+    assert checked > 150  # the parameters were found at all
+    assert not undescribed, f"parameters with a name and a type but no words: {undescribed}"
+
+
+def test_every_enum_member_is_described(reference: Any) -> None:
+    """``ErrorKind.BAD_HEADER`` says when it is raised, not only its value."""
+    bare = []
+    checked = 0
+    for ident, _, description in entries(reference, {"attribute"}):
+        owner, _, name = ident.rpartition(".")
+        cls = resolve(owner)
+        if isinstance(cls, type) and issubclass(cls, enum.Enum) and name in cls.__members__:
+            checked += 1
+            if not description.get_text(strip=True):
+                bare.append(ident)
+    assert checked >= len(stomp_proto.ErrorKind)
+    assert not bare, f"enum members without a description: {bare}"
+
+
+def test_no_builtin_docstring_or_exception_machinery_is_shown(reference: Any) -> None:
+    """Constants and aliases show their own words, exceptions their own members."""
+    text = reference.get_text()
+    borrowed = [
+        first
+        for builtin in BUILTINS
+        if builtin.__doc__ and (first := inspect.cleandoc(builtin.__doc__).splitlines()[0]) in text
+    ]
+    assert not borrowed, f"builtin docstrings on the reference page: {borrowed}"
+    machinery = [
+        ident
+        for ident, _, _ in entries(reference, {"method", "attribute", "property"})
+        if ident.rsplit(".", 1)[-1] in EXCEPTION_MACHINERY
+    ]
+    assert not machinery, f"Python's exception machinery listed as members: {machinery}"
+    for constant in ("BUILD", "DRAIN_TIMEOUT", "DRAIN_BYTES", "Headers"):
+        ident = f"stomp_proto.{constant}"
+        found = [words for name, _, words in entries(reference, {"data"}) if name == ident]
+        assert found and found[0].get_text(strip=True), f"{constant} has no description"
+
+
+#: Pages that keep the project's history, and may name the files it changed.
+HISTORY_PAGES = {"changelog.html", "benchmark-methodology.html", "fuzzing-log.html"}
+
+
+def test_no_page_points_at_a_source_file_for_documentation(site: Path) -> None:
+    """"see docs/connection.rst" is a link on the site, not a file name."""
+    found = [
+        f"{page.name}: {match.group()}"
+        for page in site.glob("*.html")
+        if page.name not in HISTORY_PAGES
+        for match in re.finditer(r"docs/[\w-]+\.rst", page.read_text(encoding="utf-8"))
+    ]
+    assert not found, found

@@ -7,13 +7,19 @@
 - Every Python code block is a complete program: it compiles as a module and uses no
   name it does not import or define (``ruff``'s undefined-name check), and a ``main``
   it defines is called.  Longer programs are ``literalinclude``\\ s of ``examples/``,
-  which ``tests/test_examples.py`` runs; ``>>>`` blocks run under Sphinx's doctest.
+  which ``tests/test_examples.py`` runs.
+- Every ``>>>`` fragment (a ``.. doctest::`` block of a page, a docstring's example)
+  runs alone, as if pasted into a fresh interpreter: it imports what it uses.  Sphinx's
+  doctest builder runs them too, with no global set-up (docs/conf.py sets none).
 - The benchmark tables and README's figures are what ``benchmarks/summary.py`` writes
   from the results files.
 """
 
 from __future__ import annotations
 
+import doctest
+import importlib
+import io
 import re
 import shutil
 import subprocess
@@ -102,10 +108,20 @@ def prose_paragraphs(text: str) -> list[tuple[int, str]]:
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
     """(line number, code) of each ``.. code-block:: python`` in a page."""
+    return directive_blocks(text, r"code-block:: python3?")
+
+
+def doctest_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, text) of each ``.. doctest::`` block in a page."""
+    return directive_blocks(text, r"doctest::")
+
+
+def directive_blocks(text: str, directive: str) -> list[tuple[int, str]]:
+    """(line number, dedented body without options) of each ``.. <directive>``."""
     blocks = []
     lines = text.splitlines()
     for number, line in enumerate(lines):
-        if re.match(r"\s*\.\. code-block:: python3?\s*$", line):
+        if re.match(rf"\s*\.\. {directive}\s*$", line):
             indent = len(line) - len(line.lstrip())
             body = []
             for following in lines[number + 1 :]:
@@ -184,6 +200,55 @@ def test_python_blocks_are_complete_programs(page: Path, line: int, code: str) -
     assert result.returncode == 0, f"{where} uses names it does not define:\n{result.stdout}"
     if re.search(r"^(async )?def main\(", code, re.MULTILINE):
         assert re.search(r"^\S.*\bmain\(", code, re.MULTILINE), f"{where}: main() is never run"
+
+
+#: Sphinx's doctest builder's default flags (``doctest_default_flags``).
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1
+
+FRAGMENTS = [
+    pytest.param(page, number, text, id=f"{page.name}:{number}")
+    for page in [*PAGES, ROOT / "README.rst"]
+    for number, text in doctest_blocks(page.read_text(encoding="utf-8"))
+]
+
+
+def run_alone(test: doctest.DocTest) -> str:
+    """Run ``test`` in its own fresh namespace; the report of its failures ("" if none)."""
+    runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS)
+    report = io.StringIO()
+    runner.run(test, out=report.write, clear_globs=True)
+    assert runner.tries > 0, f"{test.name}: no example found"
+    return report.getvalue() if runner.failures else ""
+
+
+@pytest.mark.parametrize(("page", "line", "text"), FRAGMENTS)
+def test_doctest_fragments_run_alone(page: Path, line: int, text: str) -> None:
+    """Each ``.. doctest::`` block, pasted into a fresh interpreter, runs as printed."""
+    name = f"{page.name} line {line}"
+    test = doctest.DocTestParser().get_doctest(text, {"__name__": "__main__"}, name, None, line)
+    assert not (failed := run_alone(test)), f"{name} does not run alone:\n{failed}"
+
+
+def test_docstring_examples_run_alone() -> None:
+    """The ``>>>`` examples of the package's docstrings (autodoc puts them on the
+    reference page) import what they use too."""
+    checked = 0
+    for path in sorted((ROOT / "stomp_proto").rglob("*.py")):
+        if ">>>" not in path.read_text(encoding="utf-8"):
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        for test in doctest.DocTestFinder().find(module, globs={"__name__": "__main__"}):
+            if test.examples:
+                checked += 1
+                assert not (failed := run_alone(test)), f"{test.name}:\n{failed}"
+    assert checked > 0
+
+
+def test_sphinx_has_no_global_doctest_setup() -> None:
+    """A global set-up would hide a fragment's missing import from the doctest builder."""
+    conf = (DOCS / "conf.py").read_text(encoding="utf-8")
+    assert not re.search(r"^doctest_global_setup\s*=", conf, re.MULTILINE)
 
 
 def test_benchmark_figures_are_written_from_the_results() -> None:

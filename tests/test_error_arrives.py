@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from adapter_harness import BrokerError, Harness, on_every_adapter
 
+import stomp_proto.asyncio
 from stomp_proto import (
     ClientConnection,
     Connect,
@@ -93,59 +95,83 @@ globals().update(on_every_transport(send_behind_a_bad_frame))
 # -- drain_and_close on a plain socket, as the adapter guide's servers use it --------
 
 
+def answer(conn: ServerConnection, data: bytes | None) -> tuple[bytes, bool]:
+    """Feed ``data`` to a server connection: the bytes to write back, and whether
+    the client was refused (the bytes end with the ERROR; close next)."""
+    conn.receive_data(data)
+    reply = b""
+    try:
+        while (event := conn.next_event()) is not None:
+            if isinstance(event, Connect):
+                reply += conn.send(Connected())
+    except RemoteProtocolError as exc:
+        assert exc.event_hint is not None
+        return reply + conn.send(exc.event_hint), True
+    return reply, False
+
+
 def refuse_first_bad_frame(
     listener: socket.socket, closer: Callable[[socket.socket], object]
 ) -> None:
     """Serve one connection: answer its first bad frame with the ERROR, close with ``closer``."""
     sock, _ = listener.accept()
     conn = ServerConnection()
-    while True:
-        conn.receive_data(sock.recv(65536) or None)
-        try:
-            while (event := conn.next_event()) is not None:
-                if isinstance(event, Connect):
-                    sock.sendall(conn.send(Connected()))
-        except RemoteProtocolError as exc:
-            assert exc.event_hint is not None
-            sock.sendall(conn.send(exc.event_hint))
-            closer(sock)
-            return
+    refused = False
+    while not refused:
+        reply, refused = answer(conn, sock.recv(65536) or None)
+        sock.sendall(reply)
+    closer(sock)
 
 
 def send_frame(destination: str, body: bytes) -> bytes:
     return b"SEND\ndestination:" + destination.encode() + b"\n\n" + body + b"\x00"
 
 
-def bad_frame_then_two_megabytes(closer: Callable[[socket.socket], object]) -> list[object]:
-    """What a client that sends a bad frame with 2 MB behind it reads back."""
+def read_behind_a_bad_frame(address: tuple[str, int]) -> list[object]:
+    """What a client reads back from ``address`` while it sends a bad frame with 2 MB
+    behind it (a blocking socket, written from a second thread)."""
     client = ClientConnection()
     data = client.send(Connect(host="/"))
     # The NUL must follow the content-length bytes (1.2 §Frames); here it does not.
     data += b"SEND\ndestination:/queue/a\ncontent-length:1\n\nxy\x00"
     data += send_frame("/queue/a", b"z" * CHUNK) * (PIPELINED // CHUNK + 1)
     events: list[object] = []
+    with socket.create_connection(address) as sock:
+
+        def write() -> None:
+            with contextlib.suppress(OSError):  # a reset ends the writing too
+                sock.sendall(data)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            while chunk := sock.recv(65536):
+                client.receive_data(chunk)
+                events.extend(client)
+        except OSError as exc:
+            events.append(exc)
+        writer.join(10)
+    return events
+
+
+def bad_frame_then_two_megabytes(closer: Callable[[socket.socket], object]) -> list[object]:
+    """What the client above reads back from a blocking server that closes with ``closer``."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
         server = threading.Thread(
             target=refuse_first_bad_frame, args=(listener, closer), daemon=True
         )
         server.start()
-        with socket.create_connection(listener.getsockname()) as sock:
-
-            def write() -> None:
-                with contextlib.suppress(OSError):  # a reset ends the writing too
-                    sock.sendall(data)
-
-            writer = threading.Thread(target=write, daemon=True)
-            writer.start()
-            try:
-                while chunk := sock.recv(65536):
-                    client.receive_data(chunk)
-                    events.extend(client)
-            except OSError as exc:
-                events.append(exc)
-            writer.join(10)
+        events = read_behind_a_bad_frame(listener.getsockname())
         server.join(10)
     return events
+
+
+def assert_the_error_arrived(events: list[object]) -> None:
+    """The ERROR, then a clean end of stream: no reset, which would show as an OSError."""
+    assert [type(e) for e in events] == [Connected, Error], events
+    error = events[1]
+    assert isinstance(error, Error)
+    assert error.message is not None and "NUL" in error.message
 
 
 def test_drain_and_close_lets_the_error_arrive() -> None:
@@ -153,11 +179,7 @@ def test_drain_and_close_lets_the_error_arrive() -> None:
     the connection (data was unread); on loopback a client that reads at once may
     still get the ERROR before the reset, but one busy writing gets the reset first
     - as all three of our clients did - so no reset at all is what is asserted."""
-    events = bad_frame_then_two_megabytes(drain_and_close)
-    assert [type(e) for e in events] == [Connected, Error], events
-    error = events[1]
-    assert isinstance(error, Error)
-    assert error.message is not None and "NUL" in error.message
+    assert_the_error_arrived(bad_frame_then_two_megabytes(drain_and_close))
 
 
 def test_drain_and_close_gives_up_after_max_bytes() -> None:
@@ -177,6 +199,115 @@ def test_drain_and_close_returns_at_the_peers_end_of_stream() -> None:
         assert drain_and_close(left) == 5000
         # Our half-close came through as end of stream.
         assert right.recv(10) == b""
+
+
+# -- the asyncio and trio forms, on servers of those frameworks ----------------------
+
+
+def test_asyncio_drain_and_close_lets_the_error_arrive() -> None:
+    """An asyncio server on ServerConnection refuses a client that is still sending:
+    stomp_proto.asyncio.drain_and_close gets the ERROR to it (1.2 §ERROR)."""
+
+    async def main() -> tuple[list[object], int]:
+        discarded: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def refuse_first_bad_frame(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            conn = ServerConnection()
+            refused = False
+            while not refused:
+                reply, refused = answer(conn, await reader.read(65536) or None)
+                writer.write(reply)
+            discarded.set_result(await stomp_proto.asyncio.drain_and_close(reader, writer))
+
+        server = await asyncio.start_server(refuse_first_bad_frame, "127.0.0.1", 0)
+        async with server:
+            address = server.sockets[0].getsockname()
+            events = await asyncio.to_thread(read_behind_a_bad_frame, address)
+            return events, await discarded
+
+    events, discarded = asyncio.run(main())
+    assert_the_error_arrived(events)
+    # The client was still sending when the ERROR went out: what it sent after the
+    # bad frame was read and thrown away, not left unread (which makes a reset).
+    assert discarded > 0
+
+
+def test_trio_drain_and_close_lets_the_error_arrive() -> None:
+    """The same on a trio server, with stomp_proto.trio.drain_and_close."""
+    trio = pytest.importorskip("trio")
+    import stomp_proto.trio
+
+    async def main() -> tuple[list[object], int]:
+        send, receive = trio.open_memory_channel[int](1)
+
+        async def refuse_first_bad_frame(stream: trio.SocketStream) -> None:
+            conn = ServerConnection()
+            refused = False
+            while not refused:
+                reply, refused = answer(conn, await stream.receive_some(65536) or None)
+                await stream.send_all(reply)
+            await send.send(await stomp_proto.trio.drain_and_close(stream))
+
+        async with trio.open_nursery() as nursery:
+            serve = functools.partial(trio.serve_tcp, refuse_first_bad_frame, 0, host="127.0.0.1")
+            listeners = await nursery.start(serve)
+            address = listeners[0].socket.getsockname()
+            events = await trio.to_thread.run_sync(read_behind_a_bad_frame, address)
+            discarded = await receive.receive()
+            nursery.cancel_scope.cancel()
+        return events, discarded
+
+    events, discarded = trio.run(main)
+    assert_the_error_arrived(events)
+    assert discarded > 0
+
+
+def test_asyncio_drain_and_close_gives_up_after_max_bytes() -> None:
+    async def main() -> None:
+        left, right = socket.socketpair()
+        with right:
+            reader, writer = await asyncio.open_connection(sock=left)
+            right.sendall(b"x" * 100_000)  # and never closes
+            assert await stomp_proto.asyncio.drain_and_close(reader, writer, max_bytes=1000) == 1000
+            assert writer.is_closing() and left.fileno() == -1
+
+    asyncio.run(main())
+
+
+def test_asyncio_drain_and_close_returns_at_the_peers_end_of_stream() -> None:
+    async def main() -> None:
+        left, right = socket.socketpair()
+        with right:
+            reader, writer = await asyncio.open_connection(sock=left)
+            right.sendall(b"x" * 5000)
+            right.shutdown(socket.SHUT_WR)
+            assert await stomp_proto.asyncio.drain_and_close(reader, writer) == 5000
+            assert right.recv(10) == b""  # our half-close came through as end of stream
+
+    asyncio.run(main())
+
+
+def test_trio_drain_and_close_gives_up_after_max_bytes_and_at_end_of_stream() -> None:
+    trio = pytest.importorskip("trio")
+    import stomp_proto.trio
+
+    async def main() -> None:
+        left, right = socket.socketpair()
+        with right:
+            right.sendall(b"x" * 100_000)  # and never closes
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(left))
+            assert await stomp_proto.trio.drain_and_close(stream, max_bytes=1000) == 1000
+        left, right = socket.socketpair()
+        with right:
+            right.sendall(b"x" * 5000)
+            right.shutdown(socket.SHUT_WR)
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(left))
+            assert await stomp_proto.trio.drain_and_close(stream) == 5000
+            assert right.recv(10) == b""
+
+    trio.run(main)
 
 
 # -- a server that resets right after its ERROR: the client still reports the ERROR ----------

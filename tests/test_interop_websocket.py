@@ -227,3 +227,17 @@ async def test_wrong_path_is_refused(h: Harness) -> None:
     assert isinstance(cause, RemoteProtocolError)
     assert cause.kind is ErrorKind.BAD_WEBSOCKET
     assert "HTTP 4" in str(cause)
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_ws_url_reaches_web_stomp(h: Harness) -> None:
+    ws = web_stomp()
+    url = f"ws://{ws.login}:{ws.passcode}@{ws.host}:{ws.port}{ws.path}"
+    queue = f"/queue/ws-url-{uuid.uuid4()}"
+    async with (
+        h.connect(None, host=url, vhost=ws.vhost) as client,
+        client.subscribe(queue) as messages,
+    ):
+        assert client.broker == (ws.host, ws.port)
+        await client.send(queue, b"through a URL", receipt=True)
+        assert (await messages.get(WAIT)).body == b"through a URL"

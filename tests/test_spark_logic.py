@@ -65,8 +65,8 @@ from stomp_proto.spark._options import (  # noqa: E402
     ReaderSettings,
     WriterSettings,
 )
-from stomp_proto.spark._reader import StreamConsumer, drain  # noqa: E402
-from stomp_proto.spark._writer import (  # noqa: E402
+from stomp_proto.spark._queue._reader import StreamConsumer, drain  # noqa: E402
+from stomp_proto.spark._queue._writer import (  # noqa: E402
     PartitionWriter,
     SendEncoder,
     plan_columns,
@@ -254,6 +254,57 @@ def test_options_headers_tls_and_errors() -> None:
         ConnectionSettings.from_options({"versions": "1.2,2.0"})
     with pytest.raises(ValueError, match="needs a path"):
         CaptureSettings.from_options({})
+
+
+def test_a_url_option_stands_for_the_connection_options() -> None:
+    secret = "s3cret-pw"
+    connection = ConnectionSettings.from_options(
+        {"url": f"stomp+ssl://alice:{secret}@broker.example:61620/prod", "timeout": "5"}
+    )
+    assert (connection.host, connection.port, connection.login) == (
+        "broker.example",
+        61620,
+        "alice",
+    )
+    assert (connection.passcode, connection.vhost, connection.tls) == (secret, "prod", True)
+    assert connection.timeout == 5.0
+    assert secret not in repr(connection)
+    failover = ConnectionSettings.from_options(
+        {"URL": "failover:(stomp://h1:1,stomp://h2:2)?randomize=true"}
+    )
+    assert failover.hosts == (("h1", 1), ("h2", 2)) and failover.randomize
+    assert pickle.loads(pickle.dumps(failover)) == failover
+    for options, named in [
+        ({"url": "stomp://h", "port": "1"}, "'port' is given both"),
+        ({"url": "stomp://a@h", "login": "b"}, "'login' is given both"),
+        ({"url": "stomp://h", "tls": "true"}, "'tls' is given both"),
+        ({"url": "ws://h/ws"}, "WebSocket"),
+        ({"url": "failover:(stomp://h)?initialReconnectDelay=5"}, "reconnect options"),
+        ({"url": f"stomp://alice:{secret}@h:port"}, "option 'url': URL: the port"),
+    ]:
+        with pytest.raises(ValueError, match=named) as caught:
+            ConnectionSettings.from_options(options)
+        assert secret not in str(caught.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_failover_url_connects_to_the_first_address_that_answers(broker: BrokerThread) -> None:
+    dead = _free_port()
+    url = f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{broker.port})"
+    connection = ConnectionSettings.from_options({"url": url})
+    with connection.open_socket() as sock:
+        assert sock.getpeername()[1] == broker.port
+    nobody = ConnectionSettings.from_options(
+        {"url": f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{_free_port()})"}
+    )
+    with pytest.raises(OSError, match="any of 2 brokers") as caught:
+        nobody.open_socket()
+    assert f":{dead}:" in str(caught.value)
 
 
 def test_every_option_is_documented() -> None:

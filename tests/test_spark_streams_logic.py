@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from stomp_proto.spark._options import ConnectionSettings
-from stomp_proto.spark._streamlink import ProbeResult
-from stomp_proto.spark._streamplan import StreamsPlanner
-from stomp_proto.spark._streams import (
+from stomp_proto.spark._streams._link import ProbeResult
+from stomp_proto.spark._streams._offsets import (
     DataLossError,
     RangeCursor,
     StreamRange,
@@ -31,6 +30,7 @@ from stomp_proto.spark._streams import (
     stream_names,
     streams_option_names,
 )
+from stomp_proto.spark._streams._reader import StreamsPlanner
 
 STREAMS = ("s-0", "s-1", "s-2", "s-3")
 
@@ -364,7 +364,7 @@ def test_route() -> None:
 
 
 def test_stream_columns() -> None:
-    from stomp_proto.spark._streamwrite import StreamColumns, plan_stream_columns
+    from stomp_proto.spark._streams._writer import StreamColumns, plan_stream_columns
 
     settings = StreamsWriterSettings.from_options({"streams": "a"})
     assert plan_stream_columns(
@@ -384,7 +384,7 @@ def test_range_read_resumes_after_the_last_offset_received(
 ) -> None:
     from stomp_proto import Error, Message
     from stomp_proto._client._core import BrokerError
-    from stomp_proto.spark import _streamlink
+    from stomp_proto.spark._streams import _link
 
     begins: list[int] = []
 
@@ -401,10 +401,10 @@ def test_range_read_resumes_after_the_last_offset_received(
             if cursor.done:
                 return
 
-    monkeypatch.setattr(_streamlink, "_read_from", fake_read_from)
+    monkeypatch.setattr(_link, "_read_from", fake_read_from)
     got = [
         offset
-        for chunk in _streamlink.read_range(
+        for chunk in _link.read_range(
             ConnectionSettings(), StreamRange("s", 10, 50), prefetch=10, read_timeout=1.0,
             fail_on_data_loss=True,
         )
@@ -417,9 +417,9 @@ def test_range_read_resumes_after_the_last_offset_received(
         raise BrokerError(Error(message="not_found", body=b"NOT_FOUND - no queue 's'"))
         yield  # a generator, as the real one
 
-    monkeypatch.setattr(_streamlink, "_read_from", missing)
-    with pytest.raises(_streamlink.MissingStreamError, match="'s' does not exist"):
-        list(_streamlink.read_range(ConnectionSettings(), StreamRange("s", 0, 5), prefetch=10,
+    monkeypatch.setattr(_link, "_read_from", missing)
+    with pytest.raises(_link.MissingStreamError, match="'s' does not exist"):
+        list(_link.read_range(ConnectionSettings(), StreamRange("s", 0, 5), prefetch=10,
                                     read_timeout=1.0, fail_on_data_loss=True))  # fmt: skip
 
 
@@ -445,7 +445,7 @@ def test_planner_probes_again_when_a_stream_with_messages_looks_empty() -> None:
 
 def test_ack_frames_of_each_version() -> None:
     from stomp_proto import Frame
-    from stomp_proto.spark._streamlink import _ack_frame
+    from stomp_proto.spark._streams._link import _ack_frame
 
     message = Frame(
         "MESSAGE",

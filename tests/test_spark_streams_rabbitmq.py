@@ -24,7 +24,7 @@ from brokers import Endpoint, real_broker
 
 from stomp_proto import Frame, FrameEncoder, Message, Receipt, Send, Subscribe
 from stomp_proto.spark._options import ConnectionSettings
-from stomp_proto.spark._streamlink import (
+from stomp_proto.spark._streams._link import (
     MissingStreamError,
     StreamLink,
     declare_streams,
@@ -32,14 +32,14 @@ from stomp_proto.spark._streamlink import (
     probe_streams,
     read_range,
 )
-from stomp_proto.spark._streamplan import StreamsPlanner
-from stomp_proto.spark._streams import (
+from stomp_proto.spark._streams._offsets import (
     DataLossError,
     StreamRange,
     StreamsReaderSettings,
     StreamsWriterSettings,
 )
-from stomp_proto.spark._streamwrite import StreamColumns, StreamsPartitionWriter
+from stomp_proto.spark._streams._reader import StreamsPlanner
+from stomp_proto.spark._streams._writer import StreamColumns, StreamsPartitionWriter
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -230,7 +230,7 @@ def test_writer_routes_keys_by_crc32_and_confirms_every_stream(
             headers = dict(message.headers)
             assert headers["x-key"] == message.body.decode()
             seen.setdefault(stream, set()).add(headers["x-key"])
-    from stomp_proto.spark._streams import partition_of_key
+    from stomp_proto.spark._streams._offsets import partition_of_key
 
     for stream, stream_keys in seen.items():
         assert {writer_settings.streams[partition_of_key(k, 3)] for k in stream_keys} == {stream}

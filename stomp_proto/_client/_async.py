@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from types import EllipsisType
 
 from .._connection import ClientConnection
 from .._errors import ProtocolError
@@ -35,6 +36,7 @@ from .._frame import Version
 from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
+from ._brokers import Brokers, FirstConnect
 from ._core import (
     CONNECT_WAITER,
     BrokerError,
@@ -44,6 +46,7 @@ from ._core import (
     ConnectOptions,
     End,
     Resolve,
+    reason,
 )
 from ._websocket_stream import WebSocketStream
 
@@ -111,6 +114,7 @@ class AsyncSubscription:
         self._active = False
         #: The receipt id of its SUBSCRIBE while that is awaited.
         self._receipt: str | None = None
+        self._tracing = client._options.tracing
 
     @property
     def id(self) -> str:
@@ -147,7 +151,8 @@ class AsyncSubscription:
         """The next message; ``None`` once the subscription has ended cleanly.
 
         Messages buffered before the end come first.  Raises the error that
-        ended the session, or TimeoutError.
+        ended the session, or TimeoutError when ``timeout`` seconds pass first
+        (``None``: wait as long as it takes).
         """
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
@@ -157,11 +162,16 @@ class AsyncSubscription:
                     await self._arrived.wait()
         if not self._messages:
             if self._error is not None:
+                self._client._core.reported(self._error)
                 raise self._error
             return None
         if len(self._messages) == self._limit:
             self._room.set()  # the reader may be waiting for room
-        return self._messages.popleft()
+        message = self._messages.popleft()
+        if self._tracing is not None:
+            client = self._client
+            self._tracing.received(message, client.broker, client.version)
+        return message
 
     def _put_nowait(self, message: Message) -> bool:
         """Buffer ``message`` (the reader); False when the buffer is full."""
@@ -190,8 +200,10 @@ class AsyncSubscription:
 class AsyncClient:
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
-    def __init__(self, options: ConnectOptions, backend: Backend) -> None:
-        self._core: ClientCore[AsyncSubscription] = ClientCore(options)
+    def __init__(
+        self, options: ConnectOptions, backend: Backend, brokers: Brokers | None = None
+    ) -> None:
+        self._core: ClientCore[AsyncSubscription] = ClientCore(options, brokers)
         self._options = options
         self._backend: Backend = backend
         #: The current session (None before the first CONNECTED).
@@ -222,13 +234,21 @@ class AsyncClient:
         """The current sans-IO connection (for inspection)."""
         return self._core.conn
 
+    @property
+    def broker(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
+        return self._core.brokers.current
+
     # -- lifecycle ---------------------------------------------------------------
 
-    async def _open(self) -> None:
-        """One connection attempt; on any failure (a timeout too) it leaves nothing behind."""
+    async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
+        """One connection attempt; on any failure (a timeout too) it leaves nothing behind.
+
+        ``timeout``: seconds for it; by default the options' timeout.
+        """
         session = _Session(self._core.conn, self._backend.waiter())
         try:
-            async with self._backend.timeout(self._options.timeout):
+            async with self._backend.timeout(self._options.timeout if timeout is ... else timeout):
                 await self._connect(session)
         except BaseException:
             session.current = False
@@ -238,7 +258,7 @@ class AsyncClient:
         self._ready.set()
 
     async def _connect(self, session: _Session) -> None:
-        options = self._options
+        options = self._core.brokers.options  # aimed at the broker to try
         conn = session.conn
         stream = session.stream = await self._backend.open_stream(options)
         versions = options.versions
@@ -272,7 +292,11 @@ class AsyncClient:
             await self.close()
 
     async def disconnect(self) -> None:
-        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close."""
+        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closing:
             return
         try:
@@ -281,6 +305,7 @@ class AsyncClient:
                     await self._send(*self._core.disconnect_event())
         finally:
             await self.close()
+        self._core.take_refusal()
 
     async def close(self) -> None:
         """Drop the connection at once (no DISCONNECT).
@@ -333,7 +358,7 @@ class AsyncClient:
         except ClientError as exc:
             error = exc
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
@@ -416,7 +441,8 @@ class AsyncClient:
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    why = reason(exc, self._options.timeout)
+                    error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
             self._finish(error)
         finally:
@@ -449,7 +475,7 @@ class AsyncClient:
                 pass
             finally:
                 self._waiters.pop(key, None)
-        return session.error or ConnectionLost(f"connection failed: {exc}")
+        return session.error or ConnectionLost(f"connection failed: {reason(exc)}")
 
     def _expect(self, key: str) -> Waiter[Event]:
         waiter = self._backend.waiter()
@@ -457,6 +483,16 @@ class AsyncClient:
         return waiter
 
     async def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+        try:
+            await self._write(event, receipt, settles)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    async def _write(
         self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
@@ -488,7 +524,9 @@ class AsyncClient:
                     raise self._core.error or ConnectionLost("the connection is closed")
                 if settles is not None:
                     conn.check_delivered(settles)
-                await stream.send(conn.send(event))
+                data = conn.send(event)
+                self._core.written(event)  # before the write: its answer may come during it
+                await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
             raise await self._why_send_failed(session, exc) from exc
@@ -503,19 +541,30 @@ class AsyncClient:
     async def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
+
+        :param destination: where to send it (``/queue/work``, ``/topic/news``;
+            the names a broker accepts are its own).
+        :param body: the message: bytes (or a bytes-like object) or text.
+        :param content_type: the ``content-type`` header (a MIME type).
+        :param headers: more headers, sent as given (broker extensions,
+            application properties).
+        :param transaction: the id of an open :meth:`transaction`: the message
+            is delivered when it commits.
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -525,23 +574,37 @@ class AsyncClient:
             receipt=receipt,
             content_length=content_length,
         )
-        await self._send(event, receipt_id)
+        tracing = self._options.tracing
+        if tracing is None:
+            await self._send(event, receipt_id)
+            return
+        # A span around the call; the SEND carries its context.
+        with tracing.sending(event, self.broker, self.version) as traced:
+            await self._send(traced, receipt_id)
 
     def subscribe(
         self,
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> AsyncSubscription:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
+
+        :param destination: the queue or topic to receive from.
+        :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
+            it sends them), ``"client"`` (an :meth:`ack` covers every earlier
+            message too) or ``"client-individual"`` (each on its own).
+        :param id: the subscription's id; by default the client picks one.
         """
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             await self._send(event, receipt)
@@ -560,18 +623,29 @@ class AsyncClient:
     async def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
+        """Acknowledge ``message``; the headers follow the negotiated version.
+
+        :param transaction: the id of an open :meth:`transaction`: the
+            acknowledgement takes effect when it commits.
+        :param receipt: return only once the broker has confirmed it.
+        """
         await self._settle(message, transaction, receipt, nack=False)
 
     async def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
+        """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
+        or elsewhere.
+
+        :param transaction: the id of an open :meth:`transaction`.
+        :param receipt: return only once the broker has confirmed it.
+        """
         await self._settle(message, transaction, receipt, nack=True)
 
     async def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         await self._send(event, receipt_id, message)
 
@@ -582,6 +656,7 @@ class AsyncClient:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         await self._send(Begin(tx))
         try:
@@ -594,14 +669,16 @@ class AsyncClient:
 
 
 async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
-    """Connect and log in; failures become ClientError subclasses."""
-    client = AsyncClient(options, backend)
-    try:
-        await client._open()
-    except ClientError:
-        await client.close()
-        raise
-    except (OSError, TimeoutError, ProtocolError) as exc:
-        await client.close()
-        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
-    return client
+    """Connect and log in, to the first broker that lets us (see FirstConnect);
+    failures become ClientError subclasses."""
+    first = FirstConnect(options, backend.now)
+    for timeout in first.attempts():
+        client = AsyncClient(options, backend, first.brokers)
+        try:
+            await client._open(timeout)
+        except BaseException as exc:
+            await client.close()
+            first.failed(exc)
+            continue
+        return client
+    raise first.error()

@@ -250,12 +250,14 @@ class WebSocketStream:
             self._inner.close()
 
 
-def open_stream(options: ConnectOptions) -> tuple[BlockingStream, tuple[Version, ...]]:
+def open_stream(
+    options: ConnectOptions, timeout: float | None
+) -> tuple[BlockingStream, tuple[Version, ...]]:
     """Connect as ``options`` say; also the STOMP versions the stream leaves open.
 
-    Connecting and the TLS and WebSocket handshakes each get ``options.timeout``.
+    Connecting and the TLS and WebSocket handshakes each get ``timeout`` seconds.
     """
-    sock = socket.create_connection((options.host, options.port), timeout=options.timeout)
+    sock = socket.create_connection((options.host, options.port), timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         raw = SocketStream(sock)

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import random
 import ssl as _ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypedDict, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
 from .._build import interpreted
+from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
     Ack,
@@ -35,6 +38,7 @@ from .._events import (
     Disconnect,
     Error,
     Event,
+    FrameEvent,
     HeartBeat,
     HeartBeatTimeout,
     Message,
@@ -46,6 +50,9 @@ from .._events import (
 )
 from .._frame import VERSIONS, Version
 from .._limits import Limits
+from ._brokers import Address, Brokers, check_addresses
+
+log = logging.getLogger("stomp_proto.client")
 
 __all__ = [
     "Backoff",
@@ -58,6 +65,7 @@ __all__ = [
     "HeartBeatLost",
     "Outbox",
     "Reconnects",
+    "TracingHook",
 ]
 
 
@@ -92,6 +100,16 @@ class ConnectionLost(ClientError):
     """The connection ended: the peer closed it, the network failed, or it was never made."""
 
 
+def reason(exc: BaseException, timeout: float | None = None) -> str:
+    """What went wrong, in words, never empty (an asyncio timeout has no text of its own)."""
+    text = str(exc)
+    if text:
+        return text
+    if isinstance(exc, TimeoutError):
+        return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
+    return type(exc).__name__
+
+
 @interpreted
 class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
@@ -105,12 +123,17 @@ class Backoff:
     Each wait is spread by up to ``jitter`` (a fraction) so that many clients
     do not return at once.  ``attempts=None`` retries forever.
 
-    The schedule starts over only after a session that stayed up for
-    ``reset_after`` seconds: a session that fails soon after CONNECTED (a
-    broker that accepts and then drops, or refuses what the client restores)
-    keeps the waits growing.  ``error_attempts`` bounds how many times in a row
-    the client comes back after the broker ended the session (or refused the
-    login) with an ERROR; after that the :class:`BrokerError` ends the client.
+    The waits grow while attempts fail: a broker that is down is tried less and
+    less often, at most once every ``maximum`` seconds.  They start over after
+    any session that stayed up ``held_after`` seconds: on a flapping link
+    (cuts every few seconds, the broker up) every cut is followed by a short
+    wait, and a client still connects at most once per ``held_after`` seconds.
+    A session shorter than that (a broker that accepts and then drops, or
+    refuses what the client restores) counts as a failed attempt.
+    ``error_attempts`` bounds how many times in a row the client comes back
+    after the broker ended the session (or refused the login) with an ERROR;
+    after that the :class:`BrokerError` ends the client.  That count starts
+    over after a session that stayed up ``reset_after`` seconds.
     """
 
     #: The first wait, in seconds.
@@ -123,10 +146,32 @@ class Backoff:
     jitter: float = 0.1
     #: How many times to try in a row; ``None``: forever.
     attempts: int | None = None
-    #: Seconds a session must stay up for the schedule to start over.
+    #: Seconds a session must stay up for the count of ERROR endings to start over.
     reset_after: float = 10.0
     #: How many sessions in a row the broker may end with an ERROR.
     error_attempts: int = 3
+    #: Seconds a session must stay up for the waits to start over from ``initial``.
+    held_after: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "maximum", "factor", "jitter", "reset_after", "held_after"):
+            check_number(f"Backoff.{name}", getattr(self, name), minimum=0.0)
+        for name in ("attempts", "error_attempts"):
+            value = getattr(self, name)
+            if value is None and name == "attempts":
+                continue
+            if not is_int(value):
+                raise wrong_type(f"Backoff.{name}", "an int", value)
+            if value < 0:
+                raise ValueError(f"Backoff.{name} must not be negative, not {value!r}")
+        if self.factor < 1.0:
+            raise ValueError(f"Backoff.factor must be at least 1, not {self.factor!r}")
+        if self.jitter >= 1.0:
+            raise ValueError(f"Backoff.jitter must be below 1 (a fraction), not {self.jitter!r}")
+        if self.maximum < self.initial:
+            raise ValueError(
+                f"Backoff.maximum ({self.maximum!r}) must be at least initial ({self.initial!r})"
+            )
 
     def delays(self) -> Iterator[float]:
         """The waits of one run of the schedule, in seconds (jitter applied)."""
@@ -136,11 +181,42 @@ class Backoff:
             delay = min(delay * self.factor, self.maximum)
 
 
+def _option(name: str) -> str:
+    """How an error names the ``connect()`` option ``name``."""
+    return f"connect() option {name}"
+
+
+class TracingHook(Protocol):
+    """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
+    (OpenTelemetry) is one.
+
+    The clients know nothing more of tracing: without the option the hook is
+    one ``is None`` test per send and per message taken.
+    """
+
+    def sending(
+        self, send: Send, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[Send]:
+        """Around the writing of ``send`` (and the wait for its receipt): yields the
+        SEND to write instead (with the trace context in its headers).
+
+        ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
+        STOMP version (``None`` before CONNECTED).
+        """
+        ...
+
+    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
+        """The application took ``message`` from a subscription; ``broker`` and
+        ``version`` as for :meth:`sending`."""
+        ...
+
+
 @interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectOptions:
     """How to reach and log in to a broker; shared by every adapter's ``connect``."""
 
+    #: The first broker's address (``hosts[0]``).
     host: str = "127.0.0.1"
     port: int = 61613
     login: str | None = None
@@ -167,21 +243,115 @@ class ConnectOptions:
     #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
     #: or ``wss://`` with ``ssl``.  None: plain STOMP over TCP.
     websocket: str | None = None
+    #: The brokers, in the order tried (failover); empty: just ``(host, port)``.
+    hosts: tuple[Address, ...] = ()
+    #: Try ``hosts`` in an order shuffled once, not as given.
+    randomize: bool = False
+    #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
+    tracing: TracingHook | None = None
 
     def __post_init__(self) -> None:
+        if not self.hosts:
+            object.__setattr__(self, "hosts", ((self.host, self.port),))
+        self._check()
         if self.websocket is not None:
             from .._websocket import check_path, require_wsproto
 
             check_path(self.websocket)
             require_wsproto()  # fail at connect(), with how to install it
 
+    def _check(self) -> None:
+        """TypeError or ValueError for an option no connection could use, naming it."""
+        option = _option
+        if not isinstance(self.host, str):
+            raise wrong_type("connect() host", "a str such as '127.0.0.1'", self.host)
+        if not is_int(self.port):
+            raise wrong_type("connect() port", "an int such as 61613", self.port)
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"connect() port must be between 0 and 65535, not {self.port!r}")
+        for name in ("login", "passcode", "websocket"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                shown = "***" if name == "passcode" else value
+                raise wrong_type(option(name), "a str or None", shown)
+        if not isinstance(self.vhost, str):
+            raise wrong_type(option("vhost"), "a str such as '/'", self.vhost)
+        heartbeat = self.heartbeat
+        if not (
+            type(heartbeat) is tuple
+            and len(heartbeat) == 2
+            and all(is_int(x) for x in heartbeat)
+        ):
+            raise wrong_type(
+                option("heartbeat"),
+                "a pair of ints",
+                heartbeat,
+                "(can send every ms, want every ms), such as (10000, 10000); (0, 0) for none",
+            )
+        if min(heartbeat) < 0:
+            raise ValueError(f"{option('heartbeat')} must not be negative, not {heartbeat!r}")
+        versions = self.versions
+        if type(versions) is not tuple or not all(isinstance(v, str) for v in versions):
+            raise wrong_type(option("versions"), "a tuple such as ('1.1', '1.2')", versions)
+        if not versions or not set(versions) <= set(VERSIONS):
+            raise ValueError(f"{option('versions')} must be some of {VERSIONS!r}, not {versions!r}")
+        if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
+            raise wrong_type(
+                option("ssl"), "an ssl.SSLContext or None", self.ssl, "ssl.create_default_context()"
+            )
+        if self.timeout is not None:
+            check_number(option("timeout"), self.timeout)
+            if self.timeout <= 0:
+                raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
+        if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
+            raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
+        if not is_int(self.max_pending_messages):
+            raise wrong_type(option("max_pending_messages"), "an int", self.max_pending_messages)
+        if self.max_pending_messages < 1:
+            raise ValueError(
+                f"{option('max_pending_messages')} must be at least 1, "
+                f"not {self.max_pending_messages!r}"
+            )
+        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
+        check_limits(option("limits"), self.limits)
+        check_bool(option("randomize"), self.randomize)
+
     @classmethod
-    def build(cls, host: str, port: int, options: ClientOptions) -> ConnectOptions:
-        """Options from the keyword arguments of an adapter's ``connect()``."""
-        values = dict(options)
+    def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
+        """Options from the arguments of an adapter's ``connect()``.
+
+        ``host`` may be a connection URL (see :class:`~stomp_proto.BrokerURL`);
+        each thing is said once: a URL with a ``port`` or a keyword it already
+        sets, or ``hosts`` with ``host``/``port``, is a ValueError.  An unknown
+        keyword is a TypeError that lists the :class:`ClientOptions`.
+        """
+        values: dict[str, Any] = dict(options)
+        unknown = sorted(values.keys() - ClientOptions.__annotations__.keys())
+        if unknown:
+            raise TypeError(
+                f"connect() got an unknown option {unknown[0]!r}; the options "
+                f"(stomp_proto.ClientOptions) are: {', '.join(ClientOptions.__annotations__)}"
+            )
+        if host is not None:
+            from .._url import looks_like_url, merge_url  # (it imports this module)
+
+            if looks_like_url(host):
+                if port is not None:
+                    raise ValueError("a port was given with a URL: write it in the URL")
+                values = merge_url(host, values)
+                host = None
         if "headers" in values:
-            values["headers"] = dict(options["headers"])
-        return cls(host=host, port=port, **values)  # type: ignore[arg-type]
+            values["headers"] = dict(as_headers(values["headers"]))
+        if "hosts" in values:
+            if host is not None or port is not None:
+                raise ValueError("give either host and port or hosts=[...], not both")
+            hosts = values["hosts"] = check_addresses(values["hosts"])
+            host, port = hosts[0]
+        return cls(
+            host="127.0.0.1" if host is None else host,
+            port=61613 if port is None else port,
+            **values,
+        )
 
     def connect_event(self, versions: tuple[Version, ...] | None = None) -> Connect:
         """The CONNECT; ``versions`` narrows the accepted ones (a WebSocket subprotocol's cap)."""
@@ -191,7 +361,7 @@ class ConnectOptions:
             login=self.login,
             passcode=self.passcode,
             heartbeat=self.heartbeat,
-            headers=tuple(self.headers.items()),
+            headers=as_headers(self.headers),
         )
 
 
@@ -229,6 +399,14 @@ class ClientOptions(TypedDict, total=False):
     limits: Limits | None
     #: A path such as ``"/ws"``: STOMP over WebSocket (see :doc:`websocket`); default TCP.
     websocket: str | None
+    #: Several brokers, ``[(host, port), ...]``, tried in order (failover, see
+    #: :doc:`failover`); instead of ``host`` and ``port``.
+    hosts: Sequence[tuple[str, int]]
+    #: Try ``hosts`` in an order shuffled once; default ``False``: as given.
+    randomize: bool
+    #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
+    #: taken, trace context in the headers (see :doc:`tracing`); default none.
+    tracing: TracingHook | None
 
 
 # -- routes: what an adapter does with one event ---------------------------------
@@ -254,13 +432,13 @@ class Reconnects:
 
     The rule, the same in every adapter: any ending is worth another try (a
     lost transport, a silent broker, an ERROR - a broker shutting down sends
-    one), with waits from :meth:`Backoff.delays`.  The waits start over only
-    after a session that was healthy for :attr:`Backoff.reset_after` seconds.
-    Endings by ERROR (and logins refused by one) count: after
-    :attr:`Backoff.error_attempts` in a row the client gives up, since the
-    broker keeps saying no.  An ERROR that refused a restored subscription does
-    not count: that subscription has ended with it, and the next session comes
-    back without it.
+    one), with waits from :meth:`Backoff.delays`.  The waits start over after
+    a session that stayed up :attr:`Backoff.held_after` seconds; failed
+    attempts and shorter sessions make them grow.  Endings by ERROR (and
+    logins refused by one) count: after :attr:`Backoff.error_attempts` in a
+    row the client gives up, since the broker keeps saying no.  An ERROR that
+    refused a restored subscription does not count: that subscription has
+    ended with it, and the next session comes back without it.
     """
 
     __slots__ = ("_backoff", "_delays", "_errors", "_since")
@@ -281,8 +459,9 @@ class Reconnects:
         ``refused``: the ERROR refused a restored subscription.
         """
         since, self._since = self._since, None
+        if since is not None and now - since >= self._backoff.held_after:
+            self._delays = None  # the broker is there: come back at once
         if since is not None and now - since >= self._backoff.reset_after:
-            self._delays = None
             self._errors = 0
         if isinstance(error, BrokerError) and not refused:
             self._errors += 1
@@ -418,8 +597,10 @@ class ClientCore(Generic[S]):
     later one (their acknowledgement belonged to the connection that is gone).
     """
 
-    def __init__(self, options: ConnectOptions) -> None:
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
         self.options = options
+        #: The brokers and the one in use; each new connection moves to the next.
+        self.brokers = Brokers(options) if brokers is None else brokers
         self.generation = 0
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
@@ -436,6 +617,13 @@ class ClientCore(Generic[S]):
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
+        #: Whether a SEND without a receipt went out on this connection with no
+        #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
+        self._unvouched = False
+        #: The ERROR that may have refused such a SEND, for the application's next call.
+        self.refusal: BrokerError | None = None
+        #: Unknown subscription ids already logged (one warning each).
+        self._strangers: set[str] = set()
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -443,15 +631,40 @@ class ClientCore(Generic[S]):
         )
 
     def new_connection(self) -> ClientConnection:
-        """Start over on a new transport: a fresh ClientConnection, same subscriptions."""
+        """Start over on a new transport: a fresh ClientConnection, same subscriptions.
+
+        The transport goes to the next broker of the list (failover).
+        """
+        self.brokers.advance()
         self.generation += 1
         self.conn = self._make_connection()
         self._left.clear()
         self._restoring.clear()
         self.refused = False
+        self._unvouched = False
         return self.conn
 
     # -- ids and events --------------------------------------------------------
+
+    def written(self, event: FrameEvent) -> None:
+        """``event`` was written on the current connection (the adapters call this)."""
+        if type(event) is Send and event.receipt is None:
+            self._unvouched = True
+
+    def take_refusal(self) -> None:
+        """Raise, once, the ERROR that may have refused a SEND of an earlier call.
+
+        Every call of the application that sends calls this first, so a
+        refusal reaches it even when the client reconnected after the ERROR.
+        """
+        refusal, self.refusal = self.refusal, None
+        if refusal is not None:
+            raise refusal
+
+    def reported(self, error: ClientError) -> None:
+        """``error`` was raised to the application: a refusal it is needs no second telling."""
+        if error is self.refusal:
+            self.refusal = None
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -463,23 +676,23 @@ class ClientCore(Generic[S]):
         self,
         destination: str,
         ack: AckMode,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         subscription_id: str | None,
     ) -> Subscribe:
         return Subscribe(
             destination,
             id=subscription_id or self.next_id("sub"),
             ack=ack,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
         )
 
     def send_event(
         self,
         destination: str,
-        body: bytes | str,
+        body: bytes | bytearray | memoryview | str,
         *,
         content_type: str | None,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         transaction: str | None,
         receipt: bool,
         content_length: bool,
@@ -488,18 +701,22 @@ class ClientCore(Generic[S]):
 
         A ``str`` body is sent as UTF-8 text.
         """
+        check_bool("send() receipt", receipt)
         if isinstance(body, str):
             body = body.encode("utf-8")
             if content_type is None:
                 content_type = "text/plain;charset=utf-8"
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        # Anything else is not sendable: Send refuses it, saying so.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,
-            bytes(body),
+            body,
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
             content_length=content_length,
         )
         return event, receipt_id
@@ -513,6 +730,7 @@ class ClientCore(Generic[S]):
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
         """
+        check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
@@ -583,12 +801,32 @@ class ClientCore(Generic[S]):
         """
         handle = self.subscriptions.get(message.key)
         if handle is None:
-            return self._left.get(message.key), None
+            left = self._left.get(message.key)
+            if left is None:
+                self._stranger(message)
+            return left, None
         if handle._receipt is None:
             return handle, None
         receipt, handle._receipt = handle._receipt, None
         self._restoring.pop(receipt, None)
         return handle, receipt
+
+    def _stranger(self, message: Message) -> None:
+        """Log a MESSAGE for a subscription this client does not know, once per id."""
+        key = message.key
+        if key in self._strangers:
+            return
+        if len(self._strangers) >= LEFT_REMEMBERED:
+            self._strangers.clear()
+        self._strangers.add(key)
+        log.warning(
+            "MESSAGE for subscription %r, which this client did not make (destination %r, "
+            "message-id %r): it goes to client.unsolicited, unacknowledged; further "
+            "messages for that subscription are not logged",
+            message.subscription,
+            message.destination,
+            message.message_id,
+        )
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription.
@@ -613,6 +851,8 @@ class ClientCore(Generic[S]):
         """
         failure = BrokerError(error)
         self.refused = False
+        if self._unvouched and not self._restoring:
+            self.refusal = failure
         if self._restoring:
             receipt = error.receipt_id
             if receipt not in self._restoring:
@@ -651,6 +891,7 @@ class ClientCore(Generic[S]):
         if type(event) is Message:
             return event
         if isinstance(event, Receipt):
+            self._unvouched = False  # the broker took everything sent before it
             restored = self._restoring.pop(event.receipt_id, None)
             if restored is not None:
                 restored._receipt = None

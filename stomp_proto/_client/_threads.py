@@ -38,9 +38,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Protocol
 
 from .._connection import ClientConnection
@@ -50,6 +50,7 @@ from .._frame import Version
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
+from ._brokers import Brokers, FirstConnect
 from ._core import (
     CONNECT_WAITER,
     OUTBOX_DELAY,
@@ -61,6 +62,7 @@ from ._core import (
     End,
     Outbox,
     Resolve,
+    reason,
     wide_window,
 )
 
@@ -137,7 +139,8 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    raise TimeoutError("no answer from the broker in time")
+                    why = reason(TimeoutError(), timeout)
+                    raise TimeoutError(f"{why} (no answer from the broker)")
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -182,6 +185,7 @@ class Subscription:
         self._receipt: str | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
+        self._tracing = client._options.tracing
 
     @property
     def id(self) -> str:
@@ -213,11 +217,15 @@ class Subscription:
                         client._refill(self)
                     if waited:
                         client._hand_on()
-                    return message
+                    if self._tracing is None:
+                        return message
+                    break  # to record it outside the lock
+
                 if self._ended:
                     if waited:
                         client._hand_on()
                     if self._error is not None:
+                        client._core.reported(self._error)
                         raise self._error
                     return None
                 # Nothing buffered: acknowledgements held back go out before
@@ -255,6 +263,8 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
+        self._tracing.received(message, client.broker, client.version)
+        return message
 
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
@@ -288,9 +298,9 @@ class Client:
     Safe to use from many threads at once.
     """
 
-    def __init__(self, options: ConnectOptions) -> None:
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
         self._options = options
-        self._core: ClientCore[Subscription] = ClientCore(options)
+        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
         #: Guards the ClientConnection (readers and writers both use it); never
         #: held across I/O.
         self._state_lock = threading.Lock()
@@ -332,6 +342,8 @@ class Client:
         #: Whether the current session got CONNECTED; until when it may take.
         self._session_connected = False
         self._connect_deadline: float | None = None
+        #: The seconds that deadline allows (for the error that says it passed).
+        self._connect_timeout: float | None = None
         #: Subscriptions with messages that did not fit: nobody reads meanwhile.
         self._overflowing = 0
         #: Objects that threads wait on for data, oldest first (see _hand_on).
@@ -354,21 +366,35 @@ class Client:
         """The current sans-IO connection (for inspection)."""
         return self._core.conn
 
+    @property
+    def broker(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
+        return self._core.brokers.current
+
     # -- lifecycle ---------------------------------------------------------------
 
-    def _open(self) -> None:
-        """Connect, start the background thread, wait for CONNECTED (the first connect)."""
-        stream = self._start(self._core.conn)
+    def _open(self, timeout: float | EllipsisType | None = ...) -> None:
+        """Connect, start the background thread, wait for CONNECTED (the first connect).
+
+        ``timeout``: seconds for it; by default the options' timeout.
+        """
+        if timeout is ...:
+            timeout = self._options.timeout
+        stream = self._start(self._core.conn, timeout)
         connected = self._expect(CONNECT_WAITER)
         self._reader = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
         self._reader.start()
-        connected.wait(self._options.timeout)
+        connected.wait(timeout)
 
-    def _start(self, conn: ClientConnection) -> BlockingStream:
-        """Open a stream, write the CONNECT on it, and let it be read."""
-        stream, versions = open_stream(self._options)
+    def _start(
+        self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
+    ) -> BlockingStream:
+        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read."""
+        if timeout is ...:
+            timeout = self._options.timeout
+        stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
                 data = conn.send(self._options.connect_event(versions))
@@ -377,10 +403,10 @@ class Client:
             stream.close()
             raise
         self._stream = stream
-        timeout = self._options.timeout
         with self._hub:
             self._session_connected = False
             self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._connect_timeout = timeout
             self._freed_at = float("-inf")  # nobody reads yet: the background thread may
             self._live = True
         return stream
@@ -412,7 +438,11 @@ class Client:
             self.close()
 
     def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt), then close."""
+        """Leave gracefully (DISCONNECT and its receipt), then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closed:
             return  # already closed: like the async clients, a no-op
         try:
@@ -421,6 +451,7 @@ class Client:
                     self._send(*self._core.disconnect_event())
         finally:
             self.close()
+        self._core.take_refusal()
 
     def close(self) -> None:
         """Drop the connection at once (no DISCONNECT) and stop the background thread.
@@ -534,9 +565,10 @@ class Client:
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                self._end_session(ConnectionLost("no CONNECTED from the broker in time"))
+                waited = reason(TimeoutError(), self._connect_timeout)
+                self._end_session(ConnectionLost(f"{waited} (no CONNECTED from the broker)"))
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
             self._end_session(error)
         except Exception as exc:  # a bug must not leave waiters hanging
@@ -661,7 +693,9 @@ class Client:
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    error = ConnectionLost(
+                        f"reconnect failed: {reason(exc, self._options.timeout)}"
+                    )
             if self._closed:  # close() came while connecting: it did not see this stream
                 with self._hub:
                     self._live = False
@@ -801,7 +835,7 @@ class Client:
         once).  So wait, bounded by the timeout, for the session written on to
         end (reading for it if nobody else does), and raise what ended it.
         """
-        lost = ConnectionLost(f"connection failed: {exc}")
+        lost = ConnectionLost(f"connection failed: {reason(exc)}")
         if threading.current_thread() is self._reader:
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
@@ -852,6 +886,21 @@ class Client:
         *,
         hold: bool = False,
     ) -> Event | Message | None:
+        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer."""
+        try:
+            return self._write(event, receipt, settles, hold=hold)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    def _write(
+        self,
+        event: FrameEvent,
+        receipt: str | None = None,
+        settles: Message | None = None,
+        *,
+        hold: bool = False,
+    ) -> Event | Message | None:
         """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
 
         ``settles``: the message an ACK or NACK is for (it must have come on
@@ -870,6 +919,7 @@ class Client:
                 if settles is not None:
                     conn.check_delivered(settles)
                 data = conn.send(event)
+                self._core.written(event)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
@@ -895,19 +945,30 @@ class Client:
     def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
+
+        :param destination: where to send it (``/queue/work``, ``/topic/news``;
+            the names a broker accepts are its own).
+        :param body: the message: bytes (or a bytes-like object) or text.
+        :param content_type: the ``content-type`` header (a MIME type).
+        :param headers: more headers, sent as given (broker extensions,
+            application properties).
+        :param transaction: the id of an open :meth:`transaction`: the message
+            is delivered when it commits.
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -917,7 +978,13 @@ class Client:
             receipt=receipt,
             content_length=content_length,
         )
-        self._send(event, receipt_id)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id)
+            return
+        # A span around the call; the SEND carries its context.
+        with tracing.sending(event, self.broker, self.version) as traced:
+            self._send(traced, receipt_id)
 
     @contextmanager
     def subscribe(
@@ -925,12 +992,19 @@ class Client:
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
+
+        :param destination: the queue or topic to receive from.
+        :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
+            it sends them), ``"client"`` (an :meth:`ack` covers every earlier
+            message too) or ``"client-individual"`` (each on its own).
+        :param id: the subscription's id; by default the client picks one.
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
@@ -940,6 +1014,7 @@ class Client:
             self._unsubscribe(subscription)
 
     def _subscribe(self, subscription: Subscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             self._send(event, receipt)
@@ -958,18 +1033,29 @@ class Client:
     def ack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Acknowledge ``message``; the headers follow the negotiated version."""
+        """Acknowledge ``message``; the headers follow the negotiated version.
+
+        :param transaction: the id of an open :meth:`transaction`: the
+            acknowledgement takes effect when it commits.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=False)
 
     def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
     ) -> None:
-        """Reject ``message`` (STOMP 1.1 and later)."""
+        """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
+        or elsewhere.
+
+        :param transaction: the id of an open :meth:`transaction`.
+        :param receipt: return only once the broker has confirmed it.
+        """
         self._settle(message, transaction, receipt, nack=True)
 
     def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
@@ -984,6 +1070,7 @@ class Client:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         self._send(Begin(tx))
         try:
@@ -996,17 +1083,16 @@ class Client:
 
 
 def open_client(options: ConnectOptions) -> Client:
-    """A connected, logged-in :class:`Client`; errors are ClientErrors (ConnectionLost...)."""
-    client = Client(options)
-    try:
-        client._open()
-    except ClientError:
-        client.close()
-        raise
-    except (OSError, TimeoutError, ProtocolError) as exc:
-        client.close()
-        raise ConnectionLost(f"cannot connect to {options.host}:{options.port}: {exc}") from exc
-    except BaseException:
-        client.close()
-        raise
-    return client
+    """A connected, logged-in :class:`Client`, on the first broker that lets us (see
+    FirstConnect); errors are ClientErrors (ConnectionLost...)."""
+    first = FirstConnect(options, time.monotonic)
+    for timeout in first.attempts():
+        client = Client(options, first.brokers)
+        try:
+            client._open(timeout)
+        except BaseException as exc:
+            client.close()
+            first.failed(exc)
+            continue
+        return client
+    raise first.error()

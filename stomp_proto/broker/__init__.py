@@ -2,7 +2,7 @@
 
 :class:`Broker` serves it over TCP (optionally TLS) with asyncio;
 :class:`BrokerCore` is the same broker without I/O, driven step by step;
-:func:`run_broker` serves until cancelled.  See ``docs/broker.rst``.
+:func:`run_broker` serves until cancelled.  See :doc:`/broker`.
 """
 
 from .._public import present_as

@@ -325,7 +325,7 @@ class Session:
         )
 
     def receive_data(self, data: bytes | None) -> None:
-        """Bytes read from the client; ``None`` when it closed the stream."""
+        """``data``, the bytes read from the client; ``None`` when it closed the stream."""
         # After the broker ended the session, whatever is still in flight is moot.
         if not self._closed:
             self.connection.receive_data(data)
@@ -432,7 +432,9 @@ class Session:
 class BrokerCore:
     """The broker without I/O; see the module docstring for what it does.
 
-    ``users`` maps login to passcode; ``None`` lets anyone in.  ``heartbeat`` is
+    ``users`` maps login to passcode; ``None`` lets anyone in.  ``versions``
+    are the protocol versions offered.  ``server_name`` is the CONNECTED
+    frame's ``server`` header.  ``heartbeat`` is
     what the broker offers, ``(can send every ms, wants to receive every ms)``.
     ``limits`` bounds incoming frames.  ``max_in_flight`` is the default
     in-flight limit of a client-acknowledged subscription, ``max_queue_length``
@@ -442,8 +444,7 @@ class BrokerCore:
     seconds (see the module docstring; ``None`` disables one).  ``strict``
     refuses every client frame the specs forbid; by default the broker is
     lenient as RabbitMQ and ActiveMQ are: its sessions are
-    ``ServerConnection(strict=False)`` (see docs/broker.rst, "Strict and
-    lenient").
+    ``ServerConnection(strict=False)`` (see :ref:`broker-strict-and-lenient`).
     """
 
     def __init__(
@@ -537,7 +538,7 @@ class BrokerCore:
         return session
 
     def process(self, session: Session) -> Outbox:
-        """Act on every event the session's received data holds."""
+        """Act on every event ``session``'s received data holds; what to write, and to close."""
         outbox = Outbox()
         connection = session.connection
         expiry = session.expiry
@@ -563,7 +564,7 @@ class BrokerCore:
         return outbox
 
     def close_session(self, session: Session) -> Outbox:
-        """The client's transport is gone: hand its messages to others, forget it.
+        """The transport of ``session``'s client is gone: hand its messages to others, forget it.
 
         Unacknowledged queue messages go back to their queues marked
         ``redelivered``, open transactions are dropped.  Does nothing for a

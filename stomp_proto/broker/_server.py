@@ -29,18 +29,18 @@ logged (INFO, with its ``BAD_WEBSOCKET`` kind) and the connection closed, and
 the negotiated subprotocol caps the session's STOMP versions.
 
 Ending a connection the broker ended (an ERROR, a refused upgrade, shutdown):
-half-close it, read and discard what the client still sends until it closes
-(at most :data:`~stomp_proto.DRAIN_TIMEOUT` seconds or
-:data:`~stomp_proto.DRAIN_BYTES` bytes), then close - as
-:func:`stomp_proto.drain_and_close` does for a blocking socket.  Closing at
+:func:`stomp_proto.asyncio.drain_and_close` half-closes it, reads and discards
+what the client still sends until it closes (at most
+:data:`~stomp_proto.DRAIN_TIMEOUT` seconds or :data:`~stomp_proto.DRAIN_BYTES`
+bytes), then closes it.  Closing at
 once would reset a client that is still sending (a frame over the limits, or
 frames pipelined behind a bad one), and the reset would destroy the ERROR that
 says why before the client reads it.
 
 Shutdown (:meth:`Broker.close`): stop listening, send every client an ERROR
 ``broker shutting down``, then close every connection as above, letting each
-flush what it has buffered (at most :data:`CLOSE_TIMEOUT` seconds, then it is
-aborted), and wait for every task.
+flush what it has buffered (at most :data:`~stomp_proto.DRAIN_TIMEOUT` seconds
+more, then it is aborted), and wait for every task.
 """
 
 from __future__ import annotations
@@ -49,11 +49,10 @@ import asyncio
 import logging
 import ssl as _ssl
 from collections.abc import Callable
-from contextlib import suppress
 from types import TracebackType
 from typing import Unpack
 
-from .._closing import DRAIN_BYTES, DRAIN_TIMEOUT
+from .._closing import asyncio_drain_and_close, close_writer
 from .._errors import ErrorKind, RemoteProtocolError
 from .._events import ConnectionClosed, Error, HeartBeatTimeout
 from .._frame import VERSIONS
@@ -64,7 +63,8 @@ __all__ = ["Broker", "run_broker"]
 
 log = logging.getLogger("stomp_proto.broker")
 
-#: Seconds a closing connection may take to flush its output before it is aborted.
+#: Seconds a connection the client closed first may take to flush its output
+#: before it is aborted.
 CLOSE_TIMEOUT = 5.0
 #: Most bytes taken from a socket at a time.
 READ_SIZE = 64 * 1024
@@ -136,7 +136,8 @@ class Broker:
 
     ``ssl`` makes it a TLS server; ``websocket`` (a path such as ``"/ws"``)
     serves STOMP over WebSocket on the same port as well (needs wsproto, the
-    ``ws`` extra); the other keywords are the :class:`BrokerCore` options.
+    ``ws`` extra); the other keywords, ``options``, are the :class:`BrokerCore`
+    options (:class:`BrokerOptions`).
     Use it as an async context manager::
 
         async with Broker() as broker:
@@ -299,7 +300,7 @@ class Broker:
         except Exception:
             # As for sessions: one connection's failure must not take the broker down.
             log.exception("STOMP broker: handshake with %s failed", peername)
-        await _drain_and_close(reader, writer)
+        await asyncio_drain_and_close(reader, writer)
 
     async def _serve(self, peer: _Peer) -> None:
         session = peer.session
@@ -414,45 +415,9 @@ class Broker:
         if peer.ws is not None:
             writer.write(peer.ws.close())
         if peer.ended:
-            await _close(writer)
+            await close_writer(writer, CLOSE_TIMEOUT)
         else:
-            await _drain_and_close(peer.reader, writer)
-
-
-async def _drain_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Close so that what was written last (an ERROR) reaches a client still sending.
-
-    The asyncio form of :func:`stomp_proto.drain_and_close`: half-close (once
-    the buffered output is written), discard input until the client closes or
-    the bounds are reached, then close.
-    """
-    if writer.can_write_eof():  # TLS cannot half-close: the client closes on the ERROR
-        with suppress(OSError):
-            writer.write_eof()
-    discarded = 0
-    try:
-        with suppress(OSError, TimeoutError):
-            async with asyncio.timeout(DRAIN_TIMEOUT):
-                while discarded < DRAIN_BYTES:
-                    chunk = await reader.read(READ_SIZE)
-                    if not chunk:
-                        break
-                    discarded += len(chunk)
-    except asyncio.CancelledError:
-        # The broker is closing: no time for the rest of a polite close, but the
-        # transport must go (from 3.12, Server.wait_closed() waits for it).
-        writer.transport.abort()
-        raise
-    await _close(writer)
-
-
-async def _close(writer: asyncio.StreamWriter) -> None:
-    writer.close()  # flushes what is buffered, then closes (TLS: close_notify first)
-    try:
-        async with asyncio.timeout(CLOSE_TIMEOUT):
-            await writer.wait_closed()
-    except (TimeoutError, OSError):
-        writer.transport.abort()
+            await asyncio_drain_and_close(peer.reader, writer)
 
 
 def _address(peername: object) -> str:
@@ -510,7 +475,9 @@ async def run_broker(
 ) -> None:
     """Serve a :class:`Broker` on ``host:port`` until cancelled, then close it cleanly.
 
-    ``websocket``: also serve STOMP over WebSocket at this path (see :class:`Broker`).
+    ``ssl`` (a server-side :class:`ssl.SSLContext`) makes it a TLS server;
+    ``websocket``: also serve STOMP over WebSocket at this path (see
+    :class:`Broker`); ``options`` are the :class:`BrokerCore` options.
 
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).

@@ -17,22 +17,22 @@ Needs the ``spark`` extra (``pip install 'stomp-proto[spark]'``: pyspark 4 and
 pyarrow); the rest of ``stomp_proto`` never imports pyspark.  The data source
 classes are loaded on first use, so the Spark-free logic in this package's
 private modules can be imported (and tested) without pyspark.  The guide:
-``docs/spark.rst``.
+:doc:`/spark`.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _columns
+
 if TYPE_CHECKING:
-    from ._datasource import (
-        StompCaptureDataSource,
-        StompCommitMessage,
-        StompDataSource,
-        register,
-    )
+    from ._capture_source import StompCaptureDataSource
     from ._local import local_session
-    from ._streams_datasource import StompStreamsDataSource
+    from ._queue._source import StompCommitMessage, StompDataSource
+    from ._register import register
+    from ._streams._source import StompStreamsDataSource
 
 __all__ = [
     "CAPTURE_SCHEMA",
@@ -47,37 +47,24 @@ __all__ = [
 ]
 
 #: The ``stomp`` source's schema (DDL); stable: columns are only ever added at the end.
-MESSAGE_SCHEMA = (
-    "destination STRING, message_id STRING, subscription STRING, "
-    "headers MAP<STRING, STRING>, body BINARY, received_at TIMESTAMP"
-)
+MESSAGE_SCHEMA = _columns.MESSAGE_SCHEMA
 #: The ``stomp-streams`` source's schema (DDL); columns are only ever added at the end.
-STREAMS_SCHEMA = (
-    "stream STRING, offset BIGINT, headers MAP<STRING, STRING>, body BINARY, "
-    "received_at TIMESTAMP, key STRING, row_id STRING"
-)
+STREAMS_SCHEMA = _columns.STREAMS_SCHEMA
 #: The ``stomp-capture`` source's schema (DDL).
-CAPTURE_SCHEMA = (
-    "path STRING, frame_index BIGINT, offset BIGINT, command STRING, "
-    "headers MAP<STRING, STRING>, body BINARY, error STRING"
-)
+CAPTURE_SCHEMA = _columns.CAPTURE_SCHEMA
 
-_SPARK_NAMES = frozenset(
-    {"StompCaptureDataSource", "StompCommitMessage", "StompDataSource", "register"}
-)
+#: Where each lazily loaded name lives (the data sources import pyspark).
+_LAZY = {
+    "local_session": "._local",
+    "register": "._register",
+    "StompDataSource": "._queue._source",
+    "StompCommitMessage": "._queue._source",
+    "StompStreamsDataSource": "._streams._source",
+    "StompCaptureDataSource": "._capture_source",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "local_session":
-        from ._local import local_session
-
-        return local_session
-    if name in _SPARK_NAMES:
-        from . import _datasource  # imports pyspark
-
-        return getattr(_datasource, name)
-    if name == "StompStreamsDataSource":
-        from ._streams_datasource import StompStreamsDataSource  # imports pyspark
-
-        return StompStreamsDataSource
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,8 @@ logger.nativecode.level = off
 def local_session(
     app_name: str = "stomp_proto", *, cores: int = 2, conf_dir: str | Path | None = None
 ) -> Any:
-    """A ``local[cores]`` SparkSession bound to 127.0.0.1, with the STOMP sources registered.
+    """A ``local[cores]`` SparkSession named ``app_name``, bound to 127.0.0.1, with the
+    STOMP sources registered.
 
     Call it before anything else starts a JVM in this process: it sets the
     environment the JVM reads at start-up - ``PYSPARK_PYTHON`` and
@@ -54,7 +55,7 @@ def local_session(
 
     from pyspark.sql import SparkSession
 
-    from ._datasource import register
+    from ._register import register
 
     session = (
         SparkSession.builder.master(f"local[{cores}]")

@@ -13,15 +13,20 @@ only where they are used.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 import socket
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .._client._core import Backoff
 from .._events import AckMode, Connect
 from .._frame import VERSIONS, Version
+from .._url import BrokerURL
 
 __all__ = [
     "CaptureSettings",
@@ -46,6 +51,9 @@ class _Options:
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self._values = {str(k).lower(): str(v) for k, v in options.items()}
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._values.items())
 
     def text(self, name: str, default: str | None = None) -> str | None:
         value = self._values.get(name.lower())
@@ -127,7 +135,8 @@ class ConnectionSettings:
     host: str = "127.0.0.1"
     port: int = 61613
     login: str | None = None
-    passcode: str | None = None
+    #: Left out of the repr: settings get logged.
+    passcode: str | None = field(default=None, repr=False)
     #: The CONNECT ``host`` header (RabbitMQ's virtual host).
     vhost: str = "/"
     tls: bool = False
@@ -141,10 +150,17 @@ class ConnectionSettings:
     timeout: float = 30.0
     versions: tuple[Version, ...] = VERSIONS
     connect_headers: Mapping[str, str] = field(default_factory=dict)
+    #: The brokers tried in turn when connecting (a failover ``url``); empty: ``(host, port)``.
+    hosts: tuple[tuple[str, int], ...] = ()
+    #: Try ``hosts`` in a random order.
+    randomize: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ConnectionSettings:
         read = _Options(options)
+        url = read.text("url")
+        if url is not None:
+            return _from_url(cls, url, read)
         tls = read.flag("tls", read.flag("ssl", False))
         heartbeat = read.text("heartbeat", "10000,10000")
         assert heartbeat is not None
@@ -183,13 +199,34 @@ class ConnectionSettings:
 
     def open_socket(self) -> socket.socket:
         """A connected socket to the broker (TLS when asked), Nagle off; blocking,
-        with ``timeout`` as its timeout."""
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        with ``timeout`` as its timeout.
+
+        With several ``hosts``, each is tried in turn (each with an equal share
+        of the time left) until one connects; the OSError then names them all.
+        """
+        addresses = list(self.hosts or ((self.host, self.port),))
+        if self.randomize:
+            random.shuffle(addresses)
+        deadline = time.monotonic() + self.timeout
+        failures: list[str] = []
+        for left, (host, port) in zip(range(len(addresses), 0, -1), addresses, strict=True):
+            share = max(0.001, (deadline - time.monotonic()) / left)
+            try:
+                return self._open_one(host, port, share)
+            except OSError as exc:
+                if len(addresses) == 1:
+                    raise
+                failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
+        raise OSError(f"cannot connect to any of {len(addresses)} brokers: " + "; ".join(failures))
+
+    def _open_one(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = socket.create_connection((host, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self.timeout)
             context = self.ssl_context()
             if context is not None:
-                sock = context.wrap_socket(sock, server_hostname=self.host)
+                sock = context.wrap_socket(sock, server_hostname=host)
         except BaseException:
             sock.close()
             raise
@@ -217,6 +254,41 @@ class ConnectionSettings:
         if self.tls_cert_file is not None:
             context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
         return context
+
+
+#: Options a ``url`` sets; giving one of them as well is an error.
+_URL_SETS = ("host", "port", "login", "passcode", "vhost", "tls", "ssl")
+
+
+def _from_url(cls: type[ConnectionSettings], url: str, read: _Options) -> ConnectionSettings:
+    """The settings of a ``url`` option (and the options it leaves to the others)."""
+    try:
+        parsed = BrokerURL.parse(url)
+    except ValueError as exc:
+        raise ValueError(f"option 'url': {exc}") from None
+    for name in _URL_SETS:
+        if read.text(name) is not None:
+            raise ValueError(f"option {name!r} is given both by 'url' and on its own: give it once")
+    if parsed.websocket is not None:
+        raise ValueError("option 'url': the Spark source speaks STOMP over TCP, not WebSocket")
+    if parsed.reconnect is not None and parsed.reconnect != Backoff():
+        raise ValueError(
+            "option 'url': the failover reconnect options have no meaning here "
+            "(Spark retries a failed task, which connects anew); randomize does"
+        )
+    plain = cls.from_options({k: v for k, v in read.items() if k != "url"})
+    host, port = parsed.hosts[0]
+    return dataclasses.replace(
+        plain,
+        host=host,
+        port=port,
+        hosts=parsed.hosts,
+        randomize=bool(parsed.randomize),
+        login=parsed.login,
+        passcode=parsed.passcode,
+        vhost="/" if parsed.vhost is None else parsed.vhost,
+        tls=parsed.tls,
+    )
 
 
 @dataclass(frozen=True)
@@ -338,7 +410,7 @@ def option_names() -> dict[str, tuple[str, ...]]:
     """Every option each side reads (for the docs and tests)."""
     return {
         "connection": (
-            "host", "port", "login", "passcode", "vhost", "tls", "tlsCaFile", "tlsCertFile",
+            "url", "host", "port", "login", "passcode", "vhost", "tls", "tlsCaFile", "tlsCertFile",
             "tlsKeyFile", "tlsVerify", "heartbeat", "timeout", "versions", "connectHeaders",
         ),
         "read": (

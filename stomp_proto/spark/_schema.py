@@ -16,7 +16,7 @@ import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ig
 
 from .._events import Message
 from .._frame import Frame
-from . import CAPTURE_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
+from ._columns import CAPTURE_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
 
 __all__ = [
     "CAPTURE_ARROW_SCHEMA",

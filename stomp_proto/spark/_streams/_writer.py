@@ -8,7 +8,7 @@ Each task sends over one connection.  Rows go to ``/amq/queue/<stream>``:
 
 RabbitMQ drops a SEND to a stream that does not exist without a word (even
 one with a receipt), so every stream is declared or checked
-(:func:`~._streamlink.declare_streams`) before the first SEND to it: the
+(:func:`~._link.declare_streams`) before the first SEND to it: the
 configured ones by the driver when the write starts, a stream first named
 by a ``stream`` column by the task, on a short side connection, before
 sending to it.
@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._encoder import FrameEncoder
-from .._events import Send
-from .._frame import Frame
-from ._options import ConnectionSettings
-from ._streamlink import StreamLink, amq_destination, declare_streams
-from ._streams import StreamsWriterSettings, route
-from ._writer import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from ..._encoder import FrameEncoder
+from ..._events import Send
+from ..._frame import Frame
+from .._columns import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from .._options import ConnectionSettings
+from ._link import StreamLink, amq_destination, declare_streams
+from ._offsets import StreamsWriterSettings, route
 
 __all__ = ["StreamColumns", "StreamsPartitionWriter", "plan_stream_columns"]
 

@@ -33,10 +33,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from .._client._core import BrokerError, ClientError, ConnectionLost
-from .._connection import ClientConnection
-from .._errors import ProtocolError
-from .._events import (
+from ..._client._core import BrokerError, ClientError, ConnectionLost
+from ..._connection import ClientConnection
+from ..._errors import ProtocolError
+from ..._events import (
     Connected,
     ConnectionClosed,
     Disconnect,
@@ -49,8 +49,8 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
-from ._options import ConnectionSettings, ReaderSettings
-from ._schema import now_us
+from .._options import ConnectionSettings, ReaderSettings
+from .._schema import now_us
 
 __all__ = ["Consumer", "Producer"]
 

@@ -22,31 +22,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._encoder import FrameEncoder
-from .._events import Abort, Begin, Commit, Disconnect
-from .._frame import Frame
+from ..._encoder import FrameEncoder
+from ..._events import Abort, Begin, Commit, Disconnect
+from ..._frame import Frame
+from .._columns import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from .._options import ConnectionSettings, WriterSettings
 from ._link import Producer
-from ._options import ConnectionSettings, WriterSettings
 
 __all__ = [
-    "RESERVED_HEADERS",
     "ColumnPlan",
     "PartitionWriter",
     "SendEncoder",
     "plan_columns",
 ]
-
-#: Headers a row cannot set: the sink sets them (destination, transaction), the
-#: codec does (content-length), they would ask for what the sink handles itself
-#: (receipt), or they belong to a received message (message-id, subscription, ack).
-RESERVED_HEADERS = frozenset(
-    {"destination", "transaction", "receipt", "content-length", "message-id", "subscription", "ack"}
-)
-TEXT_CONTENT_TYPE = "text/plain;charset=utf-8"
-
-STRING = "string"
-BINARY = "binary"
-HEADER_MAP = "map<string,string>"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The Spark side of ``stomp-streams``: RabbitMQ stream queues, read in parallel and replayable.
 
 A thin adapter from Spark's Python Data Source API to the plain objects of
-``_streamplan`` (planning on the driver, range reads on executors) and
-``_streamwrite`` (the sink).  As everywhere in this package, nothing
+``_reader`` (planning on the driver, range reads on executors) and
+``_writer`` (the sink).  As everywhere in this package, nothing
 connects before Spark calls a method that needs the broker.
 """
 
@@ -25,13 +25,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ._datasource import _kind
-from ._options import ConnectionSettings
-from ._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
-from ._streamlink import declare_streams
-from ._streamplan import StreamsPlanner, read_partition
-from ._streams import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
-from ._streamwrite import StreamsPartitionWriter, plan_stream_columns
+from .._columns import column_kind
+from .._options import ConnectionSettings
+from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
+from ._link import declare_streams
+from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
+from ._reader import StreamsPlanner, read_partition
+from ._writer import StreamsPartitionWriter, plan_stream_columns
 
 try:  # Spark 4.2 and later
     from pyspark.sql.streaming.datasource import (
@@ -230,7 +230,8 @@ class StompStreamsDataSource(DataSource):
     """``format("stomp-streams")``: RabbitMQ stream queues, read in parallel, replayable.
 
     Register it with ``spark.dataSource.register(StompStreamsDataSource)`` (or
-    :func:`~stomp_proto.spark.register`).  Options and guarantees: ``docs/spark.rst``.
+    :func:`~stomp_proto.spark.register`).  Its ``options`` (``.option(...)`` in Spark)
+    and guarantees: :doc:`/spark`.
     """
 
     @classmethod
@@ -252,12 +253,16 @@ class StompStreamsDataSource(DataSource):
     def reader(self, schema: StructType) -> StreamsBatchReader:
         """Called by Spark for ``read``: the offsets in the streams now, in parallel.
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
         return StreamsBatchReader(self._planner(schema))
 
     def streamReader(self, schema: StructType) -> StreamsStreamReader:
         """Called by Spark for ``readStream``: replayable micro-batches by offset.
+
+        ``schema`` is the one Spark passes (see :meth:`schema`).
 
         :rtype: pyspark.sql.datasource.DataSourceStreamReader
         """
@@ -266,7 +271,7 @@ class StompStreamsDataSource(DataSource):
     def _partition_writer(self, schema: StructType) -> StreamsPartitionWriter:
         settings = StreamsWriterSettings.from_options(self.options)
         columns = plan_stream_columns(
-            [(f.name, _kind(f.dataType)) for f in schema.fields], settings
+            [(f.name, column_kind(f.dataType)) for f in schema.fields], settings
         )
         connection = ConnectionSettings.from_options(self.options)
         # Before any task sends: RabbitMQ drops SENDs to a missing stream silently.
@@ -281,6 +286,9 @@ class StompStreamsDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StreamsArrowWriter:
         """Called by Spark for ``write``: rows appended to the streams.
 
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+
         :rtype: pyspark.sql.datasource.DataSourceArrowWriter
         """
         if overwrite:
@@ -291,7 +299,11 @@ class StompStreamsDataSource(DataSource):
         return StreamsArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """Called by Spark for ``writeStream`` (Spark 4.1 and later)."""
+        """Called by Spark for ``writeStream`` (Spark 4.1 and later).
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+        """
         if DataSourceStreamArrowWriter is None:  # pragma: no cover - Spark 4.0
             raise ValueError("streaming writes to stomp-streams need Spark 4.1 or later")
         return StreamsStreamArrowWriter(self._partition_writer(schema))

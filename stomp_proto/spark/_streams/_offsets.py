@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ._options import _Options
+from .._options import _Options
 
 __all__ = [
     "ROW_ID_HEADER",

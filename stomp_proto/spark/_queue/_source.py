@@ -1,10 +1,9 @@
-"""The Spark side: ``DataSource`` classes for ``stomp`` and ``stomp-capture``.
+"""The Spark side of ``stomp``: a queue or topic, read by competing consumers, and its sink.
 
 Everything here is a thin adapter from Spark's Python Data Source API
-(``pyspark.sql.datasource``, Spark 4) to the plain objects of ``_reader``,
-``_writer`` and ``_capture``.  Spark pickles every object made here and calls
-it in other processes: nothing connects before Spark calls ``read`` or
-``write``.
+(``pyspark.sql.datasource``, Spark 4) to the plain objects of ``_reader``
+and ``_writer``.  Spark pickles every object made here and calls it in other
+processes: nothing connects before Spark calls ``read`` or ``write``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -24,16 +23,13 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, DataType, MapType, StringType, StructType
+from pyspark.sql.types import StructType
 
-from ._capture import capture_files, decode_file
-from ._options import CaptureSettings, ConnectionSettings, ReaderSettings, WriterSettings
+from .._columns import column_kind
+from .._options import ConnectionSettings, ReaderSettings, WriterSettings
+from .._schema import MESSAGE_SCHEMA
 from ._reader import StreamConsumer, drain, offset_of
-from ._schema import CAPTURE_ARROW_SCHEMA, CAPTURE_SCHEMA, MESSAGE_SCHEMA
-from ._writer import BINARY, HEADER_MAP, STRING, PartitionWriter, plan_columns
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from ._writer import PartitionWriter, plan_columns
 
 try:  # Spark 4.2 and later
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -51,12 +47,7 @@ try:  # Spark 4.1 and later
 except ImportError:  # pragma: no cover - Spark 4.0: the row-based stream writer
     DataSourceStreamArrowWriter = None  # type: ignore[assignment, misc]
 
-__all__ = [
-    "StompCaptureDataSource",
-    "StompCommitMessage",
-    "StompDataSource",
-    "register",
-]
+__all__ = ["StompCommitMessage", "StompDataSource"]
 
 log = logging.getLogger("stomp_proto.spark")
 
@@ -69,29 +60,6 @@ _MESSAGE_COLUMNS = [
     ("body", "binary"),
     ("received_at", "timestamp"),
 ]
-
-
-def register(spark: SparkSession) -> None:
-    """Register ``stomp``, ``stomp-streams`` and ``stomp-capture`` with a session (once each)."""
-    from ._streams_datasource import StompStreamsDataSource
-
-    spark.dataSource.register(StompDataSource)
-    spark.dataSource.register(StompStreamsDataSource)
-    spark.dataSource.register(StompCaptureDataSource)
-
-
-def _kind(data_type: DataType) -> str:
-    if isinstance(data_type, StringType):
-        return STRING
-    if isinstance(data_type, BinaryType):
-        return BINARY
-    if (
-        isinstance(data_type, MapType)
-        and isinstance(data_type.keyType, StringType)
-        and isinstance(data_type.valueType, StringType)
-    ):
-        return HEADER_MAP
-    return str(data_type.simpleString())
 
 
 def _check_message_schema(schema: StructType) -> None:
@@ -107,7 +75,7 @@ def _check_message_schema(schema: StructType) -> None:
 
 
 class StompStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Spark's streaming reader; the logic is :class:`~stomp_proto.spark._reader.StreamConsumer`."""
+    """Spark's streaming reader; the logic is :class:`~._reader.StreamConsumer`."""
 
     def __init__(self, consumer: StreamConsumer) -> None:
         self.consumer = consumer
@@ -259,7 +227,8 @@ class StompDataSource(DataSource):
     """``format("stomp")``: read messages from a destination, or send rows as messages.
 
     Register it with ``spark.dataSource.register(StompDataSource)`` (or
-    :func:`register`).  Options and guarantees: ``docs/spark.rst``.
+    :func:`register`).  Its ``options`` (``.option(...)`` in Spark) and guarantees:
+    :doc:`/spark`.
     """
 
     @classmethod
@@ -274,6 +243,8 @@ class StompDataSource(DataSource):
     def simpleStreamReader(self, schema: StructType) -> StompStreamReader:
         """Called by Spark for ``readStream``: the streaming reader.
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.SimpleDataSourceStreamReader
         """
         _check_message_schema(schema)
@@ -287,6 +258,8 @@ class StompDataSource(DataSource):
     def reader(self, schema: StructType) -> StompBatchReader:
         """Called by Spark for ``read``: the batch reader (drains until idle).
 
+        ``schema`` is the one Spark passes (see :meth:`schema`).
+
         :rtype: pyspark.sql.datasource.DataSourceReader
         """
         _check_message_schema(schema)
@@ -297,11 +270,14 @@ class StompDataSource(DataSource):
 
     def _partition_writer(self, schema: StructType) -> PartitionWriter:
         settings = WriterSettings.from_options(self.options)
-        plan = plan_columns([(f.name, _kind(f.dataType)) for f in schema.fields], settings)
+        plan = plan_columns([(f.name, column_kind(f.dataType)) for f in schema.fields], settings)
         return PartitionWriter(ConnectionSettings.from_options(self.options), settings, plan)
 
     def writer(self, schema: StructType, overwrite: bool) -> StompArrowWriter:
         """Called by Spark for ``write``: one STOMP transaction per partition.
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
 
         :rtype: pyspark.sql.datasource.DataSourceArrowWriter
         """
@@ -313,50 +289,11 @@ class StompDataSource(DataSource):
         return StompArrowWriter(self._partition_writer(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """Called by Spark for ``writeStream``: one transaction per partition and batch."""
+        """Called by Spark for ``writeStream``: one transaction per partition and batch.
+
+        ``schema`` is the written DataFrame's, as Spark passes it; ``overwrite``
+        (Spark's save mode) changes nothing: messages are always added.
+        """
         if DataSourceStreamArrowWriter is not None:
             return StompStreamArrowWriter(self._partition_writer(schema))
         return StompStreamWriter(self._partition_writer(schema))  # pragma: no cover
-
-
-@dataclass
-class CaptureFile(InputPartition):
-    path: str
-
-
-class StompCaptureReader(DataSourceReader):
-    """Decodes capture files, one partition per file."""
-
-    def __init__(self, settings: CaptureSettings) -> None:
-        self.settings = settings
-
-    def partitions(self) -> Sequence[InputPartition]:
-        return [CaptureFile(path) for path in capture_files(self.settings)]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, CaptureFile)
-        return decode_file(partition.path, self.settings)
-
-
-class StompCaptureDataSource(DataSource):
-    """``format("stomp-capture")``: one row per frame of recorded STOMP byte streams."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format's name: ``"stomp-capture"``."""
-        return "stomp-capture"
-
-    def schema(self) -> str:
-        """The rows read: :data:`CAPTURE_SCHEMA`."""
-        return CAPTURE_SCHEMA
-
-    def reader(self, schema: StructType) -> StompCaptureReader:
-        """Called by Spark for ``read``: one partition per capture file.
-
-        :rtype: pyspark.sql.datasource.DataSourceReader
-        """
-        found = [f.name for f in schema.fields]
-        expected = list(CAPTURE_ARROW_SCHEMA.names)
-        if found != expected:
-            raise ValueError(f"stomp-capture has a fixed schema: {CAPTURE_SCHEMA}")
-        return StompCaptureReader(CaptureSettings.from_options(self.options))

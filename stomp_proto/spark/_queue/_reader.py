@@ -28,10 +28,10 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from .._events import Message
+from ..._events import Message
+from .._options import ConnectionSettings, ReaderSettings
+from .._schema import message_batch
 from ._link import Consumer
-from ._options import ConnectionSettings, ReaderSettings
-from ._schema import message_batch
 
 __all__ = ["OFFSET_KEY", "StreamConsumer", "drain"]
 

@@ -4,7 +4,7 @@
 starts (``initialOffset``), how far a micro-batch reaches (``latestOffset``,
 with ``maxOffsetsPerTrigger`` and ``Trigger.AvailableNow``), and which ranges
 the tasks of a batch read (``partitions``).  It learns the streams' state
-from probes (:func:`~._streamlink.probe_streams`), injected so that tests can
+from probes (:func:`~._link.probe_streams`), injected so that tests can
 fake them.  :func:`read_partition` is one task: one range over one
 connection, as Arrow record batches.
 
@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ._options import ConnectionSettings
-from ._streamlink import ProbeResult, probe_streams, read_range
-from ._streams import (
+from .._options import ConnectionSettings
+from ._link import ProbeResult, probe_streams, read_range
+from ._offsets import (
     DataLossError,
     StreamRange,
     StreamsReaderSettings,
@@ -212,7 +212,7 @@ def read_partition(
     connection: ConnectionSettings, settings: StreamsReaderSettings, part: StreamRange
 ) -> Iterator[Any]:
     """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows."""
-    from ._schema import stream_batch
+    from .._schema import stream_batch
 
     pending: list[tuple[int, int, Any]] = []
     for got in read_range(

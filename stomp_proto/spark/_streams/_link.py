@@ -14,7 +14,7 @@ The frames are the ones measured on RabbitMQ 3.10 (``docs/spark.rst``):
   (an empty one).
 * A **range read** subscribes at ``offset=a`` with ``ack:client`` and a
   prefetch, ACKs now and then only to return credit (the broker keeps no
-  position), and stops by the rule of :class:`~._streams.RangeCursor`.  It
+  position), and stops by the rule of :class:`~._offsets.RangeCursor`.  It
   is the hot path, so past the handshake it decodes with a bare
   :class:`~stomp_proto.FrameDecoder` and hands on MESSAGE frames.
 * Every connection ends with DISCONNECT and a receipt.  Never UNSUBSCRIBE
@@ -31,12 +31,12 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from .._client._core import BrokerError, ConnectionLost
-from .._connection import ClientConnection
-from .._decoder import FrameDecoder
-from .._encoder import FrameEncoder
-from .._errors import ProtocolError
-from .._events import (
+from ..._client._core import BrokerError, ConnectionLost
+from ..._connection import ClientConnection
+from ..._decoder import FrameDecoder
+from ..._encoder import FrameEncoder
+from ..._errors import ProtocolError
+from ..._events import (
     Connected,
     ConnectionClosed,
     Disconnect,
@@ -48,9 +48,9 @@ from .._events import (
     Receipt,
     Subscribe,
 )
-from .._frame import Frame
-from ._options import ConnectionSettings
-from ._streams import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
+from ..._frame import Frame
+from .._options import ConnectionSettings
+from ._offsets import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
 
 __all__ = [
     "MissingStreamError",
@@ -406,7 +406,7 @@ def read_range(
     Each list is what one read from the socket gave (possibly empty).  Fails
     with ``TimeoutError`` naming the stream, the range and the last offset
     seen when no message comes for ``read_timeout`` seconds; with
-    :class:`~._streams.DataLossError` when retention deleted the range's
+    :class:`~._offsets.DataLossError` when retention deleted the range's
     start (unless ``fail_on_data_loss`` is false).  A connection that fails
     midway is made again, from the offset after the last one received (a
     stream can be read again from any offset): up to :data:`RETRIES` times.

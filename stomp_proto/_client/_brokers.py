@@ -1,0 +1,168 @@
+"""Failover: the brokers a client may use, which one it uses, and the first connect.
+
+Every adapter asks the same two things, and they are answered here once:
+
+* :class:`Brokers` - the addresses in the order the client tries them (as
+  given, or shuffled once with ``randomize``), and the one in use.  Each new
+  connection (:meth:`ClientCore.new_connection`, called by every reconnect)
+  moves on to the next address, so a lost session comes back on the next
+  broker of the list, round and round, on the client's :class:`Backoff`.
+* :class:`FirstConnect` - the first connect tries each address in turn, all
+  within ``timeout``: each attempt gets an equal share of the time left, so
+  that an address that swallows packets cannot use up the time of the others.
+  It fails only when every address failed, and then says why for each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from .._errors import ProtocolError
+
+if TYPE_CHECKING:
+    from ._core import ClientError, ConnectOptions
+
+__all__ = ["Address", "Brokers", "FirstConnect", "check_addresses"]
+
+#: One broker: (host, port).
+Address = tuple[str, int]
+
+
+def check_addresses(hosts: object) -> tuple[Address, ...]:
+    """``hosts`` as given to ``connect(hosts=...)``, checked: a non-empty list of (host, port)."""
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
+        raise TypeError(
+            "hosts is a list of (host, port) pairs, e.g. [('b1', 61613), ('b2', 61613)]"
+        )
+    if not hosts:
+        raise ValueError("hosts is empty: give at least one (host, port)")
+    checked = []
+    for number, address in enumerate(hosts, 1):
+        if (
+            not isinstance(address, Sequence)
+            or isinstance(address, (str, bytes))
+            or len(address) != 2
+        ):
+            raise TypeError(f"hosts entry {number} is not a (host, port) pair: {address!r}")
+        host, port = address
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"hosts entry {number}: the host is not a non-empty str")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"hosts entry {number}: the port {port!r} is not from 1 to 65535")
+        checked.append((host, port))
+    return tuple(checked)
+
+
+class Brokers:
+    """The addresses one client tries, in order, and the one in use.
+
+    :attr:`options` are the client's options aimed at the current address
+    (what the adapters open their stream with).
+    """
+
+    __slots__ = ("_base", "_index", "_order", "options")
+
+    def __init__(self, options: ConnectOptions) -> None:
+        order = list(options.hosts)
+        if options.randomize:
+            random.shuffle(order)  # once: then round the list like any other order
+        self._order: tuple[Address, ...] = tuple(order)
+        self._base = options
+        self._index = 0
+        self.options = self._aimed()
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @property
+    def current(self) -> Address:
+        """The address in use (or being tried)."""
+        return self._order[self._index]
+
+    def advance(self) -> None:
+        """Move on to the next address (after the last, the first)."""
+        if len(self._order) > 1:
+            self._index = (self._index + 1) % len(self._order)
+            self.options = self._aimed()
+
+    def _aimed(self) -> ConnectOptions:
+        host, port = self.current
+        base = self._base
+        if (host, port) == (base.host, base.port):
+            return base
+        return dataclasses.replace(base, host=host, port=port)
+
+
+class FirstConnect:
+    """The first connect's walk through the addresses (see the module's docstring).
+
+    An adapter makes one client per attempt (nothing of a failed attempt is
+    left to reuse), all sharing :attr:`brokers`::
+
+        first = FirstConnect(options, clock)
+        for timeout in first.attempts():
+            client = Client(options, first.brokers)
+            try:
+                client._open(timeout)
+            except BaseException as exc:
+                client.close()
+                first.failed(exc)   # re-raises what is not a connection failure
+                continue
+            return client
+        raise first.error()
+    """
+
+    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options")
+
+    def __init__(self, options: ConnectOptions, clock: Callable[[], float]) -> None:
+        self.options = options
+        self.brokers = Brokers(options)
+        self._clock = clock
+        self._failures: list[tuple[Address, BaseException, float | None]] = []
+        #: The current attempt's timeout (how long a timed-out one waited).
+        self._timeout: float | None = None
+
+    def attempts(self) -> Iterator[float | None]:
+        """The timeout of each attempt, one per address; the brokers point at it."""
+        total = self.options.timeout
+        deadline = None if total is None else self._clock() + total
+        for left in range(len(self.brokers), 0, -1):
+            if self._failures:
+                self.brokers.advance()
+            self._timeout = None if deadline is None else max(0.0, deadline - self._clock()) / left
+            yield self._timeout
+
+    def failed(self, exc: BaseException) -> None:
+        """The attempt at the current address failed with ``exc``; re-raised unless it
+        is a failure to connect (cancellation, KeyboardInterrupt, a bug go through)."""
+        from ._core import ClientError
+
+        if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
+            raise exc
+        self._failures.append((self.brokers.current, exc, self._timeout))
+
+    def error(self) -> BaseException:
+        """The error of a first connect where every address failed."""
+        from ._core import ClientError, ConnectionLost, reason
+
+        if len(self._failures) == 1:
+            (host, port), exc, timeout = self._failures[0]
+            if isinstance(exc, ClientError) and not isinstance(exc, ConnectionLost):
+                return exc  # a BrokerError (a refused login) stays one
+            why = reason(exc, timeout)
+            error: ClientError = ConnectionLost(f"cannot connect to {host}:{port}: {why}")
+        else:
+            reasons = "; ".join(
+                f"{host}:{port}: {reason(exc, timeout)}"
+                for (host, port), exc, timeout in self._failures
+            )
+            error = ConnectionLost(
+                f"cannot connect to any of {len(self._failures)} brokers: {reasons}"
+            )
+        error.__cause__ = self._failures[-1][1]
+        return error
+
+

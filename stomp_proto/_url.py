@@ -1,0 +1,325 @@
+"""Connection URLs: one parser for the clients, the CLI and the Spark options.
+
+A URL is another way to write the options of ``connect()``, never a second
+source of truth: :meth:`BrokerURL.options` gives the keyword options it stands
+for, and :func:`merge_url` refuses a keyword that says again what the URL
+already says.
+
+* ``stomp://login:passcode@host:61613/vhost`` - STOMP over TCP; the path is
+  the virtual host (the CONNECT ``host`` header), percent-decoded.
+* ``stomp+ssl://...`` - the same over TLS.
+* ``ws://host:15674/ws``, ``wss://...`` - STOMP over a WebSocket at that path.
+* ``failover:(stomp://h1:61613,stomp://h2:61613)?randomize=false&initialReconnectDelay=100``
+  - several brokers (ActiveMQ's form, also without the parentheses), and the
+  reconnect schedule in ActiveMQ's option names and units (milliseconds).
+
+Every error is a ValueError that names the part at fault; no error message
+and no repr ever holds the passcode.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl as _ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from ._client._core import Backoff
+
+__all__ = ["BrokerURL", "merge_url"]
+
+#: Schemes of one broker address: (TLS, WebSocket, default port).
+_SCHEMES: dict[str, tuple[bool, bool, int]] = {
+    "stomp": (False, False, 61613),
+    "stomp+ssl": (True, False, 61614),
+    "ws": (False, True, 80),
+    "wss": (True, True, 443),
+}
+
+#: ActiveMQ's failover options that map onto ours (the rest are refused by name).
+FAILOVER_OPTIONS = (
+    "initialReconnectDelay",
+    "maxReconnectDelay",
+    "useExponentialBackOff",
+    "backOffMultiplier",
+    "maxReconnectAttempts",
+    "randomize",
+)
+
+_ADDRESS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://"
+    r"(?:(?P<userinfo>[^@/?#]*)@)?"
+    r"(?P<hostport>[^/?#]*)"
+    r"(?P<path>[^?#]*)"
+    r"(?:\?(?P<query>[^#]*))?"
+    r"(?:#(?P<fragment>.*))?\Z",
+    re.DOTALL,
+)
+
+
+def looks_like_url(text: str) -> bool:
+    """Whether a ``host`` argument is a URL rather than a host name."""
+    return "://" in text or text.lower().startswith("failover:")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerURL:
+    """A parsed connection URL; :meth:`parse` makes one, :meth:`options` uses it.
+
+    Only what the URL says is set; the rest is ``None`` (the client's default).
+    """
+
+    #: The broker addresses, in the order written.
+    hosts: tuple[tuple[str, int], ...]
+    #: Whether the addresses use TLS (``stomp+ssl``, ``wss``).
+    tls: bool = False
+    #: The WebSocket path (``ws``, ``wss``), else None.
+    websocket: str | None = None
+    #: The login before ``@``, percent-decoded.
+    login: str | None = None
+    #: The passcode after ``login:``; left out of the repr (options get logged).
+    passcode: str | None = field(default=None, repr=False)
+    #: The virtual host from the path of a ``stomp`` URL, else None.
+    vhost: str | None = None
+    #: The reconnect schedule of a ``failover:`` URL, else None.
+    reconnect: Backoff | None = None
+    #: Whether a ``failover:`` URL asked for a random order.
+    randomize: bool | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> BrokerURL:
+        """Parse ``url``; a ValueError names the part that is wrong."""
+        if not isinstance(url, str):
+            raise TypeError(f"a connection URL is a str, not {type(url).__name__}")
+        text = url.strip()
+        if text.lower().startswith("failover:"):
+            return _parse_failover(text[len("failover:") :])
+        return _parse_address(text, where="URL")
+
+    def options(self, ssl_context: _ssl.SSLContext | None = None) -> dict[str, Any]:
+        """The ``connect()`` keyword options this URL stands for (``hosts`` included).
+
+        A TLS URL gets ``ssl_context``, or the system's default context.
+        """
+        options: dict[str, Any] = {"hosts": list(self.hosts)}
+        if self.tls:
+            options["ssl"] = ssl_context or _ssl.create_default_context()
+        if self.websocket is not None:
+            options["websocket"] = self.websocket
+        if self.login is not None:
+            options["login"] = self.login
+        if self.passcode is not None:
+            options["passcode"] = self.passcode
+        if self.vhost is not None:
+            options["vhost"] = self.vhost
+        if self.reconnect is not None:
+            options["reconnect"] = self.reconnect
+        if self.randomize is not None:
+            options["randomize"] = self.randomize
+        return options
+
+
+def merge_url(url: str, keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of ``url`` together with ``keywords``; a ValueError if they overlap.
+
+    ``ssl`` is the one keyword a TLS URL takes along: the URL says "TLS", the
+    context says how (certificates).  A plain URL with ``ssl`` contradicts it.
+    """
+    parsed = BrokerURL.parse(url)
+    context = keywords.get("ssl")
+    if context is not None and not parsed.tls:
+        raise ValueError(
+            "the URL's scheme is not TLS but an ssl context was given: "
+            "use stomp+ssl:// or wss:// with it"
+        )
+    options = parsed.options(context)
+    for name in keywords:
+        if name in options and name != "ssl":
+            raise ValueError(f"{name!r} is given both by the URL and as a keyword: give it once")
+    return {**keywords, **options}
+
+
+def _parse_failover(rest: str) -> BrokerURL:
+    query = ""
+    if rest.startswith("("):
+        close = rest.find(")")
+        if close < 0:
+            raise ValueError("failover URL: the address list has no closing ')'")
+        inner, after = rest[1:close], rest[close + 1 :]
+        if after and not after.startswith("?"):
+            raise ValueError("failover URL: only '?options' may follow the address list")
+        query = after[1:]
+    else:
+        inner = rest
+        if "?" in rest and "://" not in rest.rsplit("?", 1)[1]:
+            inner, query = rest.rsplit("?", 1)
+    pieces = [piece.strip() for piece in inner.split(",")]
+    if not inner.strip() or not all(pieces):
+        raise ValueError("failover URL: the address list is empty or has an empty entry")
+    addresses = [
+        _parse_address(piece, where=f"failover address {number}")
+        for number, piece in enumerate(pieces, 1)
+    ]
+    first = addresses[0]
+    for number, other in enumerate(addresses[1:], 2):
+        for name in ("tls", "websocket", "login", "passcode", "vhost"):
+            if getattr(other, name) != getattr(first, name):
+                # The client has one set of options for every broker.
+                raise ValueError(
+                    f"failover address {number}: its {name} differs from address 1's; "
+                    "every address must use the same scheme, credentials and path"
+                )
+    reconnect, randomize = _failover_options(query)
+    hosts = tuple(address for parsed in addresses for address in parsed.hosts)
+    return BrokerURL(
+        hosts=hosts,
+        tls=first.tls,
+        websocket=first.websocket,
+        login=first.login,
+        passcode=first.passcode,
+        vhost=first.vhost,
+        reconnect=reconnect,
+        randomize=randomize,
+    )
+
+
+def _failover_options(query: str) -> tuple[Backoff, bool | None]:
+    """The Backoff and order of a failover URL's options (ActiveMQ's names, milliseconds).
+
+    An option left out keeps stomp_proto's default (:class:`Backoff`'s; the
+    order as written), not ActiveMQ's.
+    """
+    values: dict[str, str] = {}
+    for pair in query.split("&") if query else ():
+        name, equals, value = pair.partition("=")
+        name = unquote(name)
+        if not equals:
+            raise ValueError(f"failover option {name!r} has no value (write {name}=...)")
+        if name not in FAILOVER_OPTIONS:
+            raise ValueError(
+                f"failover option {name!r} is not supported; the supported ones are "
+                + ", ".join(FAILOVER_OPTIONS)
+            )
+        if name in values:
+            raise ValueError(f"failover option {name!r} is given twice")
+        values[name] = unquote(value)
+    backoff: dict[str, Any] = {}
+    if "initialReconnectDelay" in values:
+        backoff["initial"] = _number(values, "initialReconnectDelay") / 1000
+    if "maxReconnectDelay" in values:
+        backoff["maximum"] = _number(values, "maxReconnectDelay") / 1000
+    if "backOffMultiplier" in values:
+        backoff["factor"] = _number(values, "backOffMultiplier")
+        if backoff["factor"] < 1:
+            raise ValueError("failover option 'backOffMultiplier' must be at least 1")
+    if "useExponentialBackOff" in values and not _flag(values, "useExponentialBackOff"):
+        if "backOffMultiplier" in values and backoff["factor"] != 1:
+            raise ValueError(
+                "failover options 'useExponentialBackOff=false' and "
+                "'backOffMultiplier' contradict each other"
+            )
+        backoff["factor"] = 1.0
+    if "maxReconnectAttempts" in values:
+        attempts = _number(values, "maxReconnectAttempts")
+        if attempts != int(attempts) or attempts < -1:
+            raise ValueError("failover option 'maxReconnectAttempts' is -1 (forever) or a count")
+        backoff["attempts"] = None if attempts == -1 else int(attempts)
+    if "initial" in backoff and "maximum" in backoff and backoff["maximum"] < backoff["initial"]:
+        raise ValueError(
+            "failover option 'maxReconnectDelay' is shorter than 'initialReconnectDelay'"
+        )
+    randomize = _flag(values, "randomize") if "randomize" in values else None
+    return Backoff(**backoff), randomize
+
+
+def _number(values: Mapping[str, str], name: str) -> float:
+    try:
+        number = float(values[name])
+    except ValueError:
+        raise ValueError(f"failover option {name!r} is not a number: {values[name]!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"failover option {name!r} is not a finite number")
+    if number < 0 and name != "maxReconnectAttempts":
+        raise ValueError(f"failover option {name!r} is negative")
+    return number
+
+
+def _flag(values: Mapping[str, str], name: str) -> bool:
+    value = values[name].lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"failover option {name!r} is true or false, not {values[name]!r}")
+    return value == "true"
+
+
+def _parse_address(text: str, *, where: str) -> BrokerURL:
+    match = _ADDRESS.match(text)
+    if match is None:
+        raise ValueError(
+            f"{where}: not of the form scheme://[login:passcode@]host[:port][/path]"
+            f" (schemes: {', '.join(_SCHEMES)}, or failover:(...))"
+        )
+    scheme = match["scheme"].lower()
+    if scheme not in _SCHEMES:
+        raise ValueError(
+            f"{where}: scheme {match['scheme']!r} is not supported; "
+            f"use one of {', '.join(_SCHEMES)} (or failover:(...))"
+        )
+    tls, websocket, default_port = _SCHEMES[scheme]
+    if match["query"] is not None:
+        raise ValueError(
+            f"{where}: a query ('?...') is not supported on a broker address"
+            " (failover options go after failover:(...))"
+        )
+    if match["fragment"] is not None:
+        raise ValueError(f"{where}: a fragment ('#...') is not supported")
+    login = passcode = None
+    if match["userinfo"] is not None:
+        user, colon, password = match["userinfo"].partition(":")
+        if not user:
+            raise ValueError(f"{where}: the login before '@' is empty")
+        login = unquote(user)
+        passcode = unquote(password) if colon else None
+    host, port = _host_port(match["hostport"], default_port, where)
+    path = match["path"]
+    vhost = None
+    websocket_path = None
+    if websocket:
+        websocket_path = path or "/"
+    elif path not in ("", "/"):
+        vhost = unquote(path[1:])
+        if "/" in path[1:]:
+            raise ValueError(
+                f"{where}: the path is the virtual host, one segment "
+                "(write %2F for a '/' inside it)"
+            )
+    return BrokerURL(
+        hosts=((host, port),),
+        tls=tls,
+        websocket=websocket_path,
+        login=login,
+        passcode=passcode,
+        vhost=vhost,
+    )
+
+
+def _host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
+    if text.startswith("["):  # an IPv6 literal
+        close = text.find("]")
+        if close < 0:
+            raise ValueError(f"{where}: the IPv6 host has no closing ']'")
+        host, rest = text[1:close], text[close + 1 :]
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"{where}: only ':port' may follow the IPv6 host")
+        port_text = rest[1:] if rest else None
+    else:
+        host, colon, port_text_ = text.partition(":")
+        port_text = port_text_ if colon else None
+    if not host:
+        raise ValueError(f"{where}: the host is missing")
+    if port_text is None:
+        return unquote(host), default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{where}: the port {port_text!r} is not a number from 1 to 65535")
+    return unquote(host), int(port_text)
