@@ -11,6 +11,8 @@
     stomp-proto listen /queue/a --websocket /ws    ... over WebSocket (send too)
     stomp-proto listen /queue/a --host 'failover:(stomp://h1,stomp://h2)'   a URL as --host
     stomp-proto demo                               broker, producer and consumer in one go
+    stomp-proto check 127.0.0.1:61613 [--json F]   check a broker against the specs
+    stomp-proto check-client --port 61630          play a broker, check a client
 
 Exit codes: 0 success, 1 connection or broker failure (or nothing arrived
 within ``listen --timeout``), 2 bad arguments, 130 interrupted.
@@ -246,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="broker, producer and consumer in one process")
     demo.add_argument("--messages", type=int, default=5000, help="(default %(default)s)")
     demo.add_argument("--size", type=int, default=100, help="body bytes (default %(default)s)")
+    from .check._command import add_client_parser
+    from .check._command import add_parser as add_check_parser
+
+    add_check_parser(commands)
+    add_client_parser(commands)
     return parser
 
 
@@ -455,11 +462,19 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    if args.command in ("check", "check-client"):  # the checker has options of its own
+        from .check._command import client_main
+        from .check._command import main as check_main
+
+        try:
+            return (check_main if args.command == "check" else client_main)(args, out, err)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     if hasattr(args, "tls"):  # a command that connects
         problem = check_connection_arguments(args)
         if problem is not None:
             parser.error(f"{args.command}: {problem}")  # exits with EXIT_USAGE
-    out, err = sys.stdout, sys.stderr
     runners = {
         "broker": lambda: _broker(args, err),
         "send": lambda: _send(args, sys.stdin, err),

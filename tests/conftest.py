@@ -153,6 +153,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # real brokers and other projects' clients
     "interop": (
         "test_chaos_rabbitmq",
+        "test_checker",
         "test_client_matrix",
         "test_client_mistakes",
         "test_interop_brokers",
