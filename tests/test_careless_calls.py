@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import trio
 from adapter_harness import HOST, WAIT, Harness, free_port, on_every_adapter
 from connection_helpers import Link, connected_pair, snapshot
 from helpers import COMPILED, names_the_argument
@@ -31,6 +33,7 @@ from hypothesis import strategies as st
 
 import stomp_proto.asyncio
 import stomp_proto.threads
+import stomp_proto.trio
 from stomp_proto import (
     Abort,
     Ack,
@@ -55,6 +58,7 @@ from stomp_proto import (
     ServerConnection,
     Subscribe,
     Unsubscribe,
+    drain_and_close,
 )
 from stomp_proto._checks import event_checks
 
@@ -98,6 +102,11 @@ def closed_decoder() -> FrameDecoder:
     decoder = FrameDecoder()
     decoder.receive_data(None)
     return decoder
+
+
+def drain_with_a_negative_timeout() -> None:
+    with socket.socket() as sock:
+        drain_and_close(sock, timeout=-1)
 
 
 def closed_client() -> ClientConnection:
@@ -314,6 +323,20 @@ EVERY_CALL = [
     *both("Backoff(attempts)",
           lambda: Backoff(attempts=2.5), "Backoff.attempts",  # type: ignore[arg-type]
           lambda: Backoff(attempts=-1), ValueError, "Backoff.attempts"),
+    # the lingering closes (refused before the socket or stream is touched)
+    *both("drain_and_close",
+          lambda: drain_and_close("sock"), "sock",  # type: ignore[arg-type]
+          lambda: drain_with_a_negative_timeout(), ValueError, "timeout"),
+    *both("asyncio.drain_and_close",
+          lambda: asyncio.run(stomp_proto.asyncio.drain_and_close(
+              None, None, max_bytes="1")), "max_bytes",  # type: ignore[arg-type]
+          lambda: asyncio.run(stomp_proto.asyncio.drain_and_close(
+              None, None, timeout=math.nan)), ValueError, "timeout"),  # type: ignore[arg-type]
+    *both("trio.drain_and_close",
+          lambda: trio.run(lambda: stomp_proto.trio.drain_and_close(
+              None, timeout="2")), "timeout",  # type: ignore[arg-type]
+          lambda: trio.run(lambda: stomp_proto.trio.drain_and_close(
+              None, max_bytes=-1)), ValueError, "max_bytes"),  # type: ignore[arg-type]
 ]
 # fmt: on
 
