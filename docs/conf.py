@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 # names, which are the names the pages and the inventory show.
 import stomp_proto.asyncio  # noqa: E402
 import stomp_proto.broker  # noqa: E402
+import stomp_proto.check  # noqa: E402
 import stomp_proto.threads  # noqa: E402, F401
 from stomp_proto._public import DEFINED_IN  # noqa: E402
 

@@ -54,9 +54,9 @@ _venv_install_venv_support() {
     fi
     _venv_say "==> '$python -m venv' failed; installing python3-venv with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y python3-venv ||
-        apt-get install -y "python${pyver}-venv"
+    apt-get update -o DPkg::Lock::Timeout=300
+    apt-get install -y -o DPkg::Lock::Timeout=300 python3-venv ||
+        apt-get install -y -o DPkg::Lock::Timeout=300 "python${pyver}-venv"
 }
 
 _venv_python_ok() {

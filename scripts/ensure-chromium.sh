@@ -28,8 +28,8 @@ fi
 
 say "==> installing chromium with apt-get (for the docs screenshot check)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends chromium >/dev/null
+apt-get update -qq -o DPkg::Lock::Timeout=300
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 chromium >/dev/null
 hash -r
 if ! command -v chromium >/dev/null 2>&1; then
     say "error: chromium is installed but not on PATH."

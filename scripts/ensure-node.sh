@@ -31,8 +31,8 @@ fi
 
 say "==> installing nodejs and npm with apt-get (for the stompjs interop tests)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+apt-get update -qq -o DPkg::Lock::Timeout=300
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 nodejs npm >/dev/null
 hash -r
 if ! node_ok; then
     say "error: nodejs and npm are installed but node or npm is still not on PATH."

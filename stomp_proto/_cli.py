@@ -7,12 +7,15 @@
     stomp-proto send /queue/a --file data.bin      the file as one message
     stomp-proto send /queue/a < lines.txt          one message per line of stdin
     stomp-proto listen /queue/a [--json]           print messages as they arrive
+    stomp-proto listen /queue/a --timeout 5        ... ending (status 1) after 5 s without one
     stomp-proto listen /queue/a --websocket /ws    ... over WebSocket (send too)
     stomp-proto listen /queue/a --host 'failover:(stomp://h1,stomp://h2)'   a URL as --host
     stomp-proto demo                               broker, producer and consumer in one go
+    stomp-proto check 127.0.0.1:61613 [--json F]   check a broker against the specs
+    stomp-proto check-client --port 61630          play a broker, check a client
 
-Exit codes: 0 success, 1 connection or broker failure, 2 bad arguments,
-130 interrupted.
+Exit codes: 0 success, 1 connection or broker failure (or nothing arrived
+within ``listen --timeout``), 2 bad arguments, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ from .asyncio import AsyncClient, connect
 from .broker._core import DEFAULT_HEARTBEAT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: Seconds allowed for connecting (and each receipt) when --timeout is not given.
+DEFAULT_TIMEOUT = 30.0
+
+
+class NothingArrived(Exception):
+    """``listen --timeout``: no message came within the timeout."""
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -90,7 +100,19 @@ def _websocket_path(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+#: What --timeout covers for commands that do not say otherwise.
+CONNECT_TIMEOUT_HELP = (
+    "seconds allowed for connecting and for each answer awaited from the broker "
+    "(a receipt) (default %(default)s)"
+)
+
+
+def _add_connection_options(
+    parser: argparse.ArgumentParser,
+    *,
+    timeout_default: float | None = 30.0,
+    timeout_help: str = CONNECT_TIMEOUT_HELP,
+) -> None:
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--host",
@@ -104,7 +126,9 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--vhost", help="CONNECT host header (default /)")
     group.add_argument("--tls", action="store_true", help="connect with TLS (system CA store)")
     group.add_argument("--cafile", help="CA certificate to trust for --tls")
-    group.add_argument("--timeout", type=float, default=30.0, help="seconds (default %(default)s)")
+    group.add_argument(
+        "--timeout", type=float, default=timeout_default, metavar="SECONDS", help=timeout_help
+    )
     group.add_argument(
         "--websocket",
         type=_websocket_path,
@@ -119,7 +143,7 @@ def _client_options(args: argparse.Namespace) -> ClientOptions:
     context = None
     if args.tls or args.cafile:
         context = ssl.create_default_context(cafile=args.cafile)
-    options = ClientOptions(timeout=args.timeout)
+    options = ClientOptions(timeout=DEFAULT_TIMEOUT if args.timeout is None else args.timeout)
     if args.login is not None:
         options["login"] = args.login
     if args.passcode is not None:
@@ -213,11 +237,22 @@ def build_parser() -> argparse.ArgumentParser:
     listen.add_argument("--count", type=int, help="stop after this many messages")
     listen.add_argument("--headers", action="store_true", help="print headers too")
     listen.add_argument("--json", action="store_true", help="one JSON object per line")
-    _add_connection_options(listen)
+    _add_connection_options(
+        listen,
+        timeout_default=None,
+        timeout_help="seconds allowed for connecting, and then for each next message: when "
+        "none arrives in time the command ends with exit status 1 (default: connect "
+        f"within {DEFAULT_TIMEOUT:g} s, then wait for messages forever)",
+    )
 
     demo = commands.add_parser("demo", help="broker, producer and consumer in one process")
     demo.add_argument("--messages", type=int, default=5000, help="(default %(default)s)")
     demo.add_argument("--size", type=int, default=100, help="body bytes (default %(default)s)")
+    from .check._command import add_client_parser
+    from .check._command import add_parser as add_check_parser
+
+    add_check_parser(commands)
+    add_client_parser(commands)
     return parser
 
 
@@ -305,13 +340,21 @@ async def _listen(args: argparse.Namespace, out: TextIO) -> None:
         client.subscribe(args.destination, ack=ack) as messages,
     ):
         seen = 0
-        async for message in messages:
+        while args.count is None or seen < args.count:
+            try:
+                message = await messages.get(timeout=args.timeout)
+            except TimeoutError:
+                expected = "" if args.count is None else f" of {args.count}"
+                raise NothingArrived(
+                    f"no message on {args.destination} within {args.timeout:g} s "
+                    f"(received {seen}{expected})"
+                ) from None
+            if message is None:
+                return
             print(_render(message, args, client.version or "1.2"), file=out, flush=True)
             if ack != "auto":
                 await client.ack(message)
             seen += 1
-            if args.count is not None and seen >= args.count:
-                return
 
 
 # -- broker and demo -------------------------------------------------------------
@@ -419,11 +462,19 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    if args.command in ("check", "check-client"):  # the checker has options of its own
+        from .check._command import client_main
+        from .check._command import main as check_main
+
+        try:
+            return (check_main if args.command == "check" else client_main)(args, out, err)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     if hasattr(args, "tls"):  # a command that connects
         problem = check_connection_arguments(args)
         if problem is not None:
             parser.error(f"{args.command}: {problem}")  # exits with EXIT_USAGE
-    out, err = sys.stdout, sys.stderr
     runners = {
         "broker": lambda: _broker(args, err),
         "send": lambda: _send(args, sys.stdin, err),
@@ -434,6 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(runners[args.command]())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except NothingArrived as exc:
+        print(f"stomp-proto {args.command}: {exc}", file=err)
+        return EXIT_FAILED
     except (ClientError, ProtocolError, OSError, TimeoutError, ImportError) as exc:
         print(f"stomp-proto {args.command}: {type(exc).__name__}: {exc}", file=err)
         return EXIT_FAILED

@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
+from ._checks import check_number, is_int, wrong_type
+
 if TYPE_CHECKING:  # an optional extra: imported by trio_drain_and_close when called
     import trio
 
@@ -50,6 +52,15 @@ DRAIN_BYTES = 128 * 1024 * 1024
 _CHUNK = 256 * 1024
 
 
+def _check_policy(timeout: object, max_bytes: object) -> None:
+    """The lingering close's bounds, checked before anything is closed."""
+    check_number("timeout", timeout, minimum=0)
+    if not is_int(max_bytes):
+        raise wrong_type("max_bytes", "an int", max_bytes, "the bytes to discard at most")
+    if max_bytes < 0:  # type: ignore[operator]
+        raise ValueError(f"max_bytes must be at least 0, not {max_bytes!r}")
+
+
 def drain_and_close(
     sock: socket.socket, *, timeout: float = DRAIN_TIMEOUT, max_bytes: int = DRAIN_BYTES
 ) -> int:
@@ -67,6 +78,15 @@ def drain_and_close(
     polite way to end any connection.  For a TLS socket the half-close is
     skipped (TLS has no half-close), the rest is the same.
     """
+    if not isinstance(sock, socket.socket):
+        raise wrong_type(
+            "sock",
+            "a socket.socket",
+            sock,
+            "for asyncio or trio streams use "
+            "stomp_proto.asyncio.drain_and_close or stomp_proto.trio.drain_and_close",
+        )
+    _check_policy(timeout, max_bytes)
     discarded = 0
     try:
         if not isinstance(sock, ssl.SSLSocket):
@@ -133,6 +153,7 @@ async def asyncio_drain_and_close(
     half-close: that step is skipped, the rest is the same.  Cancelled, it
     aborts the transport and lets the cancellation through.
     """
+    _check_policy(timeout, max_bytes)
     discard = _Discard(max_bytes)
     try:
         if writer.can_write_eof():
@@ -184,6 +205,7 @@ async def trio_drain_and_close(
     import trio
 
     broken = (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError)
+    _check_policy(timeout, max_bytes)
     discard = _Discard(max_bytes)
     try:
         with trio.move_on_after(timeout):

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._build import native
+from ._checks import check_bool, check_data, check_event, check_limits, check_number, wrong_type
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
@@ -169,8 +170,10 @@ class _Connection:
         limits: Limits | None = None,
         heartbeat_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
-        if heartbeat_tolerance < 1.0:
-            raise ValueError("heartbeat_tolerance must be at least 1.0")
+        name = type(self).__name__
+        check_bool(f"{name}(strict=...)", strict)
+        check_limits(f"{name}(limits=...)", limits)
+        check_number(f"{name}(heartbeat_tolerance=...)", heartbeat_tolerance, minimum=1.0)
         self._strict = strict
         self._decoder = FrameDecoder(strict=strict, limits=limits)
         self._decoder._use_handshake_rules()
@@ -298,12 +301,15 @@ class _Connection:
                 self._note_sent()
                 return b"\n"
             if not isinstance(event, FrameEvent):
+                if not isinstance(event, Event):
+                    raise wrong_type("send() event", "an event such as Send(...)", event)
                 raise LocalProtocolError(
                     ErrorKind.BAD_STATE, f"{type(event).__name__} cannot be sent"
                 )
             next_state = self._send_outside_table(event)
         assert isinstance(event, FrameEvent)
         # Check and encode everything before changing anything.
+        check_event(event)
         event = self._check_send(event)
         frame = event.to_frame(self._version or "1.0")
         encoder = self._encoder
@@ -350,6 +356,7 @@ class _Connection:
         the stream was over.  After a protocol error the bytes are discarded
         unread (the stream can no longer be parsed).
         """
+        check_data(data)
         if self._eof:
             raise LocalProtocolError(ErrorKind.CLOSED, "data received after end of stream")
         if data is None:
@@ -491,6 +498,7 @@ class _Connection:
         (back-pressure from a slow consumer): heart-beats are still due, but
         data the caller is not reading cannot count against the peer.
         """
+        check_number("handle_timer() now", now)
         timer = self._timer
         if timer is None or self._state is CLOSED:
             return b""
@@ -750,6 +758,10 @@ class ClientConnection(_Connection):
         :class:`Ack` itself calls it first.  A message that awaits no
         acknowledgement at all is refused by :meth:`send`.
         """
+        if not isinstance(message, Message):
+            raise wrong_type(
+                "message", "the Message to acknowledge", message, "pass the Message you received"
+            )
         ident = message.ack if self._version == "1.2" else message.message_id
         if ident is None:
             return  # the send refuses it, with the version's reason

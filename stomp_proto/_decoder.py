@@ -38,6 +38,7 @@ import io
 import re
 
 from ._build import native
+from ._checks import check_bool, check_data, check_limits, wrong_type
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
 from ._events import HEARTBEAT, HeartBeat
 from ._frame import (
@@ -155,6 +156,8 @@ class FrameDecoder:
     def __init__(
         self, version: Version = "1.2", *, strict: bool = True, limits: Limits | None = None
     ) -> None:
+        check_bool("FrameDecoder(strict=...)", strict)
+        check_limits("FrameDecoder(limits=...)", limits)
         self._buf = bytearray()
         self._pos = 0
         # The large body being received, and how many of its bytes are missing.
@@ -186,6 +189,8 @@ class FrameDecoder:
 
     @version.setter
     def version(self, version: Version) -> None:
+        if not isinstance(version, str):
+            raise wrong_type("FrameDecoder version", "'1.0', '1.1' or '1.2'", version)
         if version not in VERSIONS:
             raise LocalProtocolError(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
         self._version = version
@@ -256,6 +261,7 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
+        check_data(data)  # one type() per read, not per frame
         need = self._need
         if need and data is not None and not self._eof:
             # A large body is arriving (no error is possible before its end):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from itertools import chain
 
 from ._build import native
+from ._checks import wrong_type
 from ._errors import ErrorKind, LocalProtocolError
 from ._events import HeartBeat
 from ._frame import (
@@ -48,6 +49,19 @@ _ESCAPES: dict[Version, Callable[[str], str] | None] = {
     "1.1": _escape_11,
     "1.2": _escape_12,
 }
+
+
+def _not_str(headers: tuple[tuple[str, str], ...]) -> TypeError:
+    """The TypeError for headers that are not all pairs of str."""
+    for pair in headers:
+        if type(pair) is not tuple or len(pair) != 2:
+            return wrong_type("each header", "a (name, value) pair", pair)
+        name, value = pair
+        if not isinstance(name, str) or not isinstance(value, str):
+            return wrong_type(
+                f"header {name!r}", "a str name with a str value", value, "convert it with str()"
+            )
+    return TypeError("header names and values must be str")  # pragma: no cover
 
 
 def _refuse(kind: ErrorKind, message: str) -> LocalProtocolError:
@@ -103,6 +117,8 @@ class FrameEncoder:
 
     @version.setter
     def version(self, version: Version) -> None:
+        if not isinstance(version, str):
+            raise wrong_type("FrameEncoder version", "'1.0', '1.1' or '1.2'", version)
         if version not in VERSIONS:
             raise _refuse(ErrorKind.BAD_VERSION, f"unknown STOMP version {version!r}")
         self._version = version
@@ -130,8 +146,23 @@ class FrameEncoder:
                 return data
         if isinstance(frame, HeartBeat):
             return b"\n"
+        if type(frame) is not Frame and not isinstance(frame, tuple):
+            raise wrong_type("encode() frame", "a Frame or HeartBeat", frame)
         command, headers, body = frame
+        # Two cheap type checks (a Frame is a plain tuple, built without any):
+        # the rest of a wrong Frame fails below with a refusal.
+        if type(headers) is not tuple:
+            raise wrong_type(
+                "Frame headers",
+                "a tuple of (name, value) pairs",
+                headers,
+                "Frame.make(command, headers, body) takes a mapping",
+            )
+        if type(body) is not bytes and not isinstance(body, (bytearray, memoryview)):
+            raise wrong_type("Frame body", "bytes", body, "Frame.make() encodes a str as UTF-8")
         if command not in self._commands:
+            if not isinstance(command, str):
+                raise wrong_type("Frame command", "a str such as 'SEND'", command)
             raise _refuse(
                 ErrorKind.BAD_COMMAND, f"unknown command {command!r} in STOMP {self._version}"
             )
@@ -154,7 +185,7 @@ class FrameEncoder:
             try:
                 joined = "\x01".join(map("\0".join, headers))
             except TypeError:
-                raise _refuse(ErrorKind.BAD_HEADER, "header names and values must be str") from None
+                raise _not_str(headers) from None
             if (
                 joined.count("\0") == count
                 and joined.count("\x01") == count - 1
@@ -170,7 +201,7 @@ class FrameEncoder:
                 lines = [name + ":" + value for name, value in headers]
                 head = "\n".join(lines)
             except TypeError:
-                raise _refuse(ErrorKind.BAD_HEADER, "header names and values must be str") from None
+                raise _not_str(headers) from None
             # Fast path: exactly one colon and no line break per line, no empty
             # name, nothing to escape or refuse, and no content-length to replace.
             if count and (

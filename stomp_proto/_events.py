@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 from ._build import interpreted, native
+from ._checks import as_headers as _as_headers
+from ._checks import wrong_type
 from ._frame import VERSIONS, Frame, Version
 from ._protocol_errors import ErrorKind, LocalProtocolError, ProtocolError
 
@@ -115,8 +117,12 @@ class FrameEvent(Event):
             elif isinstance(body, (bytearray, memoryview)):
                 object.__setattr__(self, "body", bytes(body))
             else:
-                kind = type(body).__name__
-                raise TypeError(f"{self.command} body must be bytes or str, not {kind}")
+                raise wrong_type(
+                    f"{type(self).__name__} body",
+                    "bytes (or bytearray, memoryview) or str",
+                    body,
+                    "serialise it first, e.g. json.dumps(value)",
+                )
         for name in self._not_empty:
             if getattr(self, name) == "":
                 raise LocalProtocolError(
@@ -200,15 +206,6 @@ def _wire(
 
 #: How many bytes of a body a repr shows.
 _BODY_SHOWN = 32
-
-
-def _as_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> Headers:
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    pairs = tuple((name, value) for name, value in items)
-    for name, value in pairs:
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise TypeError(f"header names and values must be str, not {name!r}: {value!r}")
-    return pairs
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -597,6 +594,13 @@ class _Settlement(FrameEvent):
         ``transaction`` and ``receipt`` become the frame's headers of those
         names: the id of an open transaction, and a receipt id to be answered.
         """
+        if not isinstance(message, Message):
+            raise wrong_type(
+                f"{cls.__name__}.of() message",
+                "the Message to settle",
+                message,
+                "pass the Message received",
+            )
         return cls(
             id=message.ack,
             message_id=message.message_id,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal, NamedTuple, TypeVar, overload
 
+from ._checks import as_headers, wrong_type
+
 __all__ = [
     "BODY_COMMANDS",
     "CLIENT_COMMANDS",
@@ -89,16 +91,22 @@ class Frame(NamedTuple):
         cls,
         command: str,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-        body: bytes = b"",
+        body: bytes | str = b"",
     ) -> Frame:
         """Build a frame of ``command``, ``headers`` and ``body``.
 
         ``headers`` is a mapping or an iterable of ``(name, value)`` pairs; they
-        keep their order, and names and values are made ``str``.  ``body`` is
-        the raw bytes (empty by default).
+        keep their order.  Names and values must be ``str`` (as in the events:
+        nothing is converted silently).  ``body`` is the raw bytes (empty by
+        default); a ``str`` is encoded as UTF-8.
         """
-        items = headers.items() if isinstance(headers, Mapping) else headers
-        return cls(command, tuple((str(k), str(v)) for k, v in items), bytes(body))
+        if not isinstance(command, str):
+            raise wrong_type("Frame.make() command", "a str such as 'SEND'", command)
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            raise wrong_type("Frame.make() body", "bytes or str", body)
+        return cls(command, as_headers(headers), bytes(body))
 
     @overload
     def get(self, name: str) -> str | None: ...

@@ -39,7 +39,9 @@ class Limits:
     def __post_init__(self) -> None:
         for name in self.__slots__:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"Limits.{name} must be an int (bytes or a count), not {value!r}")
+            if value < 1:
                 raise ValueError(f"Limits.{name} must be a positive int, not {value!r}")
 
 

@@ -117,6 +117,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the asyncio, trio and threads clients, WebSocket, the examples
     "clients": (
         "test_ack_outbox",
+        "test_careless_calls",
         "test_adapter_faults",
         "test_adapters",
         "test_chaos",
@@ -128,6 +129,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_failover",
         "test_hostile_brokers",
         "test_plain_socket_example",
+        "test_refusals",
         "test_threads_concurrency",
         "test_threads_read_role",
         "test_tracing",
@@ -152,6 +154,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # real brokers and other projects' clients
     "interop": (
         "test_chaos_rabbitmq",
+        "test_checker",
         "test_client_matrix",
         "test_client_mistakes",
         "test_interop_brokers",
@@ -169,6 +172,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_docs_inventory",
         "test_accelerated_build",
         "test_packaging",
+        "test_scripts",
     ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
     "benchmark": ("test_benchmarks_smoke",),

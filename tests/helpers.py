@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+import stomp_proto
 from stomp_proto import (
     ErrorKind,
     Frame,
@@ -194,3 +195,8 @@ def parse_encoded(out: bytes) -> tuple[bytes, list[bytes], bytes, bytes]:
 
 def without_content_length(frame: Frame) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in frame.headers if k != "content-length")
+
+
+def names_the_argument(error: BaseException, words: str) -> bool:
+    """Whether ``error``'s message has ``words`` (both builds run the checks in Python)."""
+    return words in str(error)

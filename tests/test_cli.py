@@ -216,6 +216,33 @@ def test_listen_plain_output(broker: BrokerProcess) -> None:
     assert listened.stdout.splitlines() == ["one", "two"]
 
 
+def test_listen_timeout_ends_when_nothing_arrives(broker: BrokerProcess) -> None:
+    port = ["--port", str(broker.port)]
+    listened = cli("listen", "/queue/cli-empty", "--count", "1", "--timeout", "1", *port)
+    assert listened.returncode == EXIT_FAILED
+    assert listened.stdout == ""
+    assert listened.stderr.strip() == (
+        "stomp-proto listen: no message on /queue/cli-empty within 1 s (received 0 of 1)"
+    )
+
+
+def test_listen_timeout_counts_from_the_last_message(broker: BrokerProcess) -> None:
+    port = ["--port", str(broker.port)]
+    assert cli("send", "/queue/cli-drain", "a", "b", *port).returncode == EXIT_OK
+    listened = cli("listen", "/queue/cli-drain", "--timeout", "1", *port)
+    assert listened.stdout.splitlines() == ["a", "b"]
+    assert listened.returncode == EXIT_FAILED
+    assert "within 1 s (received 2)" in listened.stderr
+
+
+def test_listen_help_says_what_the_timeout_covers() -> None:
+    listen_help = " ".join(cli("listen", "--help").stdout.split())
+    assert "seconds allowed for connecting, and then for each next message" in listen_help
+    assert "wait for messages forever" in listen_help
+    send_help = " ".join(cli("send", "--help").stdout.split())
+    assert "seconds allowed for connecting and for each answer awaited" in send_help
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 

@@ -269,15 +269,53 @@ def test_messages_for_a_left_subscription_are_not_strangers() -> None:
     assert session.core.target(message) == (None, None)
 
 
-def test_reconnects_reset_only_after_a_healthy_session() -> None:
-    backoff = Backoff(initial=1.0, factor=2.0, maximum=100.0, jitter=0.0, reset_after=10.0)
+def test_waits_grow_while_attempts_fail_and_start_over_after_a_held_session() -> None:
+    backoff = Backoff(initial=1.0, factor=2.0, maximum=8.0, jitter=0.0, held_after=1.0)
     policy = Reconnects(backoff)
     lost = ConnectionLost("cut")
-    assert policy.again(lost, 0.0) and policy.next_delay() == 1.0
-    policy.started(1.0)
-    assert policy.again(lost, 2.0) and policy.next_delay() == 2.0  # up 1 s: not healthy
-    policy.started(3.0)
-    assert policy.again(lost, 13.0) and policy.next_delay() == 1.0  # up 10 s: starts over
+    # A dead broker: every attempt fails, the waits grow to the maximum and stay there.
+    assert policy.again(lost, 0.0)
+    assert [policy.next_delay() for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    # A broker that accepts and drops at once: a short session is a failed attempt.
+    policy.started(100.0)
+    assert policy.again(lost, 100.5) and policy.next_delay() == 8.0
+    # A flapping link: sessions of a few seconds, each cut followed by the first wait.
+    for start in (200.0, 210.0, 220.0):
+        policy.started(start)
+        assert policy.again(lost, start + 3.0) and policy.next_delay() == 1.0
+
+
+def test_a_flapping_link_recovers_at_once_and_a_dead_broker_is_not_hammered() -> None:
+    """The fault trial: cuts every 3-7 s never let a session last 10 s; with the old rule
+    (start over only after ``reset_after``) the waits climbed to ``maximum``."""
+    backoff = Backoff(jitter=0.0)
+    policy = Reconnects(backoff)
+    lost = ConnectionLost("cut")
+    now, waits = 0.0, []
+    for lasted in [3.0, 7.0, 4.5, 5.0, 3.2, 6.9] * 20:
+        policy.started(now)
+        now += lasted
+        assert policy.again(lost, now)
+        wait = policy.next_delay()
+        assert wait is not None
+        waits.append(wait)
+        now += wait
+    assert set(waits) == {backoff.initial}
+    # A broker that is down: at most one attempt every `maximum` seconds.
+    dead = [policy.next_delay() for _ in range(20)]
+    assert dead[-1] == backoff.maximum and all(w is not None for w in dead)
+    # One that accepts and then drops within a second: no faster than the dead one.
+    policy = Reconnects(backoff)
+    now, waits = 0.0, []
+    for _ in range(20):
+        policy.started(now)
+        now += 0.2
+        assert policy.again(lost, now)
+        wait = policy.next_delay()
+        assert wait is not None
+        waits.append(wait)
+        now += wait
+    assert waits[-1] == backoff.maximum
 
 
 def test_errors_in_a_row_end_the_reconnects() -> None:

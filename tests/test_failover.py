@@ -221,7 +221,8 @@ def test_each_first_attempt_gets_a_share_of_the_time_left() -> None:
     assert list(attempts) == []
     error = first.error()
     assert isinstance(error, ConnectionLost)
-    assert str(error) == "cannot connect to any of 2 brokers: a:1: timed out; b:2: refused"
+    expected = "cannot connect to any of 2 brokers: a:1: timed out after 5 s; b:2: refused"
+    assert str(error) == expected
 
 
 def test_a_first_attempt_interrupted_by_something_else_is_not_a_failure() -> None:

@@ -29,6 +29,7 @@ CORE = (
     "_limits",
     "_websocket",
     "_protocol_errors",
+    "_checks",
     "_build",
 )
 

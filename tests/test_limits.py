@@ -302,9 +302,16 @@ def test_defaults_follow_what_brokers_accept() -> None:
 
 
 @pytest.mark.parametrize("name", list(Limits.__slots__))
-@pytest.mark.parametrize("value", [0, -1, 1.5, "10", None])
+@pytest.mark.parametrize("value", [0, -1])
 def test_each_limit_must_be_a_positive_int(name: str, value: object) -> None:
     with pytest.raises(ValueError, match=name):
+        Limits(**{name: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", list(Limits.__slots__))
+@pytest.mark.parametrize("value", [1.5, "10", None, True])
+def test_each_limit_must_be_an_int(name: str, value: object) -> None:
+    with pytest.raises(TypeError, match=name):
         Limits(**{name: value})  # type: ignore[arg-type]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
 
@@ -46,6 +46,7 @@ from ._core import (
     ConnectOptions,
     End,
     Resolve,
+    reason,
 )
 from ._websocket_stream import WebSocketStream
 
@@ -161,6 +162,7 @@ class AsyncSubscription:
                     await self._arrived.wait()
         if not self._messages:
             if self._error is not None:
+                self._client._core.reported(self._error)
                 raise self._error
             return None
         if len(self._messages) == self._limit:
@@ -290,7 +292,11 @@ class AsyncClient:
             await self.close()
 
     async def disconnect(self) -> None:
-        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close."""
+        """Leave gracefully: DISCONNECT, wait for its RECEIPT, then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closing:
             return
         try:
@@ -299,6 +305,7 @@ class AsyncClient:
                     await self._send(*self._core.disconnect_event())
         finally:
             await self.close()
+        self._core.take_refusal()
 
     async def close(self) -> None:
         """Drop the connection at once (no DISCONNECT).
@@ -351,7 +358,7 @@ class AsyncClient:
         except ClientError as exc:
             error = exc
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
@@ -434,7 +441,8 @@ class AsyncClient:
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    why = reason(exc, self._options.timeout)
+                    error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
             self._finish(error)
         finally:
@@ -467,7 +475,7 @@ class AsyncClient:
                 pass
             finally:
                 self._waiters.pop(key, None)
-        return session.error or ConnectionLost(f"connection failed: {exc}")
+        return session.error or ConnectionLost(f"connection failed: {reason(exc)}")
 
     def _expect(self, key: str) -> Waiter[Event]:
         waiter = self._backend.waiter()
@@ -475,6 +483,16 @@ class AsyncClient:
         return waiter
 
     async def _send(
+        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+    ) -> None:
+        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+        try:
+            await self._write(event, receipt, settles)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    async def _write(
         self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
@@ -506,7 +524,9 @@ class AsyncClient:
                     raise self._core.error or ConnectionLost("the connection is closed")
                 if settles is not None:
                     conn.check_delivered(settles)
-                await stream.send(conn.send(event))
+                data = conn.send(event)
+                self._core.written(event)  # before the write: its answer may come during it
+                await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
             raise await self._why_send_failed(session, exc) from exc
@@ -521,28 +541,30 @@ class AsyncClient:
     async def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
 
         :param destination: where to send it (``/queue/work``, ``/topic/news``;
             the names a broker accepts are its own).
-        :param body: the message, bytes or text.
+        :param body: the message: bytes (or a bytes-like object) or text.
         :param content_type: the ``content-type`` header (a MIME type).
         :param headers: more headers, sent as given (broker extensions,
             application properties).
         :param transaction: the id of an open :meth:`transaction`: the message
             is delivered when it commits.
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -565,12 +587,13 @@ class AsyncClient:
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> AsyncSubscription:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
 
         :param destination: the queue or topic to receive from.
         :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
@@ -581,6 +604,7 @@ class AsyncClient:
         return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             await self._send(event, receipt)
@@ -621,6 +645,7 @@ class AsyncClient:
     async def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         await self._send(event, receipt_id, message)
 
@@ -631,6 +656,7 @@ class AsyncClient:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         await self._send(Begin(tx))
         try:

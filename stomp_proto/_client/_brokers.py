@@ -115,13 +115,15 @@ class FirstConnect:
         raise first.error()
     """
 
-    __slots__ = ("_clock", "_failures", "brokers", "options")
+    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options")
 
     def __init__(self, options: ConnectOptions, clock: Callable[[], float]) -> None:
         self.options = options
         self.brokers = Brokers(options)
         self._clock = clock
-        self._failures: list[tuple[Address, BaseException]] = []
+        self._failures: list[tuple[Address, BaseException, float | None]] = []
+        #: The current attempt's timeout (how long a timed-out one waited).
+        self._timeout: float | None = None
 
     def attempts(self) -> Iterator[float | None]:
         """The timeout of each attempt, one per address; the brokers point at it."""
@@ -130,10 +132,8 @@ class FirstConnect:
         for left in range(len(self.brokers), 0, -1):
             if self._failures:
                 self.brokers.advance()
-            if deadline is None:
-                yield None
-            else:
-                yield max(0.0, deadline - self._clock()) / left
+            self._timeout = None if deadline is None else max(0.0, deadline - self._clock()) / left
+            yield self._timeout
 
     def failed(self, exc: BaseException) -> None:
         """The attempt at the current address failed with ``exc``; re-raised unless it
@@ -142,20 +142,22 @@ class FirstConnect:
 
         if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
             raise exc
-        self._failures.append((self.brokers.current, exc))
+        self._failures.append((self.brokers.current, exc, self._timeout))
 
     def error(self) -> BaseException:
         """The error of a first connect where every address failed."""
-        from ._core import ClientError, ConnectionLost
+        from ._core import ClientError, ConnectionLost, reason
 
         if len(self._failures) == 1:
-            (host, port), exc = self._failures[0]
-            if isinstance(exc, ClientError):
+            (host, port), exc, timeout = self._failures[0]
+            if isinstance(exc, ClientError) and not isinstance(exc, ConnectionLost):
                 return exc  # a BrokerError (a refused login) stays one
-            error: ClientError = ConnectionLost(f"cannot connect to {host}:{port}: {_why(exc)}")
+            why = reason(exc, timeout)
+            error: ClientError = ConnectionLost(f"cannot connect to {host}:{port}: {why}")
         else:
             reasons = "; ".join(
-                f"{host}:{port}: {_why(exc)}" for (host, port), exc in self._failures
+                f"{host}:{port}: {reason(exc, timeout)}"
+                for (host, port), exc, timeout in self._failures
             )
             error = ConnectionLost(
                 f"cannot connect to any of {len(self._failures)} brokers: {reasons}"
@@ -164,7 +166,3 @@ class FirstConnect:
         return error
 
 
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError) and not str(exc):
-        return "timed out"
-    return str(exc) or type(exc).__name__

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import random
 import ssl as _ssl
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
 from .._build import interpreted
+from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
     Ack,
@@ -36,6 +38,7 @@ from .._events import (
     Disconnect,
     Error,
     Event,
+    FrameEvent,
     HeartBeat,
     HeartBeatTimeout,
     Message,
@@ -48,6 +51,8 @@ from .._events import (
 from .._frame import VERSIONS, Version
 from .._limits import Limits
 from ._brokers import Address, Brokers, check_addresses
+
+log = logging.getLogger("stomp_proto.client")
 
 __all__ = [
     "Backoff",
@@ -95,6 +100,16 @@ class ConnectionLost(ClientError):
     """The connection ended: the peer closed it, the network failed, or it was never made."""
 
 
+def reason(exc: BaseException, timeout: float | None = None) -> str:
+    """What went wrong, in words, never empty (an asyncio timeout has no text of its own)."""
+    text = str(exc)
+    if text:
+        return text
+    if isinstance(exc, TimeoutError):
+        return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
+    return type(exc).__name__
+
+
 @interpreted
 class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
@@ -108,12 +123,17 @@ class Backoff:
     Each wait is spread by up to ``jitter`` (a fraction) so that many clients
     do not return at once.  ``attempts=None`` retries forever.
 
-    The schedule starts over only after a session that stayed up for
-    ``reset_after`` seconds: a session that fails soon after CONNECTED (a
-    broker that accepts and then drops, or refuses what the client restores)
-    keeps the waits growing.  ``error_attempts`` bounds how many times in a row
-    the client comes back after the broker ended the session (or refused the
-    login) with an ERROR; after that the :class:`BrokerError` ends the client.
+    The waits grow while attempts fail: a broker that is down is tried less and
+    less often, at most once every ``maximum`` seconds.  They start over after
+    any session that stayed up ``held_after`` seconds: on a flapping link
+    (cuts every few seconds, the broker up) every cut is followed by a short
+    wait, and a client still connects at most once per ``held_after`` seconds.
+    A session shorter than that (a broker that accepts and then drops, or
+    refuses what the client restores) counts as a failed attempt.
+    ``error_attempts`` bounds how many times in a row the client comes back
+    after the broker ended the session (or refused the login) with an ERROR;
+    after that the :class:`BrokerError` ends the client.  That count starts
+    over after a session that stayed up ``reset_after`` seconds.
     """
 
     #: The first wait, in seconds.
@@ -126,10 +146,32 @@ class Backoff:
     jitter: float = 0.1
     #: How many times to try in a row; ``None``: forever.
     attempts: int | None = None
-    #: Seconds a session must stay up for the schedule to start over.
+    #: Seconds a session must stay up for the count of ERROR endings to start over.
     reset_after: float = 10.0
     #: How many sessions in a row the broker may end with an ERROR.
     error_attempts: int = 3
+    #: Seconds a session must stay up for the waits to start over from ``initial``.
+    held_after: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "maximum", "factor", "jitter", "reset_after", "held_after"):
+            check_number(f"Backoff.{name}", getattr(self, name), minimum=0.0)
+        for name in ("attempts", "error_attempts"):
+            value = getattr(self, name)
+            if value is None and name == "attempts":
+                continue
+            if not is_int(value):
+                raise wrong_type(f"Backoff.{name}", "an int", value)
+            if value < 0:
+                raise ValueError(f"Backoff.{name} must not be negative, not {value!r}")
+        if self.factor < 1.0:
+            raise ValueError(f"Backoff.factor must be at least 1, not {self.factor!r}")
+        if self.jitter >= 1.0:
+            raise ValueError(f"Backoff.jitter must be below 1 (a fraction), not {self.jitter!r}")
+        if self.maximum < self.initial:
+            raise ValueError(
+                f"Backoff.maximum ({self.maximum!r}) must be at least initial ({self.initial!r})"
+            )
 
     def delays(self) -> Iterator[float]:
         """The waits of one run of the schedule, in seconds (jitter applied)."""
@@ -137,6 +179,11 @@ class Backoff:
         for _ in itertools.count() if self.attempts is None else range(self.attempts):
             yield delay * (1 + random.uniform(-self.jitter, self.jitter))
             delay = min(delay * self.factor, self.maximum)
+
+
+def _option(name: str) -> str:
+    """How an error names the ``connect()`` option ``name``."""
+    return f"connect() option {name}"
 
 
 class TracingHook(Protocol):
@@ -206,11 +253,68 @@ class ConnectOptions:
     def __post_init__(self) -> None:
         if not self.hosts:
             object.__setattr__(self, "hosts", ((self.host, self.port),))
+        self._check()
         if self.websocket is not None:
             from .._websocket import check_path, require_wsproto
 
             check_path(self.websocket)
             require_wsproto()  # fail at connect(), with how to install it
+
+    def _check(self) -> None:
+        """TypeError or ValueError for an option no connection could use, naming it."""
+        option = _option
+        if not isinstance(self.host, str):
+            raise wrong_type("connect() host", "a str such as '127.0.0.1'", self.host)
+        if not is_int(self.port):
+            raise wrong_type("connect() port", "an int such as 61613", self.port)
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"connect() port must be between 0 and 65535, not {self.port!r}")
+        for name in ("login", "passcode", "websocket"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                shown = "***" if name == "passcode" else value
+                raise wrong_type(option(name), "a str or None", shown)
+        if not isinstance(self.vhost, str):
+            raise wrong_type(option("vhost"), "a str such as '/'", self.vhost)
+        heartbeat = self.heartbeat
+        if not (
+            type(heartbeat) is tuple
+            and len(heartbeat) == 2
+            and all(is_int(x) for x in heartbeat)
+        ):
+            raise wrong_type(
+                option("heartbeat"),
+                "a pair of ints",
+                heartbeat,
+                "(can send every ms, want every ms), such as (10000, 10000); (0, 0) for none",
+            )
+        if min(heartbeat) < 0:
+            raise ValueError(f"{option('heartbeat')} must not be negative, not {heartbeat!r}")
+        versions = self.versions
+        if type(versions) is not tuple or not all(isinstance(v, str) for v in versions):
+            raise wrong_type(option("versions"), "a tuple such as ('1.1', '1.2')", versions)
+        if not versions or not set(versions) <= set(VERSIONS):
+            raise ValueError(f"{option('versions')} must be some of {VERSIONS!r}, not {versions!r}")
+        if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
+            raise wrong_type(
+                option("ssl"), "an ssl.SSLContext or None", self.ssl, "ssl.create_default_context()"
+            )
+        if self.timeout is not None:
+            check_number(option("timeout"), self.timeout)
+            if self.timeout <= 0:
+                raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
+        if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
+            raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
+        if not is_int(self.max_pending_messages):
+            raise wrong_type(option("max_pending_messages"), "an int", self.max_pending_messages)
+        if self.max_pending_messages < 1:
+            raise ValueError(
+                f"{option('max_pending_messages')} must be at least 1, "
+                f"not {self.max_pending_messages!r}"
+            )
+        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
+        check_limits(option("limits"), self.limits)
+        check_bool(option("randomize"), self.randomize)
 
     @classmethod
     def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
@@ -218,9 +322,16 @@ class ConnectOptions:
 
         ``host`` may be a connection URL (see :class:`~stomp_proto.BrokerURL`);
         each thing is said once: a URL with a ``port`` or a keyword it already
-        sets, or ``hosts`` with ``host``/``port``, is a ValueError.
+        sets, or ``hosts`` with ``host``/``port``, is a ValueError.  An unknown
+        keyword is a TypeError that lists the :class:`ClientOptions`.
         """
         values: dict[str, Any] = dict(options)
+        unknown = sorted(values.keys() - ClientOptions.__annotations__.keys())
+        if unknown:
+            raise TypeError(
+                f"connect() got an unknown option {unknown[0]!r}; the options "
+                f"(stomp_proto.ClientOptions) are: {', '.join(ClientOptions.__annotations__)}"
+            )
         if host is not None:
             from .._url import looks_like_url, merge_url  # (it imports this module)
 
@@ -230,7 +341,7 @@ class ConnectOptions:
                 values = merge_url(host, values)
                 host = None
         if "headers" in values:
-            values["headers"] = dict(values["headers"])
+            values["headers"] = dict(as_headers(values["headers"]))
         if "hosts" in values:
             if host is not None or port is not None:
                 raise ValueError("give either host and port or hosts=[...], not both")
@@ -250,7 +361,7 @@ class ConnectOptions:
             login=self.login,
             passcode=self.passcode,
             heartbeat=self.heartbeat,
-            headers=tuple(self.headers.items()),
+            headers=as_headers(self.headers),
         )
 
 
@@ -321,13 +432,13 @@ class Reconnects:
 
     The rule, the same in every adapter: any ending is worth another try (a
     lost transport, a silent broker, an ERROR - a broker shutting down sends
-    one), with waits from :meth:`Backoff.delays`.  The waits start over only
-    after a session that was healthy for :attr:`Backoff.reset_after` seconds.
-    Endings by ERROR (and logins refused by one) count: after
-    :attr:`Backoff.error_attempts` in a row the client gives up, since the
-    broker keeps saying no.  An ERROR that refused a restored subscription does
-    not count: that subscription has ended with it, and the next session comes
-    back without it.
+    one), with waits from :meth:`Backoff.delays`.  The waits start over after
+    a session that stayed up :attr:`Backoff.held_after` seconds; failed
+    attempts and shorter sessions make them grow.  Endings by ERROR (and
+    logins refused by one) count: after :attr:`Backoff.error_attempts` in a
+    row the client gives up, since the broker keeps saying no.  An ERROR that
+    refused a restored subscription does not count: that subscription has
+    ended with it, and the next session comes back without it.
     """
 
     __slots__ = ("_backoff", "_delays", "_errors", "_since")
@@ -348,8 +459,9 @@ class Reconnects:
         ``refused``: the ERROR refused a restored subscription.
         """
         since, self._since = self._since, None
+        if since is not None and now - since >= self._backoff.held_after:
+            self._delays = None  # the broker is there: come back at once
         if since is not None and now - since >= self._backoff.reset_after:
-            self._delays = None
             self._errors = 0
         if isinstance(error, BrokerError) and not refused:
             self._errors += 1
@@ -505,6 +617,13 @@ class ClientCore(Generic[S]):
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
+        #: Whether a SEND without a receipt went out on this connection with no
+        #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
+        self._unvouched = False
+        #: The ERROR that may have refused such a SEND, for the application's next call.
+        self.refusal: BrokerError | None = None
+        #: Unknown subscription ids already logged (one warning each).
+        self._strangers: set[str] = set()
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -522,9 +641,30 @@ class ClientCore(Generic[S]):
         self._left.clear()
         self._restoring.clear()
         self.refused = False
+        self._unvouched = False
         return self.conn
 
     # -- ids and events --------------------------------------------------------
+
+    def written(self, event: FrameEvent) -> None:
+        """``event`` was written on the current connection (the adapters call this)."""
+        if type(event) is Send and event.receipt is None:
+            self._unvouched = True
+
+    def take_refusal(self) -> None:
+        """Raise, once, the ERROR that may have refused a SEND of an earlier call.
+
+        Every call of the application that sends calls this first, so a
+        refusal reaches it even when the client reconnected after the ERROR.
+        """
+        refusal, self.refusal = self.refusal, None
+        if refusal is not None:
+            raise refusal
+
+    def reported(self, error: ClientError) -> None:
+        """``error`` was raised to the application: a refusal it is needs no second telling."""
+        if error is self.refusal:
+            self.refusal = None
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -536,23 +676,23 @@ class ClientCore(Generic[S]):
         self,
         destination: str,
         ack: AckMode,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         subscription_id: str | None,
     ) -> Subscribe:
         return Subscribe(
             destination,
             id=subscription_id or self.next_id("sub"),
             ack=ack,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
         )
 
     def send_event(
         self,
         destination: str,
-        body: bytes | str,
+        body: bytes | bytearray | memoryview | str,
         *,
         content_type: str | None,
-        headers: Mapping[str, str] | None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
         transaction: str | None,
         receipt: bool,
         content_length: bool,
@@ -561,18 +701,22 @@ class ClientCore(Generic[S]):
 
         A ``str`` body is sent as UTF-8 text.
         """
+        check_bool("send() receipt", receipt)
         if isinstance(body, str):
             body = body.encode("utf-8")
             if content_type is None:
                 content_type = "text/plain;charset=utf-8"
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        # Anything else is not sendable: Send refuses it, saying so.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,
-            bytes(body),
+            body,
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=tuple((headers or {}).items()),
+            headers=as_headers(headers or ()),
             content_length=content_length,
         )
         return event, receipt_id
@@ -586,6 +730,7 @@ class ClientCore(Generic[S]):
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
         """
+        check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
@@ -656,12 +801,32 @@ class ClientCore(Generic[S]):
         """
         handle = self.subscriptions.get(message.key)
         if handle is None:
-            return self._left.get(message.key), None
+            left = self._left.get(message.key)
+            if left is None:
+                self._stranger(message)
+            return left, None
         if handle._receipt is None:
             return handle, None
         receipt, handle._receipt = handle._receipt, None
         self._restoring.pop(receipt, None)
         return handle, receipt
+
+    def _stranger(self, message: Message) -> None:
+        """Log a MESSAGE for a subscription this client does not know, once per id."""
+        key = message.key
+        if key in self._strangers:
+            return
+        if len(self._strangers) >= LEFT_REMEMBERED:
+            self._strangers.clear()
+        self._strangers.add(key)
+        log.warning(
+            "MESSAGE for subscription %r, which this client did not make (destination %r, "
+            "message-id %r): it goes to client.unsolicited, unacknowledged; further "
+            "messages for that subscription are not logged",
+            message.subscription,
+            message.destination,
+            message.message_id,
+        )
 
     def restore_subscriptions(self) -> list[Subscribe]:
         """The SUBSCRIBE events that re-establish every open subscription.
@@ -686,6 +851,8 @@ class ClientCore(Generic[S]):
         """
         failure = BrokerError(error)
         self.refused = False
+        if self._unvouched and not self._restoring:
+            self.refusal = failure
         if self._restoring:
             receipt = error.receipt_id
             if receipt not in self._restoring:
@@ -724,6 +891,7 @@ class ClientCore(Generic[S]):
         if type(event) is Message:
             return event
         if isinstance(event, Receipt):
+            self._unvouched = False  # the broker took everything sent before it
             restored = self._restoring.pop(event.receipt_id, None)
             if restored is not None:
                 restored._receipt = None

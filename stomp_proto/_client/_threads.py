@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
 from typing import Protocol
@@ -62,6 +62,7 @@ from ._core import (
     End,
     Outbox,
     Resolve,
+    reason,
     wide_window,
 )
 
@@ -138,7 +139,8 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    raise TimeoutError("no answer from the broker in time")
+                    why = reason(TimeoutError(), timeout)
+                    raise TimeoutError(f"{why} (no answer from the broker)")
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -223,6 +225,7 @@ class Subscription:
                     if waited:
                         client._hand_on()
                     if self._error is not None:
+                        client._core.reported(self._error)
                         raise self._error
                     return None
                 # Nothing buffered: acknowledgements held back go out before
@@ -339,6 +342,8 @@ class Client:
         #: Whether the current session got CONNECTED; until when it may take.
         self._session_connected = False
         self._connect_deadline: float | None = None
+        #: The seconds that deadline allows (for the error that says it passed).
+        self._connect_timeout: float | None = None
         #: Subscriptions with messages that did not fit: nobody reads meanwhile.
         self._overflowing = 0
         #: Objects that threads wait on for data, oldest first (see _hand_on).
@@ -401,6 +406,7 @@ class Client:
         with self._hub:
             self._session_connected = False
             self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._connect_timeout = timeout
             self._freed_at = float("-inf")  # nobody reads yet: the background thread may
             self._live = True
         return stream
@@ -432,7 +438,11 @@ class Client:
             self.close()
 
     def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt), then close."""
+        """Leave gracefully (DISCONNECT and its receipt), then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
         if self._closed:
             return  # already closed: like the async clients, a no-op
         try:
@@ -441,6 +451,7 @@ class Client:
                     self._send(*self._core.disconnect_event())
         finally:
             self.close()
+        self._core.take_refusal()
 
     def close(self) -> None:
         """Drop the connection at once (no DISCONNECT) and stop the background thread.
@@ -554,9 +565,10 @@ class Client:
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                self._end_session(ConnectionLost("no CONNECTED from the broker in time"))
+                waited = reason(TimeoutError(), self._connect_timeout)
+                self._end_session(ConnectionLost(f"{waited} (no CONNECTED from the broker)"))
         except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
             self._end_session(error)
         except Exception as exc:  # a bug must not leave waiters hanging
@@ -681,7 +693,9 @@ class Client:
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
-                    error = ConnectionLost(f"reconnect failed: {exc}")
+                    error = ConnectionLost(
+                        f"reconnect failed: {reason(exc, self._options.timeout)}"
+                    )
             if self._closed:  # close() came while connecting: it did not see this stream
                 with self._hub:
                     self._live = False
@@ -821,7 +835,7 @@ class Client:
         once).  So wait, bounded by the timeout, for the session written on to
         end (reading for it if nobody else does), and raise what ended it.
         """
-        lost = ConnectionLost(f"connection failed: {exc}")
+        lost = ConnectionLost(f"connection failed: {reason(exc)}")
         if threading.current_thread() is self._reader:
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
@@ -872,6 +886,21 @@ class Client:
         *,
         hold: bool = False,
     ) -> Event | Message | None:
+        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer."""
+        try:
+            return self._write(event, receipt, settles, hold=hold)
+        except BrokerError as exc:
+            self._core.reported(exc)  # told now: not again at the next call
+            raise
+
+    def _write(
+        self,
+        event: FrameEvent,
+        receipt: str | None = None,
+        settles: Message | None = None,
+        *,
+        hold: bool = False,
+    ) -> Event | Message | None:
         """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
 
         ``settles``: the message an ACK or NACK is for (it must have come on
@@ -890,6 +919,7 @@ class Client:
                 if settles is not None:
                     conn.check_delivered(settles)
                 data = conn.send(event)
+                self._core.written(event)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
@@ -915,28 +945,30 @@ class Client:
     def send(
         self,
         destination: str,
-        body: bytes | str = b"",
+        body: bytes | bytearray | memoryview | str = b"",
         *,
         content_type: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         transaction: str | None = None,
         receipt: bool = False,
         content_length: bool = True,
     ) -> None:
         """Send a message; with ``receipt=True``, return once the broker has it.
 
-        A ``str`` body is sent as UTF-8 text.  ``content_length=False`` omits
+        A ``str`` body is sent as UTF-8 text; ``headers`` is a mapping or
+        ``(name, value)`` pairs of str.  ``content_length=False`` omits
         that header (ActiveMQ then delivers a text message).
 
         :param destination: where to send it (``/queue/work``, ``/topic/news``;
             the names a broker accepts are its own).
-        :param body: the message, bytes or text.
+        :param body: the message: bytes (or a bytes-like object) or text.
         :param content_type: the ``content-type`` header (a MIME type).
         :param headers: more headers, sent as given (broker extensions,
             application properties).
         :param transaction: the id of an open :meth:`transaction`: the message
             is delivered when it commits.
         """
+        self._core.take_refusal()
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -960,12 +992,13 @@ class Client:
         destination: str,
         *,
         ack: AckMode = "auto",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
-        ``headers`` carries broker extensions (``prefetch-count``, ``selector``, ...).
+        ``headers`` (a mapping or ``(name, value)`` pairs) carries broker
+        extensions (``prefetch-count``, ``selector``, ...).
 
         :param destination: the queue or topic to receive from.
         :param ack: how messages are acknowledged: ``"auto"`` (by the broker, as
@@ -981,6 +1014,7 @@ class Client:
             self._unsubscribe(subscription)
 
     def _subscribe(self, subscription: Subscription) -> None:
+        self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
             self._send(event, receipt)
@@ -1021,6 +1055,7 @@ class Client:
     def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
     ) -> None:
+        self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
@@ -1035,6 +1070,7 @@ class Client:
         Pass ``transaction=tx`` to ``send``, ``ack`` and ``nack`` inside the
         block.  The COMMIT waits for the broker's receipt.
         """
+        self._core.take_refusal()
         tx = self._core.next_id("tx")
         self._send(Begin(tx))
         try:

@@ -1,0 +1,183 @@
+"""``python -m stomp_proto check``: the command line of the checker."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from .._frame import Version
+from ._report import print_table, write_html, write_json, write_junit
+from ._runner import Report, run, select
+from ._wire import Target, Unreachable
+
+#: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); no connection.
+EXIT_CLEAN, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
+#: ``--version`` -> the versions it checks.
+VERSIONS: dict[str, tuple[Version, ...]] = {
+    "1.0": ("1.0",),
+    "1.1": ("1.1",),
+    "1.2": ("1.2",),
+    "all": ("1.0", "1.1", "1.2"),
+}
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _patterns(text: str) -> list[str]:
+    return [p for p in text.split(",") if p]
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = commands.add_parser("check", help="check a running broker against the STOMP specs")
+    check.add_argument("address", type=_address, metavar="HOST:PORT")
+    check.add_argument("--login", help="user name")
+    check.add_argument("--passcode", help="password")
+    check.add_argument("--vhost", help="CONNECT host header (default: the host)")
+    check.add_argument("--tls", action="store_true", help="connect with TLS")
+    check.add_argument("--cafile", help="CA certificate to trust for --tls")
+    check.add_argument("--websocket", metavar="PATH", help="STOMP over WebSocket at this path")
+    _add_report_options(check)
+    check.add_argument(
+        "--prefix",
+        default="/queue/stomp-check.",
+        help="how the run's queues are named (default %(default)s)",
+    )
+    check.add_argument("--workers", type=int, default=12, help="cases run at once")
+
+
+def _add_report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--version",
+        dest="versions",
+        default="all",
+        choices=("1.0", "1.1", "1.2", "all"),
+        help="STOMP version (default all)",
+    )
+    parser.add_argument(
+        "--cases",
+        type=_patterns,
+        default=[],
+        metavar="PATTERN",
+        help="only these cases: comma-separated ids with wildcards, or groups",
+    )
+    parser.add_argument(
+        "--exclude",
+        type=_patterns,
+        default=[],
+        metavar="PATTERN",
+        help="leave these cases out (same patterns)",
+    )
+    parser.add_argument("--strict", action="store_true", help="NON-STRICT fails the run too")
+    parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--html", metavar="DIR", help="write HTML pages (and an index of runs)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=2.0,
+        help="seconds to wait for each answer (default %(default)s)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="list every case")
+
+
+def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    client = commands.add_parser(
+        "check-client", help="play a broker and check a client running the echo script"
+    )
+    client.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    client.add_argument("--port", type=int, default=61630, help="port (default %(default)s)")
+    client.add_argument(
+        "--websocket", metavar="PATH", help="serve STOMP over WebSocket at this path"
+    )
+    client.add_argument(
+        "--accept-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the client to (re)connect",
+    )
+    _add_report_options(client)
+
+
+def _write_reports(report: Report, args: argparse.Namespace, out: TextIO) -> int:
+    print_table(report, out, colour=out.isatty(), verbose=args.verbose)
+    if args.json:
+        write_json(report, args.json)
+    if args.junit:
+        write_junit(report, args.junit, strict=args.strict)
+    if args.html:
+        page = write_html(report, args.html)
+        out.write(f"HTML report: {page}\n")
+    return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
+
+
+def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._client_mode import CLIENT_CATALOGUE, serve_client_cases
+
+    cases = select(VERSIONS[args.versions], args.cases, args.exclude, CLIENT_CATALOGUE)
+    if not cases:
+        err.write("no case matches --cases/--exclude\n")
+        return EXIT_FAILED
+
+    def listening(port: int) -> None:
+        err.write(
+            f"check-client: listening on {args.host}:{port}, {len(cases)} cases; "
+            "start the client's echo script\n"
+        )
+        err.flush()
+
+    try:
+        report = serve_client_cases(
+            args.host,
+            args.port,
+            cases,
+            timeout=args.timeout,
+            accept_timeout=args.accept_timeout,
+            on_listening=listening,
+            websocket=args.websocket,
+        )
+    except OSError as exc:
+        err.write(f"stomp-proto check-client: {exc}\n")
+        return EXIT_UNREACHABLE
+    return _write_reports(report, args, out)
+
+
+def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    host, port = args.address
+    target = Target(
+        host,
+        port,
+        args.login,
+        args.passcode,
+        args.vhost,
+        args.tls,
+        args.cafile,
+        args.websocket,
+        args.timeout,
+        args.prefix,
+    )
+    cases = select(VERSIONS[args.versions], args.cases, args.exclude)
+    if not cases:
+        err.write("no case matches --cases/--exclude\n")
+        return EXIT_FAILED
+    try:
+        report = run(target, cases, workers=args.workers)
+    except Unreachable as exc:
+        err.write(f"stomp-proto check: {exc}\n")
+        return EXIT_UNREACHABLE
+    return _write_reports(report, args, out)
+
+
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FAILED",
+    "EXIT_UNREACHABLE",
+    "add_client_parser",
+    "add_parser",
+    "client_main",
+    "main",
+]
