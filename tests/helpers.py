@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-import stomp_proto
 from stomp_proto import (
     ErrorKind,
     Frame,
