@@ -805,8 +805,15 @@ def client_send(conn, event):
         return None
     if SEND_STATE is None or conn._state is not CONNECTED_STATE or event.receipt is not None:
         return None
+    # Fields of the exact types the pure send's checks (_checks.check_event) accept
+    # without a word; anything else is theirs to refuse, with their message.
     transaction = event.transaction
-    if transaction is not None and transaction not in conn._transactions:
+    content_length = event.content_length
+    if type(content_length) is not bool or not PyUnicode_CheckExact(event.destination):
+        return None
+    if transaction is not None and (
+        not PyUnicode_CheckExact(transaction) or transaction not in conn._transactions
+    ):
         return None
     headers = event.headers
     if not PyTuple_CheckExact(headers):
@@ -820,7 +827,7 @@ def client_send(conn, event):
         typed.append(stomp_pair("transaction", transaction))
     frame = _new_frame("SEND", tuple(typed) + <tuple>headers, event.body)
     encoder = conn._encoder
-    data = encode(frame, encoder._version, encoder._commands, encoder._bodies, event.content_length)
+    data = encode(frame, encoder._version, encoder._commands, encoder._bodies, content_length)
     if data is None:
         return None
     conn._state = SEND_STATE
@@ -924,10 +931,11 @@ def client_settle(conn, message, bint ack):
     if next_state is None or conn._state is not CONNECTED_STATE or conn._version != "1.2":
         return None
     ident = message.ack
-    if ident is None:
-        return None
     subscription = message.subscription
     key = subscription if subscription is not None else message.destination
+    # Exact str, as the decoder makes them (a hand-made message may hold anything).
+    if not PyUnicode_CheckExact(ident) or not PyUnicode_CheckExact(key):
+        return None
     books = conn._pending
     cdef dict delivered = (<dict>books._by_subscription).get(key)
     if delivered is None or delivered.get(ident) is not message:

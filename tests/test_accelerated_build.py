@@ -153,6 +153,8 @@ for version in ("1.0", "1.1", "1.2"):
                 print(version, encoder.encode(frame, content_length=content_length))
             except stomp_proto.LocalProtocolError as exc:
                 print(version, exc.kind, exc.message)
+            except TypeError as exc:
+                print(version, "TypeError", exc)
 """
 
 # The events a client and a server read, and what users do with them: they must be
@@ -220,11 +222,16 @@ for version in ("1.0", "1.1", "1.2"):
         Send("/q", body=b"a\x00b", content_length=False),
         Send("/q", body=b"a", headers=(("content-length", "9"), ("x", "\ud800"))),
         Send("/q\n", headers=(("", "empty"),)),
+        Send("/q", content_length=1),
+        Send("/q", transaction=["t1"]),
+        Send("/q", content_type=5),
     ):
         try:
             print(version, sender.send(send), sender.state, sender.pending_receipts)
         except stomp_proto.LocalProtocolError as exc:
             print(version, "raised", exc.kind, exc.message)
+        except TypeError as exc:
+            print(version, "raised TypeError", exc)
 
 class Mine(Message):
     pass
