@@ -5,6 +5,7 @@
     python benchmarks/broker.py              # full run, about a minute
     python benchmarks/broker.py --quick      # smoke run
     python benchmarks/broker.py --json broker.json
+    python benchmarks/broker.py --accelerated   # the pure and the accelerated broker
 
 Throughput: the broker runs in a process of its own (as in ``e2e.py``); N
 producer connections share one process and N consumer connections another,
@@ -14,7 +15,9 @@ and each figure is the median.  Every producer sends its share of
 ``prefetch-count: 1000``) take them round-robin.  Reported: messages/s from
 the first send to the last arrival, and the broker process's CPU seconds per
 100k messages - the broker's own cost, which is less sensitive to what else
-the machine runs than messages/s.
+the machine runs than messages/s.  With ``--accelerated`` the same runs go
+to a broker process on the accelerated build too, interleaved with the pure
+build's; the JSON's ``throughput_accelerated`` holds them.
 
 Memory, in a second broker process running ``tracemalloc`` (so only Python
 allocations, which is what grows per connection and per message):
@@ -29,11 +32,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import socket
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -44,7 +50,16 @@ from typing import Any
 # e2e.py next to this file, and the stomp_proto of this checkout (installed or not).
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-from e2e import PREFETCH, ROOT, BrokerProcess, Worker, _child_env, _say, environment  # noqa: E402
+from e2e import (  # noqa: E402
+    PREFETCH,
+    ROOT,
+    BrokerProcess,
+    Worker,
+    _child_env,
+    _say,
+    build_compiled,
+    environment,
+)
 
 from stomp_proto import ClientConnection, Connect, Connected, Receipt, Send  # noqa: E402
 
@@ -156,8 +171,10 @@ def median_of(runs: Sequence[Throughput]) -> Throughput:
     return Throughput(n=runs[0].n, count=runs[0].count, **figures)
 
 
-def throughput(n: int, count: int, size: int = 100) -> Throughput:
-    broker = BrokerProcess()
+def throughput(n: int, count: int, size: int = 100, *, accelerated: bool = False) -> Throughput:
+    """One run of N producers and N consumers; ``accelerated``: the broker process runs
+    the accelerated build (the load processes stay as they are: the broker is measured)."""
+    broker = BrokerProcess(accelerated=accelerated)
     loads: list[_Load] = []
     try:
         destination = f"/queue/broker-bench-{uuid.uuid4().hex[:8]}"
@@ -266,7 +283,7 @@ def memory(connections: int, messages: int) -> Memory:
 # -- report --------------------------------------------------------------------------------
 
 
-def report(rows: Sequence[Throughput], mem: Memory) -> str:
+def report(rows: Sequence[Throughput], mem: Memory | None) -> str:
     lines = [
         "===  =======  =======  =================",
         "N    msg/s    count    broker CPU s/100k",
@@ -275,6 +292,8 @@ def report(rows: Sequence[Throughput], mem: Memory) -> str:
     for r in rows:
         lines.append(f"{r.n:<3}  {r.msgs_per_s:<7,.0f}  {r.count:<7}  {r.broker_cpu_per_100k:.1f}")
     lines.append(lines[0])
+    if mem is None:
+        return "\n".join(lines)
     lines += [
         "",
         f"memory per idle connection: {mem.bytes_per_connection:,.0f} B traced, "
@@ -292,6 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="runs per N, median (default 3, quick 1)")
     parser.add_argument("--n", default="1,10,100", help="producers = consumers, comma-separated")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
+    parser.add_argument(
+        "--accelerated",
+        action="store_true",
+        help="also run the broker on the accelerated build (scripts/build_accelerated.py "
+        "--target, in a temporary directory), its throughput runs interleaved with the "
+        "pure build's",
+    )
     parser.add_argument("--load", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load:
@@ -300,19 +326,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = args.count or (5000 if args.quick else 50_000)
     repeats = args.repeats or (1 if args.quick else 3)
     sizes = [int(x) for x in args.n.split(",")]
-    runs: dict[int, list[Throughput]] = {n: [] for n in sizes}
-    for _ in range(repeats):  # the Ns interleaved, as e2e.py interleaves clients
+    builds = [False]
+    if args.accelerated:
+        builds.append(True)
+        directory = tempfile.mkdtemp(prefix="stomp-proto-broker-accelerated-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        os.environ["STOMP_BENCH_COMPILED_ROOT"] = build_compiled(Path(directory))
+    runs: dict[tuple[bool, int], list[Throughput]] = {(b, n): [] for b in builds for n in sizes}
+    for _ in range(repeats):  # the Ns and builds interleaved, as e2e.py interleaves clients
         for n in sizes:
-            row = throughput(n, count)
-            print(
-                f"N={n:<3} {row.msgs_per_s:9,.0f} msg/s  broker CPU "
-                f"{row.broker_cpu_per_100k:.1f} s/100k",
-                file=sys.stderr,
-            )
-            runs[n].append(row)
-    rows = [median_of(runs[n]) for n in sizes]
+            for accelerated in builds:
+                row = throughput(n, count, accelerated=accelerated)
+                print(
+                    f"N={n:<3} {'accelerated' if accelerated else 'pure':11} "
+                    f"{row.msgs_per_s:9,.0f} msg/s  broker CPU "
+                    f"{row.broker_cpu_per_100k:.1f} s/100k",
+                    file=sys.stderr,
+                )
+                runs[accelerated, n].append(row)
+    rows = [median_of(runs[False, n]) for n in sizes]
+    fast_rows = [median_of(runs[True, n]) for n in sizes] if args.accelerated else []
     mem = memory(100 if args.quick else 1000, 2000 if args.quick else 20_000)
     print(report(rows, mem))
+    if fast_rows:
+        print("accelerated build:")
+        print(report(fast_rows, None))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         data = {
@@ -320,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "throughput": [asdict(r) for r in rows],
             "memory": asdict(mem),
         }
+        if fast_rows:
+            data["throughput_accelerated"] = [asdict(r) for r in fast_rows]
         args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0
 

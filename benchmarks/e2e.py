@@ -70,7 +70,10 @@ ROOT = HERE.parent
 CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
 #: With --compiled, our clients also run on the accelerated build of stomp_proto (the
 #: native fast path; until it came, the mypyc-compiled core), as rows named
-#: "asyncio[compiled]" and so on (the broker stays the same, pure build).
+#: "asyncio[compiled]" and so on.  On the embedded broker those rows talk to a second
+#: broker process that runs the accelerated build too (what a user of the accelerated
+#: wheel runs on both sides), so its CPU column shows the broker's gain; the other rows,
+#: the peers' included, keep the pure-build broker.
 COMPILED = "[compiled]"
 OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
 
@@ -467,12 +470,21 @@ def _rss_kib() -> int:
     return 0
 
 
-def broker_main(trace: bool) -> None:
-    """Serve the embedded broker; answer ``stats`` lines on stdin until EOF or ``quit``."""
+def broker_main(trace: bool, build: str | None = None) -> None:
+    """Serve the embedded broker; answer ``stats`` lines on stdin until EOF or ``quit``.
+
+    ``build``, when given, is the stomp_proto build the process must have imported
+    (a silent fallback to the pure build would mislabel the broker's figures).
+    """
     import gc
     import tracemalloc
 
+    import stomp_proto
     from stomp_proto.broker import Broker
+
+    loaded = getattr(stomp_proto, "BUILD", "pure")  # an older checkout has no BUILD
+    if build is not None and loaded != build:
+        raise SystemExit(f"broker process: stomp_proto is the {loaded} build, not {build}")
 
     if trace:
         tracemalloc.start()
@@ -510,16 +522,18 @@ def broker_main(trace: bool) -> None:
 class BrokerProcess:
     """The embedded broker in a child process, with its ``stats`` channel."""
 
-    def __init__(self, *, trace: bool = False) -> None:
+    def __init__(self, *, trace: bool = False, accelerated: bool = False) -> None:
         args = [sys.executable, str(Path(__file__).resolve()), "--broker-process"]
         if trace:
             args.append("--trace")
+        if accelerated:  # the copy that --compiled built, checked by broker_main
+            args += ["--broker-build", "accelerated"]
         self.proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=_child_env(),
+            env=_child_env(COMPILED if accelerated else ""),
             cwd=ROOT,
         )
         self.port = int(self._read("port")["port"])
@@ -668,12 +682,12 @@ class Worker:
 
 def run_row(
     target: Target,
+    broker_cpu: Callable[[], float | None] | None,
     client: str,
     size: int,
     ack: str,
     count: int,
     latency_count: int,
-    broker_cpu: Callable[[], float | None] | None,
 ) -> Row:
     row = Row(target.name, client, size, ack, count)
     destination = f"/queue/stomp-proto-bench-{uuid.uuid4().hex[:12]}"
@@ -1065,12 +1079,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--broker-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--broker-build", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker_main(args.worker)
         return 0
     if args.broker_process:
-        broker_main(args.trace)
+        broker_main(args.trace, args.broker_build)
         return 0
 
     if args.from_json:
@@ -1104,14 +1119,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         environment=environment(),
     )
     for name in args.brokers.split(","):
-        broker: BrokerProcess | None = None
+        brokers: list[BrokerProcess] = []
         broker_cpu: Callable[[], float | None] | None = None
+        #: Where the "[compiled]" rows go, when not where the others do.
+        compiled_side: tuple[Target, Callable[[], float | None]] | None = None
         if name == "embedded":
-            broker = BrokerProcess()
-            broker_cpu = broker.cpu
+            brokers.append(BrokerProcess())
+            broker_cpu = brokers[0].cpu
             target: Target | str = Target(
-                "embedded", "127.0.0.1", broker.port, "guest", "guest", "/"
+                "embedded", "127.0.0.1", brokers[0].port, "guest", "guest", "/"
             )
+            if args.compiled:
+                brokers.append(BrokerProcess(accelerated=True))
+                compiled_side = (
+                    Target("embedded", "127.0.0.1", brokers[1].port, "guest", "guest", "/"),
+                    brokers[1].cpu,
+                )
         elif name == "rabbitmq":
             target = rabbitmq_target()
             broker_cpu = rabbitmq_cpu()
@@ -1129,14 +1152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     runs: dict[str, list[Row]] = {client: [] for client in clients}
                     for _ in range(repeats):
                         for client in clients:
-                            row = run_row(
-                                target, client, size, ack, count, latency_count, broker_cpu
-                            )
+                            side = (target, broker_cpu)
+                            if compiled_side is not None and client.endswith(COMPILED):
+                                side = compiled_side
+                            row = run_row(*side, client, size, ack, count, latency_count)
                             runs[client].append(row)
                             print(f"{row.scenario:38} {client:9} {_summary(row)}", file=sys.stderr)
                     results.rows.extend(combine(runs[client]) for client in clients)
         finally:
-            if broker is not None:
+            for broker in brokers:
                 broker.close()
     print(table(results.rows))
     write(results, args.json, args.svg)

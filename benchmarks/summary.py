@@ -3,9 +3,10 @@
     python benchmarks/summary.py            # rewrite docs/_generated/*.inc and README's block
     python benchmarks/summary.py --check    # exit 1 if any of them is out of date
 
-It reads ``benchmarks/results/codec.json``, ``e2e.json`` and ``broker.json`` (what
-``scripts/bench.sh`` writes) and writes the reST tables that ``docs/benchmarks.rst``
-includes, plus the summary between the ``benchmark-summary`` markers in ``README.rst``.
+It reads ``benchmarks/results/codec.json``, ``e2e.json``, ``broker.json`` and
+``spark-tasks.json`` (what ``scripts/bench.sh`` writes) and writes the reST tables
+that ``docs/benchmarks.rst`` includes, plus the summary between the
+``benchmark-summary`` markers in ``README.rst``.
 Nothing here is typed by hand: run it after a benchmark run and commit what it wrote.
 ``tests/test_docs_pages.py`` runs ``--check``.
 """
@@ -166,12 +167,21 @@ def e2e_table(e2e: dict[str, Any]) -> str:
 
 
 def broker_table(broker: dict[str, Any]) -> str:
-    rows = [
-        [str(row["n"]), f"{row['msgs_per_s']:,.0f}", f"{row['broker_cpu_per_100k']:.1f}"]
-        for row in broker["throughput"]
-    ]
+    """The broker's throughput on the pure build, and beside it the accelerated build's
+    when the run measured it (``broker.py --accelerated``)."""
+    fast = {row["n"]: row for row in broker.get("throughput_accelerated", [])}
+    header = ["producer and consumer connections", "msg/s", "broker CPU s/100k"]
+    if fast:
+        header += ["msg/s, accelerated", "broker CPU s/100k, accelerated"]
+    rows = []
+    for row in broker["throughput"]:
+        cells = [str(row["n"]), f"{row['msgs_per_s']:,.0f}", f"{row['broker_cpu_per_100k']:.1f}"]
+        if fast:
+            other = fast[row["n"]]
+            cells += [f"{other['msgs_per_s']:,.0f}", f"{other['broker_cpu_per_100k']:.1f}"]
+        rows.append(cells)
     memory = broker["memory"]
-    text = table(["producer and consumer connections", "msg/s", "broker CPU s/100k"], rows)
+    text = table(header, rows)
     text += (
         f"\nMemory: {memory['bytes_per_connection']:,.0f} B per idle connection "
         f"(traced; {memory['rss_bytes_per_connection']:,.0f} B of RSS), "
@@ -206,7 +216,33 @@ def row_target(label: str, values: Sequence[float], ok: Callable[[float], bool])
     return [label, f"{spread(values)} ({sum(met)} of {len(values)} rows)", verdict(all(met))]
 
 
-def compiled_targets(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
+def broker_and_spark_targets(broker: dict[str, Any], spark: dict[str, Any]) -> list[list[str]]:
+    """The accelerated build's targets outside the clients: the embedded broker's CPU
+    per message halved (every N of broker.py), one Spark read task 3x the pure build's."""
+    rows = []
+    if fast := {row["n"]: row for row in broker.get("throughput_accelerated", [])}:
+        shares = [
+            fast[row["n"]]["broker_cpu_per_100k"] / row["broker_cpu_per_100k"]
+            for row in broker["throughput"]
+        ]
+        rows.append(row_target("embedded broker: CPU per message <= 0.5x the pure build's",
+                               shares, lambda value: value <= 0.5))  # fmt: skip
+    if spark.get("accelerated"):
+        gain = statistics.median(spark["accelerated"]) / statistics.median(spark["pure"])
+        rows.append([
+            "one stomp-streams Spark read task: rows/s >= 3x the pure build's",
+            ratio(gain),
+            verdict(gain >= 3),
+        ])  # fmt: skip
+    return rows
+
+
+def compiled_targets(
+    codec: dict[str, Any],
+    e2e: dict[str, Any],
+    broker: dict[str, Any] | None = None,
+    spark: dict[str, Any] | None = None,
+) -> str:
     """The second build's targets, each against this run's figures: the accelerated
     build's, or for earlier results the mypyc build's (issue 24)."""
     build, _ = second_build(codec)
@@ -239,6 +275,8 @@ def compiled_targets(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
         ratio(one_byte),
         verdict(one_byte >= 1),
     ])  # fmt: skip
+    if accelerated:
+        rows += broker_and_spark_targets(broker or {}, spark or {})
     title = "target (accelerated build)" if accelerated else "target (compiled build)"
     return table([title, "this run", "verdict"], rows)
 
@@ -330,11 +368,12 @@ def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
 
 def outputs() -> dict[Path, str]:
     codec, e2e, broker = load("codec.json"), load("e2e.json"), load("broker.json")
+    spark = load("spark-tasks.json")
     note = ".. Written by benchmarks/summary.py from benchmarks/results/; do not edit.\n\n"
     generated = {
         GENERATED / "summary.inc": note + summary(codec, e2e),
         GENERATED / "codec-targets.inc": note + codec_targets(codec),
-        GENERATED / "compiled-targets.inc": note + compiled_targets(codec, e2e),
+        GENERATED / "compiled-targets.inc": note + compiled_targets(codec, e2e, broker, spark),
         GENERATED / "e2e-results.inc": note + e2e_table(e2e),
         GENERATED / "broker-results.inc": note + broker_table(broker),
     }

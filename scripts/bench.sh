@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run every benchmark in one go: the codec, end to end, and the embedded broker.
+# Run every benchmark in one go: the codec, the embedded broker, end to end, and one
+# Spark read task - each on the pure build and on the accelerated one.
 #
 #     bash scripts/bench.sh             # full run, about 20 minutes; writes the
 #                                       # results the docs show (benchmarks/results/,
@@ -8,8 +9,8 @@
 #     bash scripts/bench.sh --out DIR   # write the JSON and SVG files to DIR instead
 #
 # Creates ./.venv when needed and installs the 'bench' extra into it (stomp.py,
-# stompest, stompman, trio, and Cython for the accelerated build); PYTHON=... uses that
-# interpreter as it is instead.  RabbitMQ is started for the end-to-end rows as
+# stompest, stompman, trio, pyspark and pyarrow, and Cython for the accelerated build);
+# PYTHON=... uses that interpreter as it is instead.  RabbitMQ is started for the end-to-end rows as
 # scripts/test.sh does (installed first when root on Debian) and stopped after,
 # if this run started it; STOMP_BROKERS=none leaves it out, and its rows are
 # then skipped with a message.
@@ -57,7 +58,8 @@ section "codec"
     --json "$results/codec.json" --svg "$charts/benchmarks-codec.svg"
 
 section "embedded broker"
-"$PYTHON" benchmarks/broker.py "${quick[@]}" --json "$results/broker.json"
+# The broker on the pure build and on the accelerated one, runs interleaved.
+"$PYTHON" benchmarks/broker.py "${quick[@]}" "${accelerated[@]}" --json "$results/broker.json"
 
 section "end to end"
 brokers_ready
@@ -67,6 +69,13 @@ compiled=()
 [ ${#accelerated[@]} -gt 0 ] && compiled=(--compiled)
 "$PYTHON" benchmarks/e2e.py "${quick[@]}" "${compiled[@]}" \
     --json "$results/e2e.json" --svg "$charts/benchmarks-e2e.svg"
+
+# One stomp-streams read task on each build, alternating (RabbitMQ's stream queues, Spark
+# not started: the task's own code, as an executor runs it).  Not in the quick run.
+if [ ${#quick[@]} -eq 0 ]; then
+    section "the Spark read task"
+    "$PYTHON" benchmarks/spark.py --tasks --repeats 5 --json "$results/spark-tasks.json"
+fi
 
 section "the tables in docs/ and README.rst"
 if [ -z "$out" ]; then
