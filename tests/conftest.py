@@ -144,6 +144,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_spark_streams_exactly_once",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",
+        "test_spark_streams_rows",
     ),
     # real brokers and other projects' clients
     "interop": (

@@ -211,10 +211,15 @@ class StreamsPlanner:
 def read_partition(
     connection: ConnectionSettings, settings: StreamsReaderSettings, part: StreamRange
 ) -> Iterator[Any]:
-    """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows."""
-    from .._schema import stream_batch
+    """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows.
 
-    pending: list[tuple[int, int, Any]] = []
+    The frames of each read from the socket go straight into the columns of the
+    batch being built (:class:`~.._schema.StreamRows`).
+    """
+    from .._schema import StreamRows
+
+    rows = StreamRows(part.stream, settings.key_header, settings.row_id_header)
+    limit = settings.batch_rows
     for got in read_range(
         connection,
         part,
@@ -222,12 +227,9 @@ def read_partition(
         read_timeout=settings.read_timeout,
         fail_on_data_loss=settings.fail_on_data_loss,
     ):
-        if not got:
-            continue
-        received_at = time.time_ns() // 1000
-        pending.extend((offset, received_at, message) for offset, message in got)
-        if len(pending) >= settings.batch_rows:
-            yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)
-            pending = []
-    if pending:
-        yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)
+        if got:
+            rows.add(got, time.time_ns() // 1000)
+            if len(rows) >= limit:
+                yield rows.take()
+    if len(rows):
+        yield rows.take()
