@@ -121,6 +121,7 @@ NOT_EVERY_PYTHON=(
     tests/test_client_mistakes.py
     # the PySpark data source
     tests/test_spark_integration.py
+    tests/test_spark_kafka_parity.py
     tests/test_spark_logic.py
     tests/test_spark_streams_exactly_once.py
     tests/test_spark_streams_logic.py

@@ -97,12 +97,13 @@ def parse_offset_spec(
             raise ValueError(f"option {name!r} cannot be {value!r}")
         return OffsetSpec(lowered)
     if value.startswith("{"):
+        form = 'a JSON object of stream to offset, like {"orders-0": 42}'
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"option {name!r} is not valid JSON: {exc}") from None
+            raise ValueError(f"option {name!r} must be {form}, not {text!r} ({exc})") from None
         if not isinstance(parsed, dict):
-            raise ValueError(f"option {name!r} must be a JSON object of stream to offset")
+            raise ValueError(f"option {name!r} must be {form}, not {text!r}")
         offsets: dict[str, int] = {}
         for stream, offset in parsed.items():
             if stream not in streams:
@@ -177,7 +178,9 @@ def stream_names(options: Mapping[str, str]) -> tuple[str, ...]:
     if listed is not None:
         names = tuple(s.strip() for s in listed.split(",") if s.strip())
         if not names:
-            raise ValueError("option 'streams' must list at least one stream")
+            raise ValueError(
+                f"option 'streams' must be a comma-separated list of stream names, not {listed!r}"
+            )
         if len(set(names)) != len(names):
             raise ValueError(f"option 'streams' lists a stream twice: {listed!r}")
     elif base is not None:
@@ -190,7 +193,10 @@ def stream_names(options: Mapping[str, str]) -> tuple[str, ...]:
         )
     for name in names:
         if "/" in name or not name.isprintable():
-            raise ValueError(f"not a stream name: {name!r} (give the name, not a destination)")
+            raise ValueError(
+                f"option {'streams' if listed is not None else 'stream'!r}: {name!r} is not a "
+                "stream name (give the queue's name, like 'orders', not a destination)"
+            )
     return names
 
 

@@ -26,10 +26,16 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .._columns import column_kind
-from .._options import ConnectionSettings
+from .._options import ConnectionSettings, option_names, warn_unknown_options
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
 from ._link import declare_streams
-from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
+from ._offsets import (
+    StreamRange,
+    StreamsReaderSettings,
+    StreamsWriterSettings,
+    check_offsets,
+    streams_option_names,
+)
 from ._reader import StreamsPlanner, read_partition
 from ._writer import StreamsPartitionWriter, plan_stream_columns
 
@@ -232,6 +238,21 @@ class StompStreamsDataSource(DataSource):
     Register it with ``spark.dataSource.register(StompStreamsDataSource)`` (or
     :func:`~stomp_proto.spark.register`).  Options and guarantees: ``docs/spark.rst``.
     """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        """Check every option at once (Spark makes the source at ``load()`` and ``save()``):
+        a bad value fails there, naming the option, rather than in a task or a
+        running query; an unknown option is logged at WARNING."""
+        super().__init__(options)
+        ConnectionSettings.from_options(options)
+        StreamsReaderSettings.from_options(options)
+        StreamsWriterSettings.from_options(options)
+        names = streams_option_names()
+        warn_unknown_options(
+            "stomp-streams",
+            options,
+            (*option_names()["connection"], *names["streams-read"], *names["streams-write"]),
+        )
 
     @classmethod
     def name(cls) -> str:

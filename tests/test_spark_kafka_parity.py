@@ -1,0 +1,125 @@
+"""What a Kafka source user expects of ``stomp-streams`` and ``stomp``, in Spark, against RabbitMQ.
+
+One ``local[2]`` session (shared with ``test_spark_integration``) and the
+RabbitMQ of ``scripts/start-brokers.sh rabbitmq`` (stream plugin on); skipped
+without them, except under CI=true, where that is a failure.  Each test uses
+streams or queues of its own and deletes its streams at the end.  The rules
+are checked without Spark in ``test_spark_logic`` and
+``test_spark_streams_logic``; here they meet Spark's own calls: options at
+``load()`` and ``save()``, empty reads, a refused login.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from brokers import Endpoint, in_ci
+
+# The one SparkSession of the test process (getOrCreate would share it anyway).
+from test_spark_integration import _unavailable, run_stream, spark  # noqa: F401
+from test_spark_streams_rabbitmq import names, publish, rabbitmqctl  # noqa: F401
+
+from stomp_proto.spark._options import ConnectionSettings
+from stomp_proto.spark._streams._link import declare_streams
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def rabbitmq() -> Endpoint:
+    problem = _unavailable()
+    if problem is not None:
+        if in_ci():
+            pytest.fail(f"CI=true and Spark cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    from brokers import real_broker
+
+    return real_broker("rabbitmq")
+
+
+@pytest.fixture
+def rabbit(rabbitmq: Endpoint) -> dict[str, str]:
+    """Connection options for a source or sink; a short timeout, as a user would set."""
+    return {
+        "host": "127.0.0.1",
+        "port": str(rabbitmq.port),
+        "login": rabbitmq.login,
+        "passcode": rabbitmq.passcode,
+        "vhost": rabbitmq.vhost,
+        "timeout": "10",
+    }
+
+
+@pytest.fixture
+def settings(rabbit: dict[str, str]) -> ConnectionSettings:
+    return ConnectionSettings.from_options(rabbit)
+
+
+@pytest.fixture
+def stream(settings: ConnectionSettings, names: list[str]) -> Iterator[str]:  # noqa: F811
+    """A stream ``<base>-0`` holding 20 messages; its base name."""
+    base = names[0]
+    declare_streams(settings, [f"{base}-0"], create=True)
+    publish(settings, f"{base}-0", 20, size=10)
+    yield base
+
+
+def stream_read(spark: Any, rabbit: dict[str, str], base: str, **options: str) -> Any:  # noqa: F811
+    return spark.read.format("stomp-streams").options(**rabbit, stream=base, **options).load()
+
+
+def stream_query_rows(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    base: str,
+    checkpoint: Path,
+    **options: str,
+) -> list[Any]:
+    """Every row an availableNow query from the streams gives."""
+    got: list[Any] = []
+    query = (
+        spark.readStream.format("stomp-streams")
+        .options(**rabbit, stream=base, **options)
+        .load()
+        .writeStream.foreachBatch(lambda df, _: got.extend(df.collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    run_stream(query)
+    return got
+
+
+# -- 1. options are checked before anything runs ------------------------------------------
+
+
+def test_a_streaming_query_with_a_bad_option_never_starts(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    stream: str,
+) -> None:
+    cases = [
+        ("stomp-streams", {"stream": stream, "maxOffsetsPerTrigger": "-5"}, "'-5'"),
+        ("stomp-streams", {"stream": stream, "startingOffsets": "earlist"}, "'earlist'"),
+        ("stomp-streams", {"stream": stream, "startingOffsets": "{oops"}, "'{oops'"),
+        ("stomp-streams", {"stream": stream, "partitions": "0"}, "'partitions'"),
+        ("stomp-streams", {"stream": stream, "port": "abc"}, "'abc'"),
+        ("stomp", {"destination": "/queue/x", "port": "abc"}, "'abc'"),
+        ("stomp", {"port": "61613"}, "'destination' option is required"),
+    ]
+    for source, options, words in cases:
+        with pytest.raises(Exception) as failure:
+            spark.readStream.format(source).options(**{**rabbit, **options}).load()
+        assert words in str(failure.value), (source, options, str(failure.value)[:500])
+    assert spark.streams.active == []
+    # The same at load() of a batch read, and at save() of a write.
+    with pytest.raises(Exception, match="maxOffsetsPerPartition"):
+        stream_read(spark, rabbit, stream, maxOffsetsPerPartition="none")
+    frame = spark.range(3).selectExpr("CAST(id AS STRING) AS body")
+    with pytest.raises(Exception, match="createStreams"):
+        frame.write.format("stomp-streams").options(
+            **rabbit, stream=stream, createStreams="y"
+        ).mode("append").save()
