@@ -11,6 +11,7 @@ are checked without Spark in ``test_spark_logic`` and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,32 @@ def test_a_streaming_query_with_a_bad_option_never_starts(
         frame.write.format("stomp-streams").options(
             **rabbit, stream=stream, createStreams="y"
         ).mode("append").save()
+
+
+# -- 2. empty reads are empty --------------------------------------------------------------
+
+
+def test_empty_reads_give_no_rows_in_batch_and_streaming(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    settings: ConnectionSettings,
+    stream: str,
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    assert stream_read(spark, rabbit, stream).count() == 20
+    future = str(int(time.time()) + 3600)
+    empty = f"{names[0]}-empty"
+    declare_streams(settings, [f"{empty}-0"], create=True)
+    cases: list[tuple[str, dict[str, str]]] = [
+        (stream, {"startingOffsets": "latest"}),
+        (stream, {"startingOffsets": f"timestamp={future}"}),
+        (stream, {"startingOffsets": f'{{"{stream}-0": 500}}'}),  # past the end
+        (empty, {}),
+        (empty, {"startingOffsets": "latest"}),
+    ]
+    for base, options in cases:
+        assert stream_read(spark, rabbit, base, **options).count() == 0, (base, options)
+    for index, (base, options) in enumerate(cases):
+        rows = stream_query_rows(spark, rabbit, base, tmp_path / f"checkpoint-{index}", **options)
+        assert rows == [], (base, options)

@@ -93,7 +93,12 @@ class _RangeReader:
     settings: StreamsReaderSettings
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, StreamsPartition)
+        if not isinstance(partition, StreamsPartition):
+            if getattr(partition, "value", None) is None:
+                # Spark's stand-in when planning found nothing to read (``partitions()``
+                # returned no range: a start at or past the tail, an empty stream).
+                return iter(())
+            raise TypeError(f"not a partition of the stomp-streams source: {partition!r}")
         part = StreamRange(partition.stream, partition.start, partition.end)
         return read_partition(self.connection, self.settings, part)
 
