@@ -12,6 +12,7 @@ are checked without Spark in ``test_spark_logic`` and
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,55 @@ def test_empty_reads_give_no_rows_in_batch_and_streaming(
     for index, (base, options) in enumerate(cases):
         rows = stream_query_rows(spark, rabbit, base, tmp_path / f"checkpoint-{index}", **options)
         assert rows == [], (base, options)
+
+
+# -- 7. a wrong login fails fast, with the broker's reason ---------------------------------
+
+
+def test_a_wrong_login_fails_every_source_and_sink_with_the_brokers_reason(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    stream: str,
+    tmp_path: Path,
+) -> None:
+    # A timeout longer than the test may take: only an error that comes at once passes.
+    wrong = {**rabbit, "passcode": "not-the-passcode", "timeout": "600"}
+    queue = f"/queue/spark-login-{uuid.uuid4().hex[:8]}"
+    frame = spark.range(3).selectExpr("CAST(id AS STRING) AS body")
+    actions = {
+        "stomp read": lambda: (
+            spark.read.format("stomp").options(**wrong, destination=queue).load().count()
+        ),
+        "stomp write": lambda: (
+            frame.write.format("stomp").options(**wrong, destination=queue).mode("append").save()
+        ),
+        "stomp-streams read": lambda: stream_read(spark, wrong, stream).count(),
+        "stomp-streams write": lambda: (
+            frame.write.format("stomp-streams")
+            .options(**wrong, stream=stream)
+            .mode("append")
+            .save()
+        ),
+    }
+    for what, action in actions.items():
+        with pytest.raises(Exception) as failure:
+            action()
+        assert "Access refused" in str(failure.value), (what, str(failure.value)[:500])
+    for source, options in (
+        ("stomp", {"destination": queue}),
+        ("stomp-streams", {"stream": stream}),
+    ):
+        query = (
+            spark.readStream.format(source)
+            .options(**wrong, **options)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / source))
+            .start()
+        )
+        try:
+            with pytest.raises(Exception) as failure:
+                query.awaitTermination(120)
+            assert "Access refused" in str(failure.value), (source, str(failure.value)[:500])
+        finally:
+            query.stop()
