@@ -11,6 +11,7 @@ are checked without Spark in ``test_spark_logic`` and
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -206,3 +207,40 @@ def test_a_wrong_login_fails_every_source_and_sink_with_the_brokers_reason(
             assert "Access refused" in str(failure.value), (source, str(failure.value)[:500])
         finally:
             query.stop()
+
+
+# -- 3. progress and lag -------------------------------------------------------------------
+
+
+def test_progress_reports_the_latest_offset_and_the_lag(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    settings: ConnectionSettings,
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from stomp_proto.spark import offsets_behind_latest
+
+    base = names[0]
+    streams = [f"{base}-0", f"{base}-1"]
+    declare_streams(settings, streams, create=True)
+    publish(settings, streams[0], 12, size=10)
+    publish(settings, streams[1], 8, size=10)
+    query = (
+        spark.readStream.format("stomp-streams")
+        .options(**rabbit, stream=base, partitions="2", maxOffsetsPerTrigger="5")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    run_stream(query)
+    progress = [p for p in query.recentProgress if p.numInputRows]
+    assert sum(p.numInputRows for p in progress) == 20
+    first = json.loads(progress[0].json)["sources"][0]
+    assert first["latestOffset"] == {streams[0]: 12, streams[1]: 8}
+    behind = offsets_behind_latest(progress[0])
+    assert sum(behind.values()) == 20 - 5
+    assert behind == {s: first["latestOffset"][s] - first["endOffset"][s] for s in streams}
+    assert offsets_behind_latest(progress[-1]) == {streams[0]: 0, streams[1]: 0}

@@ -457,3 +457,47 @@ def test_ack_frames_of_each_version() -> None:
         "ACK", (("subscription", "range"), ("message-id", "m-7"))
     )
     assert _ack_frame("1.0", message) == Frame("ACK", (("message-id", "m-7"),))
+
+
+# -- progress and lag ----------------------------------------------------------------------
+
+
+def test_the_latest_offset_reported_is_the_tails_the_last_probe_found() -> None:
+    fake = FakeStreams({"a": (0, 99), "b": (None, None)})
+    p = planner(fake, maxOffsetsPerTrigger="10")
+    assert p.reported_latest() == {"a": 0, "b": 0}  # nothing probed yet
+    calls = len(fake.calls)
+    assert p.latest_offsets({"a": 0, "b": 0}, 10) == {"a": 10, "b": 0}
+    assert p.reported_latest() == {"a": 100, "b": 0}  # the tails, not the capped end
+    assert len(fake.calls) == calls + 1  # reporting does not probe again
+
+
+def test_offsets_behind_latest_from_a_progress() -> None:
+    import json
+
+    from stomp_proto.spark import offsets_behind_latest
+
+    progress = {
+        "batchId": 1,
+        "sources": [
+            {
+                "description": "PythonMicroBatchStream",
+                "startOffset": {"o-0": 5, "o-1": 5},
+                "endOffset": {"o-0": 9, "o-1": 11},
+                "latestOffset": {"o-0": 18, "o-1": 22},
+            },
+            # The stomp source: a count, no latest offset.
+            {"endOffset": '{"offset": 40}', "latestOffset": None},
+        ],
+    }
+    assert offsets_behind_latest(progress) == {"o-0": 9, "o-1": 11}
+
+    text = json.dumps({"sources": [{"endOffset": '{"o-0": 18}', "latestOffset": '{"o-0": 18}'}]})
+
+    class Progress:  # what pyspark's StreamingQueryProgress offers: its JSON text
+        json = text
+
+    assert offsets_behind_latest(Progress()) == {"o-0": 0}
+    assert offsets_behind_latest({"sources": []}) == {}
+    with pytest.raises(TypeError, match="lastProgress"):
+        offsets_behind_latest(None)

@@ -166,6 +166,11 @@ class StreamsPlanner:
             return {s: min(spec.offsets.get(s, latest[s]), latest[s]) for s in latest}
         return latest
 
+    def reported_latest(self) -> dict[str, int]:
+        """Each stream's next offset after the highest tail seen so far (no new probe):
+        what Spark shows as the source's ``latestOffset`` in a query's progress."""
+        return {s: self._tails.get(s, -1) + 1 for s in self.settings.streams}
+
     def prepare_available_now(self) -> None:
         """``Trigger.AvailableNow``: fix the ends at the tails of this moment."""
         self._target = self.latest()

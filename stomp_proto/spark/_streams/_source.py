@@ -144,6 +144,10 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
+    def reportLatestOffset(self) -> dict[str, int]:
+        # Asked after each latestOffset(): the tails its probe just found.
+        return self.planner.reported_latest()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return _partitions(
             self.planner.ranges(check_offsets("start", start), check_offsets("end", end))
