@@ -541,8 +541,13 @@ def test_plan_columns() -> None:
     assert (plan.body, plan.destination, plan.headers) == ("body", None, "headers")
     plan = plan_columns([("destination", "string"), ("body", "binary")], WriterSettings())
     assert plan.destination == "destination" and plan.headers is None
+    # Kafka's sink takes a 'value' column: so does this one, when there is no 'body'.
+    assert plan_columns([("value", "binary")], settings).body == "value"
+    assert plan_columns([("value", "string"), ("body", "binary")], settings).body == "body"
     with pytest.raises(ValueError, match="needs a 'body' column"):
-        plan_columns([("value", "binary")], settings)
+        plan_columns([("payload", "binary")], settings)
+    with pytest.raises(ValueError, match="needs a 'payload' column"):
+        plan_columns([("value", "binary")], WriterSettings.from_options({"bodyColumn": "payload"}))
     with pytest.raises(ValueError, match="it is bigint"):
         plan_columns([("body", "bigint")], settings)
     with pytest.raises(ValueError, match="needs a destination"):

@@ -370,8 +370,12 @@ def test_stream_columns() -> None:
     assert plan_stream_columns(
         [("body", "binary"), ("key", "string"), ("other", "bigint")], settings
     ) == StreamColumns(body="body", key="key", stream=None, headers=None)
+    # Kafka's sink takes 'value' (and 'key', 'headers'): so does this one.
+    assert plan_stream_columns([("value", "binary"), ("key", "binary")], settings) == (
+        StreamColumns(body="value", key="key", stream=None, headers=None)
+    )
     with pytest.raises(ValueError, match="needs a 'body' column"):
-        plan_stream_columns([("value", "binary")], settings)
+        plan_stream_columns([("payload", "binary")], settings)
     with pytest.raises(ValueError, match="headers column"):
         plan_stream_columns([("body", "string"), ("headers", "string")], settings)
 

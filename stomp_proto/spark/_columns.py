@@ -22,6 +22,7 @@ __all__ = [
     "STREAMS_SCHEMA",
     "STRING",
     "TEXT_CONTENT_TYPE",
+    "body_column",
     "column_kind",
 ]
 
@@ -54,6 +55,14 @@ TEXT_CONTENT_TYPE = "text/plain;charset=utf-8"
 STRING = "string"
 BINARY = "binary"
 HEADER_MAP = "map<string,string>"
+
+
+def body_column(kinds: dict[str, str], configured: str) -> str:
+    """The column a sink sends as the body: ``configured`` (``bodyColumn``), or Kafka's
+    ``value`` when the default ``body`` is absent and ``value`` is there."""
+    if configured == "body" and "body" not in kinds and "value" in kinds:
+        return "value"
+    return configured
 
 
 def column_kind(data_type: DataType) -> str:

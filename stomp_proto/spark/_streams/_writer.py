@@ -31,7 +31,14 @@ from typing import Any
 from ..._encoder import FrameEncoder
 from ..._events import Send
 from ..._frame import Frame
-from .._columns import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from .._columns import (
+    BINARY,
+    HEADER_MAP,
+    RESERVED_HEADERS,
+    STRING,
+    TEXT_CONTENT_TYPE,
+    body_column,
+)
 from .._options import ConnectionSettings
 from ._link import StreamLink, amq_destination, declare_streams
 from ._offsets import StreamsWriterSettings, route
@@ -54,12 +61,12 @@ def plan_stream_columns(
 ) -> StreamColumns:
     """Check the DataFrame's ``(column, Spark simple type)`` pairs; ValueError if unusable."""
     kinds = dict(fields)
-    body = settings.body_column
+    body = body_column(kinds, settings.body_column)
     if kinds.get(body) not in (STRING, BINARY):
         names = ", ".join(kinds) or "none"
         raise ValueError(
-            f"the stomp-streams sink needs a {body!r} column of type binary or string "
-            f"(option 'bodyColumn'); the columns are: {names}"
+            f"the stomp-streams sink needs a {body!r} column (or Kafka's 'value') of type "
+            f"binary or string (option 'bodyColumn'); the columns are: {names}"
         )
 
     def optional(name: str, allowed: tuple[str, ...], what: str) -> str | None:
