@@ -249,6 +249,41 @@ def test_progress_reports_the_latest_offset_and_the_lag(
 # -- 5. Kafka's forms ---------------------------------------------------------------------
 
 
+def test_kafkas_starting_timestamps_in_milliseconds(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    settings: ConnectionSettings,
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    base = names[0]
+    streams = [f"{base}-0", f"{base}-1"]
+    declare_streams(settings, streams, create=True)
+    for stream in streams:
+        publish(settings, stream, 5, size=10)
+    time.sleep(1.5)  # RabbitMQ resolves a time to whole seconds and chunks
+    since = int(time.time() * 1000)
+    for stream in streams:
+        publish(settings, stream, 3, size=10)
+    later = {(s, o) for s in streams for o in range(5, 8)}
+    every = {(s, o) for s in streams for o in range(8)}
+
+    def offsets(rows: list[Any]) -> set[tuple[str, int]]:
+        return {(r.stream, r.offset) for r in rows}
+
+    rows = stream_read(spark, rabbit, base, partitions="2", startingTimestamp=str(since))
+    assert offsets(rows.collect()) == later
+    by_partition = f'{{"{base}": {{"0": {since}}}}}'  # Kafka's shape; partition 1 left out
+    rows = stream_read(spark, rabbit, base, partitions="2", startingOffsetsByTimestamp=by_partition)
+    assert offsets(rows.collect()) == {r for r in every if r[0] == streams[1]} | {
+        r for r in later if r[0] == streams[0]
+    }
+    got = stream_query_rows(
+        spark, rabbit, base, tmp_path / "checkpoint", partitions="2", startingTimestamp=str(since)
+    )
+    assert offsets(got) == later
+
+
 def test_the_sinks_take_kafkas_value_column(
     spark: Any,  # noqa: F811
     rabbit: dict[str, str],

@@ -505,3 +505,47 @@ def test_offsets_behind_latest_from_a_progress() -> None:
     assert offsets_behind_latest({"sources": []}) == {}
     with pytest.raises(TypeError, match="lastProgress"):
         offsets_behind_latest(None)
+
+
+# -- Kafka's starting forms (milliseconds) -------------------------------------------------
+
+
+def test_kafkas_starting_timestamps_are_milliseconds() -> None:
+    def starting(**options: str) -> Any:
+        return StreamsReaderSettings.from_options(
+            {"stream": "o", "partitions": "2", **options}
+        ).starting
+
+    assert starting(startingTimestamp="1767225600999").timestamp == 1767225600
+    assert starting(startingTimestamp="1767225600999").kind == "timestamp"
+    # startingTimestamp wins, as in Kafka's source.
+    assert starting(startingTimestamp="5000", startingOffsets="latest").timestamp == 5
+    nested = starting(startingOffsetsByTimestamp='{"o": {"0": 7000, "1": 9999}}')
+    assert (nested.kind, dict(nested.timestamps), nested.default) == (
+        "timestamps",
+        {"o-0": 7, "o-1": 9},
+        "earliest",
+    )
+    flat = starting(startingOffsetsByTimestamp='{"o-1": 3000}', startingOffsets="latest")
+    assert (dict(flat.timestamps), flat.default) == ({"o-1": 3}, "latest")
+    for options, words in [
+        ({"startingTimestamp": "yesterday"}, "'startingTimestamp' must be milliseconds"),
+        ({"startingOffsetsByTimestamp": "{"}, "'startingOffsetsByTimestamp' must be a JSON"),
+        ({"startingOffsetsByTimestamp": '{"o": {"5": 1}}'}, "'o-5', which is not read"),
+        ({"startingOffsetsByTimestamp": '{"o-0": -1}'}, "not -1"),
+        (
+            {"startingOffsetsByTimestamp": '{"o-0": 1}', "startingOffsets": '{"o-1": 0}'},
+            "earliest or latest",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            starting(**options)
+
+
+def test_planner_starts_each_stream_at_its_own_time() -> None:
+    fake = FakeStreams({"a": (0, 99), "b": (0, 49), "c": (10, 19)})
+    p = planner(fake, startingOffsetsByTimestamp='{"a": 1000, "b": 2000}', startingOffsets="latest")
+    # FakeStreams answers a timestamp probe with the tail (only the last message is newer).
+    assert p.initial_offsets() == {"a": 99, "b": 49, "c": 20}
+    timed = [call["timestamp"] for call in fake.calls if call.get("timestamp") is not None]
+    assert timed == [1, 2]

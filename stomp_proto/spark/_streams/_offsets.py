@@ -71,15 +71,18 @@ class OffsetSpec:
     """Where a read starts or ends, as the user gave it (checked, not yet resolved).
 
     ``kind`` is ``earliest``, ``latest``, ``offsets`` (a JSON object of stream
-    to offset; streams it leaves out take ``default``) or ``timestamp``
-    (Unix seconds: the first chunk written at or after it).
+    to offset; streams it leaves out take ``default``), ``timestamp``
+    (Unix seconds: the first chunk written at or after it) or ``timestamps``
+    (one such time per stream; streams left out take ``default``).
     """
 
     kind: str
     offsets: Mapping[str, int] = field(default_factory=dict)
     timestamp: int = 0
-    #: For streams an ``offsets`` spec leaves out: ``earliest`` or ``latest``.
+    #: For streams an ``offsets`` or ``timestamps`` spec leaves out: ``earliest`` or ``latest``.
     default: str = "earliest"
+    #: ``timestamps``: Unix seconds per stream (Kafka's ``startingOffsetsByTimestamp``).
+    timestamps: Mapping[str, int] = field(default_factory=dict)
 
 
 def parse_offset_spec(
@@ -131,6 +134,66 @@ def parse_offset_spec(
         for k in allowed
     )  # fmt: skip
     raise ValueError(f"option {name!r} must be {kinds}; not {text!r}")
+
+
+def _milliseconds(name: str, value: object) -> int:
+    """Kafka's timestamps are milliseconds since the epoch; RabbitMQ's are whole seconds."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"option {name!r} must be milliseconds since the Unix epoch (like 1767225600000), "
+            f"not {value!r}"
+        )
+    return value // 1000
+
+
+def kafka_starting_spec(
+    options: Mapping[str, str], streams: Sequence[str], fallback: OffsetSpec
+) -> OffsetSpec | None:
+    """Kafka's ``startingTimestamp`` or ``startingOffsetsByTimestamp``, if given (ms).
+
+    ``startingTimestamp`` wins over ``startingOffsetsByTimestamp``, which wins
+    over ``startingOffsets`` (``fallback``), as in Kafka's source.  The JSON
+    is Kafka's ``{"<stream>": {"<partition>": ms}}`` (``<stream>-<partition>``)
+    or ``{"<stream name>": ms}``; streams it leaves out start as ``fallback``
+    says (``earliest`` or ``latest``).
+    """
+    read = _Options(options)
+    single = read.text("startingTimestamp")
+    if single is not None:
+        return OffsetSpec("timestamp", timestamp=_milliseconds("startingTimestamp", single))
+    text = read.text("startingOffsetsByTimestamp")
+    if text is None:
+        return None
+    name = "startingOffsetsByTimestamp"
+    form = '{"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"option {name!r} must be a JSON object {form}, not {text!r}")
+    times: dict[str, int] = {}
+    for key, value in parsed.items():
+        pairs = (
+            [(f"{key}-{p}", ms) for p, ms in value.items()]
+            if isinstance(value, dict)
+            else [(key, value)]
+        )
+        for stream, ms in pairs:
+            if stream not in streams:
+                raise ValueError(
+                    f"option {name!r} names stream {stream!r}, which is not read "
+                    f"(the streams are: {', '.join(streams)})"
+                )
+            times[stream] = _milliseconds(name, ms)
+    if fallback.kind not in ("earliest", "latest"):
+        raise ValueError(
+            f"option {name!r}: the streams it leaves out start at 'startingOffsets', "
+            f"which must then be earliest or latest, not {fallback.kind!r}"
+        )
+    return OffsetSpec("timestamps", timestamps=times, default=fallback.kind)
 
 
 def _timestamp(value: str) -> int | None:
@@ -236,6 +299,7 @@ class StreamsReaderSettings:
             allowed=("earliest", "latest", "offsets", "timestamp"),
             default="earliest",
         )
+        starting = kafka_starting_spec(options, streams, starting) or starting
         ending = parse_offset_spec(
             "endingOffsets",
             read.text("endingOffsets", "latest") or "latest",
@@ -306,7 +370,8 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
     """Every option the stream source and sink read (for the docs and tests)."""
     return {
         "streams-read": (
-            "stream", "partitions", "streams", "startingOffsets", "endingOffsets",
+            "stream", "partitions", "streams", "startingOffsets", "startingTimestamp",
+            "startingOffsetsByTimestamp", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
             "rowIdHeader",

@@ -136,27 +136,43 @@ class StreamsPlanner:
         if spec.kind == "latest":
             return self.latest()
         if spec.kind == "timestamp":
-            found = self._probe_fn(
-                self.connection,
-                streams,
-                tails=True,
-                firsts=True,
-                timestamp=spec.timestamp,
-                timeout=self.settings.probe_timeout,
-                quiet=self.settings.probe_quiet,
-            )
-            # Nothing written since the timestamp: start after the tail.
+            return self._starts_at(streams, spec.timestamp)
+        if spec.kind == "timestamps":
             starts: dict[str, int] = {}
-            for s in streams:
-                first, tail = found[s].first, found[s].tail
-                starts[s] = first if first is not None else (-1 if tail is None else tail) + 1
-            return starts
+            by_time: dict[int, list[str]] = {}
+            for stream, seconds in spec.timestamps.items():
+                by_time.setdefault(seconds, []).append(stream)
+            for seconds, group in sorted(by_time.items()):
+                starts.update(self._starts_at(group, seconds))
+            rest = [s for s in streams if s not in starts]
+            if rest:
+                others = self.latest() if spec.default == "latest" else self.earliest()
+                starts.update({s: others[s] for s in rest})
+            return {s: starts[s] for s in streams}
         if spec.kind == "offsets" and all(s in spec.offsets for s in streams):
             return {s: spec.offsets[s] for s in streams}
         base = self.latest() if spec.default == "latest" and spec.kind == "offsets" else None
         if base is None:
             base = self.earliest()
         return {s: spec.offsets.get(s, base[s]) for s in streams}
+
+    def _starts_at(self, streams: Sequence[str], seconds: int) -> dict[str, int]:
+        """Where each stream's first chunk written at or after ``seconds`` starts."""
+        found = self._probe_fn(
+            self.connection,
+            streams,
+            tails=True,
+            firsts=True,
+            timestamp=seconds,
+            timeout=self.settings.probe_timeout,
+            quiet=self.settings.probe_quiet,
+        )
+        # Nothing written since the timestamp: start after the tail.
+        starts: dict[str, int] = {}
+        for s in streams:
+            first, tail = found[s].first, found[s].tail
+            starts[s] = first if first is not None else (-1 if tail is None else tail) + 1
+        return starts
 
     def ending_offsets(self) -> dict[str, int]:
         """Where a batch read ends, per ``endingOffsets``; never past the tails it finds."""
