@@ -306,3 +306,37 @@ def test_the_sinks_take_kafkas_value_column(
     kafka_shaped.write.format("stomp").options(**rabbit, destination=queue).mode("append").save()
     got = spark.read.format("stomp").options(**rabbit, destination=queue).load().collect()
     assert sorted(bytes(r.body) for r in got) == [f"v{i}".encode() for i in range(6)]
+
+
+def test_kafkas_columns_binary_key_partition_replay_stable_timestamp_header_list(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    base = names[0]
+    frame = spark.range(0, 8, 1, 2).selectExpr(
+        "CAST(CAST(id AS STRING) AS BINARY) AS key",
+        "CAST(id AS STRING) AS value",
+        "map('trace', CONCAT('t', id)) AS headers",
+    )
+    started = time.time()
+    frame.write.format("stomp-streams").options(**rabbit, stream=base, partitions="2").mode(
+        "append"
+    ).save()
+    options = {"partitions": "2", "keyType": "binary"}
+    first = stream_read(spark, rabbit, base, **options)
+    assert dict(first.dtypes)["key"] == "binary"
+    assert dict(first.dtypes)["partition"] == "int"
+    rows = first.collect()
+    assert sorted(bytes(r.key) for r in rows) == sorted(str(i).encode() for i in range(8))
+    for r in rows:
+        assert r.partition == int(r.stream.rsplit("-", 1)[1])
+        assert started - 60 < r.timestamp.timestamp() < time.time() + 60
+        assert ("trace", f"t{int(bytes(r.key))}") in [(h.key, h.value) for h in r.header_list]
+    # A second read (and a streaming one) gives the same timestamps: a watermark is stable.
+    again = stream_query_rows(spark, rabbit, base, tmp_path / "checkpoint", **options)
+    stamps = {(r.stream, r.offset): r.timestamp for r in rows}
+    assert {(r.stream, r.offset): r.timestamp for r in again} == stamps
+    received = {(r.stream, r.offset): r.received_at for r in again}
+    assert received != {(r.stream, r.offset): r.received_at for r in rows}

@@ -402,6 +402,25 @@ def test_arrow_schemas_are_what_spark_expects() -> None:
     to_arrow = arrow_types.to_arrow_schema
     assert to_arrow(message, timezone="UTC").equals(_schema.MESSAGE_ARROW_SCHEMA)
     assert to_arrow(capture, timezone="UTC").equals(_schema.CAPTURE_ARROW_SCHEMA)
+    pair = struct(("key", t.StringType()), ("value", t.StringType()))
+    for key_type, key_binary in ((t.StringType(), False), (t.BinaryType(), True)):
+        streams = struct(
+            ("stream", t.StringType()),
+            ("offset", t.LongType()),
+            ("headers", headers),
+            ("body", t.BinaryType()),
+            ("received_at", t.TimestampType()),
+            ("key", key_type),
+            ("row_id", t.StringType()),
+            ("partition", t.IntegerType()),
+            ("timestamp", t.TimestampType()),
+            ("header_list", t.ArrayType(pair)),
+        )
+        expected = to_arrow(streams, timezone="UTC")
+        assert expected.equals(_schema.streams_arrow_schema(key_binary), check_metadata=True)
+        assert [f.type for f in expected] == [
+            f.type for f in _schema.streams_arrow_schema(key_binary)
+        ]
 
 
 # -- streaming reads -------------------------------------------------------------------

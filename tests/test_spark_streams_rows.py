@@ -13,6 +13,7 @@ read as STOMP reads them (1.2 §Repeated Header Entries: the first wins).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def message(offset: int, headers: list[tuple[str, str]], body: bytes) -> Frame:
 
 def recorded_messages() -> list[Frame]:
     frames = [
-        message(0, [("x-key", "k0"), ("x-row-id", "r0")], b"plain"),
+        message(0, [("x-key", "k0"), ("x-row-id", "r0"), ("x-timestamp", "1767225600123")], b"a"),
         # Repeated names: the first wins, in the headers column and for the key.
         message(1, [("x-key", "first"), ("x-key", "second"), ("note", "a"), ("note", "b")], b""),
         # Escapes (1.2 §Value Encoding): colon, newline, CR and backslash in names and values.
@@ -56,7 +57,7 @@ def recorded_messages() -> list[Frame]:
         # A binary body with NULs and every byte value (content-length frames it).
         message(3, [("content-type", "application/octet-stream")], bytes(range(256)) * 3),
         # No key, no row id, non-ASCII text.
-        message(4, [("greeting", "grüße, 世界")], "ünïcode".encode()),
+        message(4, [("greeting", "grüße, 世界"), ("x-timestamp", "soon")], "ünïcode".encode()),
         # A header that shares its name with an omitted one, repeated.
         message(5, [("x-key", "k5"), ("destination", "ignored")], b"last"),
     ]
@@ -152,6 +153,7 @@ def event_rows(data: bytes) -> list[dict[str, Any]]:
         first: dict[str, str] = {}
         for name, value in raw:
             first.setdefault(name, value)
+        stamp = first.get("x-timestamp")
         rows.append(
             {
                 "stream": STREAM,
@@ -160,9 +162,24 @@ def event_rows(data: bytes) -> list[dict[str, Any]]:
                 "body": event.body,
                 "key": first.get("x-key"),
                 "row_id": first.get("x-row-id"),
+                "partition": 0,
+                "timestamp": (
+                    datetime.fromtimestamp(int(stamp) / 1000, UTC)
+                    if stamp is not None and stamp.isdigit()
+                    else None
+                ),
+                "header_list": by_name([(k, v) for k, v in raw if k not in OMITTED]),
             }
         )
     return rows
+
+
+def by_name(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each name's values in wire order (the event path keeps content-type apart)."""
+    found: dict[str, list[str]] = {}
+    for name, value in pairs:
+        found.setdefault(name, []).append(value)
+    return found
 
 
 def test_the_fast_path_gives_the_event_paths_rows_however_the_bytes_are_split(
@@ -173,19 +190,38 @@ def test_the_fast_path_gives_the_event_paths_rows_however_the_bytes_are_split(
     assert len(expected) == 11
     assert expected[1]["key"] == "first" and expected[1]["headers"]["note"] == "a"
     assert expected[2]["headers"]["odd:name"] == "a:b\nc\rd\\e"
+    assert expected[1]["header_list"]["note"] == ["a", "b"]
+    assert expected[0]["timestamp"] is not None and expected[4]["timestamp"] is None
     for how, chunks in splits(data):
         got = fast_rows(monkeypatch, chunks)
         for row in got:
             assert row.pop("received_at") is not None
             row["headers"] = dict(row["headers"])
+            row["header_list"] = by_name([(h["key"], h["value"]) for h in row["header_list"]])
         assert got == expected, how
 
 
-def test_the_headers_column_keeps_the_first_of_a_repeated_name_in_wire_order() -> None:
-    rows = _schema.StreamRows(STREAM, "x-key", "x-row-id")
-    rows.add([(1, recorded_messages()[1])], 7)
-    (row,) = rows.take().to_pylist()
-    assert row["headers"] == [("redelivered", "false"), ("x-key", "first"), ("note", "a")]
+def test_headers_keep_the_first_of_a_name_and_header_list_keeps_every_one() -> None:
+    rows = _schema.StreamRows(STREAM, "x-key", "x-row-id", partition=3, key_binary=True)
+    plain, repeated = recorded_messages()[0], recorded_messages()[1]
+    # header_list shares the headers arrays until a row repeats a name, mid-batch here.
+    rows.add([(0, plain)], 7)
+    rows.add([(1, repeated), (2, plain)], 8)
+    batch = rows.take()
+    assert batch.schema == _schema.streams_arrow_schema(True)
+    first, second, third = batch.to_pylist()
+    assert second["headers"] == [("redelivered", "false"), ("x-key", "first"), ("note", "a")]
+    assert [(h["key"], h["value"]) for h in second["header_list"]] == [
+        ("redelivered", "false"),
+        ("x-key", "first"),
+        ("x-key", "second"),
+        ("note", "a"),
+        ("note", "b"),
+    ]
+    for row in (first, third):
+        assert [(h["key"], h["value"]) for h in row["header_list"]] == row["headers"]
+    assert (first["key"], second["key"], first["partition"]) == (b"k0", b"first", 3)
+    assert first["timestamp"] == datetime(2026, 1, 1, 0, 0, 0, 123000, UTC)
     assert len(rows) == 0  # take() starts a new batch
 
 

@@ -57,6 +57,9 @@ STREAM_OFFSET_HEADER = "x-stream-offset"
 ROW_ID_HEADER = "x-row-id"
 #: The header the sink puts a row's key in (the reader's ``key`` column).
 KEY_HEADER = "x-key"
+#: The header the sink stamps each message with: ms since the epoch when it was sent
+#: (the reader's ``timestamp`` column, the same on every read of the message).
+TIMESTAMP_HEADER = "x-timestamp"
 
 
 class DataLossError(RuntimeError):
@@ -287,6 +290,9 @@ class StreamsReaderSettings:
     batch_rows: int
     key_header: str
     row_id_header: str
+    #: ``keyType=binary``: the ``key`` column is binary, as Kafka's.
+    key_binary: bool = False
+    timestamp_header: str = TIMESTAMP_HEADER
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
@@ -321,7 +327,14 @@ class StreamsReaderSettings:
             batch_rows=read.integer("batchRows", 10_000, minimum=1),
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
+            key_binary=read.choice("keyType", "string", ("string", "binary")) == "binary",
+            timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
         )
+
+    def partition_of(self, stream: str) -> int:
+        """The ``partition`` column of a stream: ``N`` of ``<stream>-N``, or its place in
+        ``streams``."""
+        return self.streams.index(stream) if stream in self.streams else -1
 
 
 @dataclass(frozen=True)
@@ -341,6 +354,7 @@ class StreamsWriterSettings:
     row_id_header: str
     #: Headers added to every SEND (a row's own headers win).
     send_headers: Mapping[str, str] = field(default_factory=dict)
+    timestamp_header: str = TIMESTAMP_HEADER
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
@@ -356,6 +370,7 @@ class StreamsWriterSettings:
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
             send_headers=read.headers("sendHeaders"),
+            timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
         )
 
     def declare_headers(self) -> dict[str, str]:
@@ -374,12 +389,12 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
             "startingOffsetsByTimestamp", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
-            "rowIdHeader",
+            "rowIdHeader", "keyType", "timestampHeader",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders",
+            "sendHeaders", "timestampHeader",
         ),
     }  # fmt: skip
 

@@ -239,7 +239,14 @@ def read_partition(
     """
     from .._schema import StreamRows
 
-    rows = StreamRows(part.stream, settings.key_header, settings.row_id_header)
+    rows = StreamRows(
+        part.stream,
+        settings.key_header,
+        settings.row_id_header,
+        partition=settings.partition_of(part.stream),
+        timestamp_header=settings.timestamp_header,
+        key_binary=settings.key_binary,
+    )
     limit = settings.batch_rows
     for got in read_range(
         connection,

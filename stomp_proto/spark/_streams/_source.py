@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._columns import column_kind
+from .._columns import column_kind, streams_schema
 from .._options import ConnectionSettings, option_names, warn_unknown_options
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
 from ._link import declare_streams
@@ -269,8 +269,8 @@ class StompStreamsDataSource(DataSource):
         return "stomp-streams"
 
     def schema(self) -> str:
-        """The rows read: :data:`STREAMS_SCHEMA`."""
-        return STREAMS_SCHEMA
+        """The rows read: :data:`STREAMS_SCHEMA` (``key BINARY`` with ``keyType=binary``)."""
+        return streams_schema(StreamsReaderSettings.from_options(self.options).key_binary)
 
     def _planner(self, schema: StructType) -> StreamsPlanner:
         _check_schema(schema)

@@ -24,6 +24,7 @@ to deduplicate on.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -160,6 +161,8 @@ class StreamsPartitionWriter:
                     )
                     checked.update(new)
                 out: list[bytes] = []
+                # The reader's replay-stable ``timestamp``: when the chunk was sent, in ms.
+                stamp = str(time.time_ns() // 1_000_000)
                 for i, body in enumerate(bodies):
                     stream = targets[i]
                     frame_headers = self._headers(
@@ -169,6 +172,7 @@ class StreamsPartitionWriter:
                         None if headers is None else headers[i],
                         f"{row_id_prefix}-{task_partition}-{index}",
                         static,
+                        stamp,
                     )
                     index += 1
                     data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
@@ -208,6 +212,7 @@ class StreamsPartitionWriter:
         row_headers: Any,
         row_id: str,
         static: list[tuple[str, str]],
+        stamp: str,
     ) -> list[tuple[str, str]]:
         settings = self.settings
         own: list[tuple[str, str]] = []
@@ -222,6 +227,8 @@ class StreamsPartitionWriter:
             frame_headers.append((settings.key_header, _text(key)))
         if settings.row_id_header not in names:
             frame_headers.append((settings.row_id_header, row_id))
+        if settings.timestamp_header not in names:
+            frame_headers.append((settings.timestamp_header, stamp))
         if (
             isinstance(body, str)
             and "content-type" not in names
