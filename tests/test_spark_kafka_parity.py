@@ -246,6 +246,44 @@ def test_progress_reports_the_latest_offset_and_the_lag(
     assert offsets_behind_latest(progress[-1]) == {streams[0]: 0, streams[1]: 0}
 
 
+# -- 4. partition discovery ----------------------------------------------------------------
+
+
+def test_a_new_partition_is_discovered_and_read_from_its_first_offset(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    settings: ConnectionSettings,
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    base = names[0]
+    declare_streams(settings, [f"{base}-0"], create=True)
+    publish(settings, f"{base}-0", 4, size=10)
+    got: list[Any] = []
+    query = (
+        spark.readStream.format("stomp-streams")
+        .options(**rabbit, stream=base, discoverPartitions="true")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: got.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        assert {(r.stream, r.offset) for r in got} == {(f"{base}-0", o) for o in range(4)}
+        declare_streams(settings, [f"{base}-1"], create=True)
+        publish(settings, f"{base}-1", 3, size=10)
+        deadline = time.monotonic() + 120
+        while len(got) < 7 and time.monotonic() < deadline:
+            query.processAllAvailable()
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    new = sorted((r.offset, r.partition) for r in got if r.stream == f"{base}-1")
+    assert new == [(0, 1), (1, 1), (2, 1)]
+
+
 # -- 5. Kafka's forms ---------------------------------------------------------------------
 
 

@@ -549,3 +549,45 @@ def test_planner_starts_each_stream_at_its_own_time() -> None:
     assert p.initial_offsets() == {"a": 99, "b": 49, "c": 20}
     timed = [call["timestamp"] for call in fake.calls if call.get("timestamp") is not None]
     assert timed == [1, 2]
+
+
+# -- partition discovery ---------------------------------------------------------------------
+
+
+class GrowingStreams(FakeStreams):
+    """FakeStreams where a stream not (yet) in ``state`` does not exist on the broker."""
+
+    def __call__(self, connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
+        from stomp_proto.spark._streams._link import MissingStreamError
+
+        missing = [s for s in streams if s not in self.state]
+        if missing:
+            raise MissingStreamError(f"stream {missing[0]!r} does not exist on the broker")
+        return super().__call__(connection, streams, **kwargs)
+
+
+def test_discover_partitions_reads_a_new_stream_from_its_first_offset() -> None:
+    fake = GrowingStreams({"o-0": (0, 9)})
+    settings = StreamsReaderSettings.from_options({"stream": "o", "discoverPartitions": "true"})
+    p = StreamsPlanner(ConnectionSettings(), settings, probe=fake)
+    assert p.latest_offsets({"o-0": 0}, None) == {"o-0": 10}
+    fake.state["o-1"] = (0, 4)
+    fake.state["o-2"] = (3, 7)  # retention already took its start
+    end = p.latest_offsets({"o-0": 10}, None)
+    assert end == {"o-0": 10, "o-1": 5, "o-2": 8}
+    assert p.ranges({"o-0": 10}, end) == [StreamRange("o-1", 0, 5), StreamRange("o-2", 3, 8)]
+    assert p.reported_latest() == {"o-0": 10, "o-1": 5, "o-2": 8}
+    # After a restart, a planner that knows only o-0 takes the checkpoint's streams back.
+    again = StreamsPlanner(ConnectionSettings(), settings, probe=fake)
+    assert again.ranges({"o-0": 10, "o-1": 0, "o-2": 3}, end) == [
+        StreamRange("o-1", 0, 5),
+        StreamRange("o-2", 3, 8),
+    ]
+    assert settings.partition_of("o-2") == 2
+    # Without the option, nothing new is read.
+    plain = StreamsPlanner(
+        ConnectionSettings(), StreamsReaderSettings.from_options({"stream": "o"}), probe=fake
+    )
+    assert plain.latest_offsets({"o-0": 0}, None) == {"o-0": 10}
+    with pytest.raises(ValueError, match=r"'discoverPartitions'.*'stream'"):
+        StreamsReaderSettings.from_options({"streams": "a,b", "discoverPartitions": "true"})

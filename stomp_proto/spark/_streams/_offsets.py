@@ -293,11 +293,22 @@ class StreamsReaderSettings:
     #: ``keyType=binary``: the ``key`` column is binary, as Kafka's.
     key_binary: bool = False
     timestamp_header: str = TIMESTAMP_HEADER
+    #: ``stream``: the base name of ``<stream>-N`` (None when ``streams`` lists them).
+    stream_base: str | None = None
+    #: ``discoverPartitions``: look for a new ``<stream>-N`` at each trigger.
+    discover_partitions: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
         read = _Options(options)
         streams = stream_names(options)
+        base = read.text("stream")
+        discover = read.flag("discoverPartitions", False)
+        if discover and base is None:
+            raise ValueError(
+                "option 'discoverPartitions' is true, which needs the streams named by "
+                "'stream' (as <stream>-0 .. <stream>-N), not listed by 'streams'"
+            )
         starting = parse_offset_spec(
             "startingOffsets",
             read.text("startingOffsets", "earliest") or "earliest",
@@ -329,12 +340,25 @@ class StreamsReaderSettings:
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
             key_binary=read.choice("keyType", "string", ("string", "binary")) == "binary",
             timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
+            stream_base=base,
+            discover_partitions=discover,
         )
 
     def partition_of(self, stream: str) -> int:
         """The ``partition`` column of a stream: ``N`` of ``<stream>-N``, or its place in
-        ``streams``."""
+        ``streams``; -1 for a stream that is neither."""
+        number = self.number_of(stream)
+        if number is not None:
+            return number
         return self.streams.index(stream) if stream in self.streams else -1
+
+    def number_of(self, stream: str) -> int | None:
+        """``N`` when ``stream`` is ``<stream>-N`` of the ``stream`` option, else None."""
+        base = self.stream_base
+        if base is None or not stream.startswith(f"{base}-"):
+            return None
+        suffix = stream[len(base) + 1 :]
+        return int(suffix) if suffix.isdigit() and suffix == str(int(suffix)) else None
 
 
 @dataclass(frozen=True)
@@ -389,7 +413,7 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
             "startingOffsetsByTimestamp", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
-            "rowIdHeader", "keyType", "timestampHeader",
+            "rowIdHeader", "keyType", "timestampHeader", "discoverPartitions",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._options import ConnectionSettings
-from ._link import ProbeResult, probe_streams, read_range
+from ._link import MissingStreamError, ProbeResult, probe_streams, read_range
 from ._offsets import (
     DataLossError,
     StreamRange,
@@ -65,6 +65,9 @@ class StreamsPlanner:
         self._firsts: dict[str, int | None] = {}
         #: Trigger.AvailableNow: the ends the query stops at.
         self._target: dict[str, int] | None = None
+        #: The streams read: the configured ones, and those discovered since
+        #: (``discoverPartitions``).
+        self._streams: tuple[str, ...] = tuple(settings.streams)
 
     # -- probes --------------------------------------------------------------------
 
@@ -76,7 +79,7 @@ class StreamsPlanner:
         truly empty stream costs one ``probeTimeout`` per call, no more.
         """
         s = self.settings
-        found = dict(self._probe_once(s.streams, tails, firsts, s.probe_timeout))
+        found = dict(self._probe_once(self._streams, tails, firsts, s.probe_timeout))
         timeout = s.probe_timeout
         for _ in range(PROBE_RETRIES):
             slow = [
@@ -120,19 +123,19 @@ class StreamsPlanner:
     def latest(self) -> dict[str, int]:
         """Each stream's next offset after its tail (0 for an empty stream)."""
         self.probe()
-        return {s: self._tails.get(s, -1) + 1 for s in self.settings.streams}
+        return {s: self._tails.get(s, -1) + 1 for s in self._streams}
 
     def earliest(self) -> dict[str, int]:
         """Each stream's first kept offset (0 for an empty stream)."""
         found = self.probe()
-        return {s: found[s].first or 0 for s in self.settings.streams}
+        return {s: found[s].first or 0 for s in self._streams}
 
     # -- what Spark's driver calls ---------------------------------------------------
 
     def initial_offsets(self) -> dict[str, int]:
         """Where a new query (or a batch read) starts, per ``startingOffsets``."""
         spec = self.settings.starting
-        streams = self.settings.streams
+        streams = self._streams
         if spec.kind == "latest":
             return self.latest()
         if spec.kind == "timestamp":
@@ -185,15 +188,52 @@ class StreamsPlanner:
     def reported_latest(self) -> dict[str, int]:
         """Each stream's next offset after the highest tail seen so far (no new probe):
         what Spark shows as the source's ``latestOffset`` in a query's progress."""
-        return {s: self._tails.get(s, -1) + 1 for s in self.settings.streams}
+        return {s: self._tails.get(s, -1) + 1 for s in self._streams}
+
+    def discover(self, known: Iterable[str] = ()) -> list[str]:
+        """``discoverPartitions``: the new ``<stream>-N`` streams, now read too.
+
+        Streams of the checkpoint's offsets (``known``) are taken back first;
+        then ``<stream>-<next N>`` is probed until one does not exist.  Each
+        trigger costs one probe that finds no stream (RabbitMQ answers it with
+        an ERROR, on a connection of its own).
+        """
+        settings = self.settings
+        if not settings.discover_partitions:
+            return []
+        found = self._adopt(known)
+        while True:
+            numbers = [settings.number_of(s) for s in self._streams]
+            candidate = f"{settings.stream_base}-{max(n for n in numbers if n is not None) + 1}"
+            try:
+                self._probe_once([candidate], True, True, settings.probe_timeout)
+            except MissingStreamError:
+                break
+            found += self._adopt([candidate])
+        if found:
+            log.info("stomp-streams: reading new streams %s", ", ".join(found))
+        return found
+
+    def _adopt(self, streams: Iterable[str]) -> list[str]:
+        """Read the ``<stream>-N`` among ``streams`` too (``discoverPartitions``)."""
+        settings = self.settings
+        if not settings.discover_partitions:
+            return []
+        new = [s for s in streams if s not in self._streams and settings.number_of(s) is not None]
+        if new:
+            self._streams = tuple(sorted({*self._streams, *new}, key=settings.partition_of))
+        return new
 
     def prepare_available_now(self) -> None:
         """``Trigger.AvailableNow``: fix the ends at the tails of this moment."""
+        self.discover()
         self._target = self.latest()
 
     def latest_offsets(self, start: Mapping[str, int], max_offsets: int | None) -> dict[str, int]:
         """The end of the next micro-batch from ``start``: the tails (or the AvailableNow
         target), at most ``max_offsets`` further in total; ``start`` itself if nothing is new."""
+        if self._target is None:
+            self.discover(start)
         latest = dict(self._target) if self._target is not None else self.latest()
         begin = self._start_of(start)
         latest = {s: max(latest[s], begin[s]) for s in latest}
@@ -203,6 +243,8 @@ class StreamsPlanner:
 
     def ranges(self, start: Mapping[str, int], end: Mapping[str, int]) -> list[StreamRange]:
         """The read tasks of the batch ``start``..``end``, after the data-loss check."""
+        # A batch planned before a restart may hold streams discovered then.
+        self._adopt([*start, *end])
         begin = self._start_of(start)
         wanted = {s: e for s, e in end.items() if s in begin and e > begin[s]}
         if wanted and any(s not in self._firsts for s in wanted):
@@ -221,12 +263,12 @@ class StreamsPlanner:
     def _start_of(self, start: Mapping[str, int]) -> dict[str, int]:
         """``start`` for every stream read; a stream new to the query starts at its first kept
         offset (as Kafka's source does with a new partition)."""
-        missing = [s for s in self.settings.streams if s not in start]
+        missing = [s for s in self._streams if s not in start]
         firsts: dict[str, int] = {}
         if missing:
             found = self.probe()
             firsts = {s: found[s].first or 0 for s in missing}
-        return {s: int(start[s]) if s in start else firsts[s] for s in self.settings.streams}
+        return {s: int(start[s]) if s in start else firsts[s] for s in self._streams}
 
 
 def read_partition(
