@@ -379,6 +379,8 @@ class StreamsWriterSettings:
     #: Headers added to every SEND (a row's own headers win).
     send_headers: Mapping[str, str] = field(default_factory=dict)
     timestamp_header: str = TIMESTAMP_HEADER
+    #: ``exactlyOnce``: a task that may run again first skips the rows already sent.
+    exactly_once: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
@@ -395,6 +397,7 @@ class StreamsWriterSettings:
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
             send_headers=read.headers("sendHeaders"),
             timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
+            exactly_once=read.flag("exactlyOnce", True),
         )
 
     def declare_headers(self) -> dict[str, str]:
@@ -418,7 +421,7 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders", "timestampHeader",
+            "sendHeaders", "timestampHeader", "exactlyOnce",
         ),
     }  # fmt: skip
 

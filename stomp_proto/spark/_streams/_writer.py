@@ -16,16 +16,20 @@ sending to it.
 A transaction's COMMIT receipt is no publisher confirm on RabbitMQ 3.10 (it
 came before the last SEND's), so there is no transaction: the last SEND to
 each stream asks for a receipt, and the task succeeds once all those
-receipts are in.  A task that fails midway leaves what it sent, and a
-retried task sends it again: writes are at-least-once.  Every row carries an
-id (``x-row-id``) that is the same in a retry of the same batch, for readers
-to deduplicate on.
+receipts are in.  A task that fails midway leaves what it sent.  Every row
+carries an id (``x-row-id``: ``<write>-<partition>-<index>``) that is the same
+in a retry of the same task, and a task's rows reach each stream in index
+order.  So a task that may be running again (a retry, or any streaming task:
+a batch can be replayed after a restart) first looks, in each stream it
+writes to, for the last row of its own that is already there
+(:func:`last_written`), and sends only the rows after it: exactly once,
+for sequential attempts.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +45,19 @@ from .._columns import (
     body_column,
 )
 from .._options import ConnectionSettings
-from ._link import StreamLink, amq_destination, declare_streams
-from ._offsets import StreamsWriterSettings, route
+from ._link import StreamLink, amq_destination, declare_streams, probe_streams, read_range
+from ._offsets import StreamRange, StreamsWriterSettings, route
 
-__all__ = ["StreamColumns", "StreamsPartitionWriter", "plan_stream_columns"]
+__all__ = ["StreamColumns", "StreamsPartitionWriter", "last_written", "plan_stream_columns"]
+
+#: Offsets a resume scan reads first, back from a stream's tail (doubled each time).
+SCAN_WINDOW = 2000
+#: A resume scan's prefetch, and how long it waits for a message.
+_SCAN_PREFETCH = 2000
+_SCAN_READ_TIMEOUT = 30.0
+
+#: Whether a message read by a resume scan is older than anything the task can have sent.
+Older = Callable[[Frame], bool]
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,78 @@ def plan_stream_columns(
     )
 
 
+def last_written(
+    connection: ConnectionSettings,
+    stream: str,
+    row_id_header: str,
+    prefix: str,
+    older: Older,
+    *,
+    quiet: float = 1.0,
+    probe_timeout: float = 0.25,
+) -> int | None:
+    """The highest ``<index>`` of a row id ``<prefix><index>`` in ``stream``; None if none.
+
+    Reads back from the tail, a window at a time (:data:`SCAN_WINDOW` offsets,
+    doubled each time): a task's rows reach a stream in index order, so the
+    first window (from the tail) that holds one of them holds the highest.
+    The newest window is read on past the tail the probe found, until
+    ``quiet`` seconds pass without a message: a probe can end before the last
+    chunk is in, and the messages of an attempt that just died may still be
+    landing.  The scan ends without a row at the head of the stream, or once a
+    window holds a message ``older`` says was there before the task could
+    write.
+    """
+    found = probe_streams(connection, [stream], timeout=probe_timeout)[stream]
+    head = found.first or 0
+    end = head if found.tail is None else found.tail + 1
+    start = max(head, end - SCAN_WINDOW)
+    best, passed = _scan(connection, stream, row_id_header, prefix, older, start, None, quiet)
+    size = SCAN_WINDOW
+    while best < 0 and not passed and start > head:
+        end, size = start, size * 2
+        start = max(head, end - size)
+        best, passed = _scan(connection, stream, row_id_header, prefix, older, start, end, quiet)
+    return best if best >= 0 else None
+
+
+def _scan(
+    connection: ConnectionSettings,
+    stream: str,
+    row_id_header: str,
+    prefix: str,
+    older: Older,
+    start: int,
+    end: int | None,
+    quiet: float,
+) -> tuple[int, bool]:
+    """The highest own index in ``[start, end)`` (-1: none), and whether an older message
+    was seen; ``end=None`` reads until ``quiet`` seconds pass without a message."""
+    best = -1
+    passed = False
+    last = (1 << 62) if end is None else end
+    try:
+        for chunk in read_range(
+            connection,
+            StreamRange(stream, start, last),
+            prefetch=_SCAN_PREFETCH,
+            read_timeout=quiet if end is None else _SCAN_READ_TIMEOUT,
+            fail_on_data_loss=False,
+        ):
+            for _, frame in chunk:
+                row_id = frame.get(row_id_header)
+                if row_id is not None and row_id.startswith(prefix):
+                    index = row_id[len(prefix) :]
+                    if index.isdigit():
+                        best = max(best, int(index))
+                elif not passed and older(frame):
+                    passed = True
+    except TimeoutError:
+        if end is not None:
+            raise
+    return best, passed
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
 
@@ -101,9 +186,16 @@ class StreamsPartitionWriter:
         self.connection = connection
         self.settings = settings
         self.columns = columns
+        #: Seconds without a message that end a resume scan's newest window.
+        self.quiet = 1.0
 
     def write_batches(
-        self, batches: Iterable[Any], *, task_partition: int, row_id_prefix: str
+        self,
+        batches: Iterable[Any],
+        *,
+        task_partition: int,
+        row_id_prefix: str,
+        resume: Older | None = None,
     ) -> dict[str, int]:
         """Send Arrow record batches; returns rows sent per stream, once the broker has them."""
         columns = self.columns
@@ -123,7 +215,12 @@ class StreamsPartitionWriter:
             for b in batches
             if b.num_rows
         )
-        return self.send(chunks, task_partition=task_partition, row_id_prefix=row_id_prefix)  # type: ignore[arg-type]
+        return self.send(
+            chunks,  # type: ignore[arg-type]
+            task_partition=task_partition,
+            row_id_prefix=row_id_prefix,
+            resume=resume,
+        )
 
     def send(
         self,
@@ -131,8 +228,14 @@ class StreamsPartitionWriter:
         *,
         task_partition: int,
         row_id_prefix: str,
+        resume: Older | None = None,
     ) -> dict[str, int]:
-        """Send rows given column by column: (bodies, keys, streams, headers) per chunk."""
+        """Send rows given column by column: (bodies, keys, streams, headers) per chunk.
+
+        With ``resume`` (the task may be running again), each stream's rows
+        already there (:func:`last_written`, ``resume`` bounding its scan) are
+        not sent again.
+        """
         iterator = iter(chunks)
         first = next(iterator, None)
         if first is None:
@@ -146,6 +249,9 @@ class StreamsPartitionWriter:
             held: dict[str, tuple[list[tuple[str, str]], bytes]] = {}
             sent: dict[str, int] = {}
             index = 0
+            own = f"{row_id_prefix}-{task_partition}-"
+            #: Per stream, the highest row index already there (resume only).
+            done: dict[str, int] = {}
             chunk: tuple[list[Any], list[Any] | None, list[Any] | None, list[Any] | None] | None
             chunk = first
             while chunk is not None:
@@ -165,6 +271,13 @@ class StreamsPartitionWriter:
                 stamp = str(time.time_ns() // 1_000_000)
                 for i, body in enumerate(bodies):
                     stream = targets[i]
+                    if resume is not None:
+                        last = done.get(stream)
+                        if last is None:
+                            last = done[stream] = self._last_written(stream, own, resume)
+                        if index <= last:
+                            index += 1  # sent by an earlier attempt
+                            continue
                     frame_headers = self._headers(
                         stream,
                         body,
@@ -203,6 +316,12 @@ class StreamsPartitionWriter:
             raise
         link.close(self.connection.timeout)
         return sent
+
+    def _last_written(self, stream: str, own: str, older: Older) -> int:
+        found = last_written(
+            self.connection, stream, self.settings.row_id_header, own, older, quiet=self.quiet
+        )
+        return -1 if found is None else found
 
     def _headers(
         self,
