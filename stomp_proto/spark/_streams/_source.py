@@ -244,9 +244,10 @@ class _StreamsSink:
         writer = self.partition_writer
         settings = writer.settings
         resume = None
-        # A retried task, or a streaming batch (replayed after a restart, its tasks are
-        # first attempts again): skip what an earlier run already wrote.
-        if settings.exactly_once and (task.attempt > 0 or task.query is not None):
+        # The writer resumes (skips what an earlier attempt of this task sent) only
+        # when it finds that one began: a retry, a speculative copy, a streaming batch
+        # replayed after a restart.  This bounds the look-back.
+        if settings.exactly_once:
             resume = _older_than(
                 self.started_ms, settings.timestamp_header, settings.row_id_header, task
             )
@@ -255,7 +256,11 @@ class _StreamsSink:
             writer.quiet = RETRY_QUIET if task.attempt > 0 else REPLAY_QUIET
         prefix = f"{task.query}-{task.batch}" if task.query is not None else self.write_id
         rows = writer.write_batches(
-            iterator, task_partition=task.partition, row_id_prefix=prefix, resume=resume
+            iterator,
+            task_partition=task.partition,
+            row_id_prefix=prefix,
+            resume=resume,
+            exclusive=settings.exactly_once,
         )
         return StreamsCommitMessage(rows=rows)
 

@@ -33,8 +33,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._client._core import BrokerError
 from ..._encoder import FrameEncoder
-from ..._events import Send
+from ..._events import Send, Subscribe
 from ..._frame import Frame
 from .._columns import (
     BINARY,
@@ -50,6 +51,14 @@ from ._offsets import StreamRange, StreamsWriterSettings, route
 
 __all__ = ["StreamColumns", "StreamsPartitionWriter", "last_written", "plan_stream_columns"]
 
+#: The queues that serve as the locks of write tasks (exclusive, deleted with their holder).
+LOCK_PREFIX = "stomp-streams-lock-"
+#: The queues that mark a task an attempt of which began to send, and how long one is
+#: kept unused.
+STARTED_PREFIX = "stomp-streams-started-"
+MARKER_EXPIRES_MS = 24 * 3600 * 1000
+#: Seconds an attempt of a task waits for another attempt of it to end (speculation).
+LOCK_TIMEOUT = 3600.0
 #: Offsets a resume scan reads first, back from a stream's tail (doubled each time).
 SCAN_WINDOW = 2000
 #: A resume scan's prefetch, and how long it waits for a message.
@@ -170,6 +179,82 @@ def _scan(
     return best, passed
 
 
+def _lock(connection: ConnectionSettings, name: str, timeout: float) -> StreamLink:
+    """A connection holding the lock ``name``: an exclusive queue of RabbitMQ's, which the
+    broker gives one connection at a time and deletes when that connection ends.
+
+    Another connection's SUBSCRIBE to it gets ``RESOURCE_LOCKED`` (and loses its
+    connection); it is tried again, on a new connection, until ``timeout`` seconds
+    have passed.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        link = StreamLink(connection)
+        try:
+            link.send(
+                Subscribe(
+                    f"/queue/{LOCK_PREFIX}{name}",
+                    id="lock",
+                    ack="client",
+                    receipt="locked",
+                    headers=(("exclusive", "true"), ("auto-delete", "true"), ("durable", "false")),
+                )
+            )
+            link.wait_for_receipts({"locked": name}, "the lock of")
+            return link
+        except BrokerError as exc:
+            link.abandon()
+            if "RESOURCE_LOCKED" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        except BaseException:
+            link.abandon()
+            raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def _never_older(frame: Frame) -> bool:
+    return False
+
+
+def _started(connection: ConnectionSettings, task: str) -> bool:
+    """Whether an attempt of ``task`` began to send (its marker queue exists)."""
+    link = StreamLink(connection)
+    try:
+        link.send(
+            Subscribe(
+                amq_destination(f"{STARTED_PREFIX}{task}"), id="mark", ack="client", receipt="m"
+            )
+        )
+        link.wait_for_receipts({"m": task}, "the check of")
+    except BrokerError as exc:
+        link.abandon()
+        if "NOT_FOUND" in str(exc):
+            return False
+        raise
+    link.close(connection.timeout)
+    return True
+
+
+def _mark_started(link: StreamLink, task: str) -> None:
+    """Leave the marker of a task that begins to send: a queue that expires unused."""
+    link.send(
+        Subscribe(
+            f"/queue/{STARTED_PREFIX}{task}",
+            id="mark",
+            ack="client",
+            receipt="marked",
+            headers=(
+                ("durable", "true"),
+                ("auto-delete", "false"),
+                ("x-expires", str(MARKER_EXPIRES_MS)),
+            ),
+        )
+    )
+    link.wait_for_receipts({"marked": task}, "the marker of")
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
 
@@ -188,6 +273,8 @@ class StreamsPartitionWriter:
         self.columns = columns
         #: Seconds without a message that end a resume scan's newest window.
         self.quiet = 1.0
+        #: Seconds an attempt waits for another attempt of its task to finish.
+        self.lock_timeout = LOCK_TIMEOUT
 
     def write_batches(
         self,
@@ -196,6 +283,7 @@ class StreamsPartitionWriter:
         task_partition: int,
         row_id_prefix: str,
         resume: Older | None = None,
+        exclusive: bool = False,
     ) -> dict[str, int]:
         """Send Arrow record batches; returns rows sent per stream, once the broker has them."""
         columns = self.columns
@@ -220,6 +308,7 @@ class StreamsPartitionWriter:
             task_partition=task_partition,
             row_id_prefix=row_id_prefix,
             resume=resume,
+            exclusive=exclusive,
         )
 
     def send(
@@ -229,12 +318,18 @@ class StreamsPartitionWriter:
         task_partition: int,
         row_id_prefix: str,
         resume: Older | None = None,
+        exclusive: bool = False,
     ) -> dict[str, int]:
         """Send rows given column by column: (bodies, keys, streams, headers) per chunk.
 
         With ``resume`` (the task may be running again), each stream's rows
         already there (:func:`last_written`, ``resume`` bounding its scan) are
-        not sent again.
+        not sent again.  With ``exclusive`` (``exactlyOnce``), the task first
+        takes the lock of its rows (:func:`_lock`), so that two attempts of it
+        running at once (speculative execution) send one after the other,
+        never together.  Holding it, an attempt that finds the marker of an
+        earlier one (:func:`_started`) resumes as above; the first to send
+        leaves the marker and scans nothing.
         """
         iterator = iter(chunks)
         first = next(iterator, None)
@@ -242,7 +337,21 @@ class StreamsPartitionWriter:
             return {}  # an empty partition needs no connection
         settings = self.settings
         checked = set(settings.streams)  # the driver declared or checked these
-        link = StreamLink(self.connection)
+        task = f"{row_id_prefix}-{task_partition}"
+        if exclusive:
+            link = _lock(self.connection, task, self.lock_timeout)
+            try:
+                if _started(self.connection, task):
+                    # An earlier attempt (or a speculative copy) sent some or all rows.
+                    resume = resume or _never_older
+                else:
+                    _mark_started(link, task)
+                    resume = None  # the first attempt to send: nothing can be there
+            except BaseException:
+                link.abandon()
+                raise
+        else:
+            link = StreamLink(self.connection)
         try:
             encoder = FrameEncoder(link.conn.version or "1.2")
             static = [(k, v) for k, v in settings.send_headers.items() if k not in RESERVED_HEADERS]
