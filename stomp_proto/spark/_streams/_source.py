@@ -9,8 +9,9 @@ connects before Spark calls a method that needs the broker.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +26,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._columns import column_kind
-from .._options import ConnectionSettings
+from ..._frame import Frame
+from .._columns import column_kind, streams_schema
+from .._options import ConnectionSettings, option_names, warn_unknown_options
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
 from ._link import declare_streams
-from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
+from ._offsets import (
+    StreamRange,
+    StreamsReaderSettings,
+    StreamsWriterSettings,
+    check_offsets,
+    streams_option_names,
+)
 from ._reader import StreamsPlanner, read_partition
 from ._writer import StreamsPartitionWriter, plan_stream_columns
 
@@ -87,7 +95,12 @@ class _RangeReader:
     settings: StreamsReaderSettings
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, StreamsPartition)
+        if not isinstance(partition, StreamsPartition):
+            if getattr(partition, "value", None) is None:
+                # Spark's stand-in when planning found nothing to read (``partitions()``
+                # returned no range: a start at or past the tail, an empty stream).
+                return iter(())
+            raise TypeError(f"not a partition of the stomp-streams source: {partition!r}")
         part = StreamRange(partition.stream, partition.start, partition.end)
         return read_partition(self.connection, self.settings, part)
 
@@ -133,6 +146,10 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
 
+    def reportLatestOffset(self) -> dict[str, int]:
+        # Asked after each latestOffset(): the tails its probe just found.
+        return self.planner.reported_latest()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return _partitions(
             self.planner.ranges(check_offsets("start", start), check_offsets("end", end))
@@ -153,8 +170,19 @@ class StreamsCommitMessage(WriterCommitMessage):
     rows: dict[str, int]
 
 
-def _task() -> tuple[int, str | None]:
-    """The Spark partition id of the running task, and a replay-stable batch id if streaming."""
+@dataclass(frozen=True)
+class _Task:
+    """The running write task, as the sink needs it."""
+
+    partition: int
+    attempt: int
+    #: Streaming: the query id and the batch id (replay-stable); None in a batch write.
+    query: str | None
+    batch: int | None
+
+
+def _task() -> _Task:
+    """The Spark task running this write (partition 0, attempt 0 outside a task)."""
     try:
         from pyspark import TaskContext
 
@@ -162,11 +190,43 @@ def _task() -> tuple[int, str | None]:
     except Exception:  # pragma: no cover - outside a task
         context = None
     if context is None:
-        return 0, None
+        return _Task(0, 0, None, None)
     query = context.getLocalProperty("sql.streaming.queryId")
     batch = context.getLocalProperty("streaming.sql.batchId")
-    stable = f"{query}-{batch}" if query and batch is not None else None
-    return context.partitionId(), stable
+    if not query or batch is None or not str(batch).isdigit():
+        return _Task(context.partitionId(), context.attemptNumber(), None, None)
+    return _Task(context.partitionId(), context.attemptNumber(), query, int(batch))
+
+
+#: How far executors' clocks may be behind the driver's (a resume scan reads this much more).
+CLOCK_SKEW_MS = 60_000
+#: Seconds without a new message that end a resume scan at a stream's tail: after a
+#: failed attempt (its messages may still be landing), and in a streaming task.
+RETRY_QUIET = 1.0
+REPLAY_QUIET = 0.2
+
+
+def _older_than(
+    started_ms: int, timestamp_header: str, row_id_header: str, task: _Task
+) -> Callable[[Frame], bool]:
+    """Whether a message was in a stream before ``task`` could write: stamped before the
+    write (or the query) started, or, streaming, a row of an earlier batch of the query."""
+    bound = started_ms - CLOCK_SKEW_MS
+    query = f"{task.query}-" if task.query is not None else None
+
+    def older(frame: Frame) -> bool:
+        stamp = frame.get(timestamp_header)
+        if stamp is not None and stamp.isdigit() and int(stamp) < bound:
+            return True
+        if query is None or task.batch is None:
+            return False
+        row_id = frame.get(row_id_header)
+        if row_id is None or not row_id.startswith(query):
+            return False
+        batch = row_id[len(query) :].partition("-")[0]
+        return batch.isdigit() and int(batch) < task.batch
+
+    return older
 
 
 class _StreamsSink:
@@ -175,11 +235,32 @@ class _StreamsSink:
         #: Row ids start with this: made once per write on the driver, so a retried
         #: task gives its rows the ids of the first attempt.
         self.write_id = uuid.uuid4().hex[:16]
+        #: When the write (or the streaming query) started, in ms: what a resume scan
+        #: reads back to at most.
+        self.started_ms = time.time_ns() // 1_000_000
 
     def _write(self, iterator: Iterator[Any]) -> StreamsCommitMessage:
-        partition, stable = _task()
-        rows = self.partition_writer.write_batches(
-            iterator, task_partition=partition, row_id_prefix=stable or self.write_id
+        task = _task()
+        writer = self.partition_writer
+        settings = writer.settings
+        resume = None
+        # The writer resumes (skips what an earlier attempt of this task sent) only
+        # when it finds that one began: a retry, a speculative copy, a streaming batch
+        # replayed after a restart.  This bounds the look-back.
+        if settings.exactly_once:
+            resume = _older_than(
+                self.started_ms, settings.timestamp_header, settings.row_id_header, task
+            )
+            # A retry follows its failed attempt at once, whose last SENDs may still be
+            # landing; a replayed batch's first run is long gone.
+            writer.quiet = RETRY_QUIET if task.attempt > 0 else REPLAY_QUIET
+        prefix = f"{task.query}-{task.batch}" if task.query is not None else self.write_id
+        rows = writer.write_batches(
+            iterator,
+            task_partition=task.partition,
+            row_id_prefix=prefix,
+            resume=resume,
+            exclusive=settings.exactly_once,
         )
         return StreamsCommitMessage(rows=rows)
 
@@ -234,14 +315,29 @@ class StompStreamsDataSource(DataSource):
     and guarantees: :doc:`/spark`.
     """
 
+    def __init__(self, options: dict[str, str]) -> None:
+        """Check every option at once (Spark makes the source at ``load()`` and ``save()``):
+        a bad value fails there, naming the option, rather than in a task or a
+        running query; an unknown option is logged at WARNING."""
+        super().__init__(options)
+        ConnectionSettings.from_options(options)
+        StreamsReaderSettings.from_options(options)
+        StreamsWriterSettings.from_options(options)
+        names = streams_option_names()
+        warn_unknown_options(
+            "stomp-streams",
+            options,
+            (*option_names()["connection"], *names["streams-read"], *names["streams-write"]),
+        )
+
     @classmethod
     def name(cls) -> str:
         """The format's name: ``"stomp-streams"``."""
         return "stomp-streams"
 
     def schema(self) -> str:
-        """The rows read: :data:`STREAMS_SCHEMA`."""
-        return STREAMS_SCHEMA
+        """The rows read: :data:`STREAMS_SCHEMA` (``key BINARY`` with ``keyType=binary``)."""
+        return streams_schema(StreamsReaderSettings.from_options(self.options).key_binary)
 
     def _planner(self, schema: StructType) -> StreamsPlanner:
         _check_schema(schema)
