@@ -147,6 +147,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_spark_streams_exactly_once",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",
+        "test_spark_streams_sink_exactly_once",
     ),
     # real brokers and other projects' clients
     "interop": (

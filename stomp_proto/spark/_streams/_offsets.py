@@ -271,6 +271,8 @@ class StreamsWriterSettings:
     row_id_header: str
     #: Headers added to every SEND (a row's own headers win).
     send_headers: Mapping[str, str] = field(default_factory=dict)
+    #: Guard each task so that retried and speculative attempts add no duplicate.
+    exactly_once: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
@@ -286,6 +288,7 @@ class StreamsWriterSettings:
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
             send_headers=read.headers("sendHeaders"),
+            exactly_once=read.flag("exactlyOnce", True),
         )
 
     def declare_headers(self) -> dict[str, str]:
@@ -308,7 +311,7 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders",
+            "sendHeaders", "exactlyOnce",
         ),
     }  # fmt: skip
 
