@@ -30,7 +30,7 @@ import pytest
 from brokers import Endpoint, in_ci, real_broker
 
 from stomp_proto.spark._options import ConnectionSettings
-from stomp_proto.spark._streams._guard import guard_queue
+from stomp_proto.spark._streams._guard import RowIds, guard_queue
 from stomp_proto.spark._streams._link import declare_streams, probe_streams, read_range
 from stomp_proto.spark._streams._offsets import StreamRange, StreamsWriterSettings
 from stomp_proto.spark._streams._writer import StreamColumns, StreamsPartitionWriter
@@ -190,6 +190,17 @@ def test_two_concurrent_attempts_write_each_row_once(
     found = stream_contents(connection, streams.streams)
     assert len(found) == 4000
     assert len({m.get("x-row-id") for m in found}) == 4000
+
+
+def test_row_ids_follow_the_rows_not_their_order() -> None:
+    rows = [("s-0", "k", b"a", []), ("s-0", "k", b"b", []), ("s-0", "k", b"a", [])]
+    rows += [("s-1", "k", b"a", []), ("s-0", None, b"a", []), ("s-0", "k", b"a", [("h", "1")])]
+    first, second = RowIds("w-0-"), RowIds("w-0-")
+    ids = [first.next(*row) for row in rows]
+    again = [second.next(*row) for row in reversed(rows)]
+    assert sorted(ids) == sorted(again)
+    assert len(set(ids)) == len(rows)  # every field counts, and a repeat gets a suffix
+    assert ids[2] == f"{ids[0]}.1" and all(i.startswith("w-0-") for i in ids)
 
 
 def test_each_task_has_its_own_journal() -> None:

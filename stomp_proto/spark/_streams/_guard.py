@@ -188,7 +188,8 @@ class RowIds:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.seen: dict[str, int] = {}
+        #: Digest -> how many rows had it; an int key costs about 100 bytes per row.
+        self.seen: dict[int, int] = {}
 
     def next(self, stream: str, key: Any, body: bytes, headers: list[tuple[str, str]]) -> str:
         digest = hashlib.blake2b(digest_size=8)
@@ -197,10 +198,11 @@ class RowIds:
         digest.update(repr(headers).encode())
         digest.update(b"\0")
         digest.update(body)
-        name = digest.hexdigest()
-        repeat = self.seen.get(name, -1) + 1
-        self.seen[name] = repeat
-        return f"{self.prefix}{name}" if repeat == 0 else f"{self.prefix}{name}.{repeat}"
+        number = int.from_bytes(digest.digest(), "big")
+        repeat = self.seen.get(number, -1) + 1
+        self.seen[number] = repeat
+        name = f"{self.prefix}{number:016x}"
+        return name if repeat == 0 else f"{name}.{repeat}"
 
 
 def _bytes(value: Any) -> bytes:
