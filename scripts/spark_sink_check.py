@@ -12,12 +12,17 @@
 ``throughput``
     ``local[2]``, no failure: the same write ``--repeats`` times with and
     without the guard, after one warm-up write; prints the rows/s (median) of
-    each as a JSON line.
+    each as a JSON line.``task``
+    No Spark: one write task's code (the sink's sender, one connection, two
+    streams routed by key) on ``--rows`` rows, guarded and unguarded in turn,
+    ``--repeats`` times; and the time a retry takes after an attempt that died
+    half-way (its read of the streams included).  Prints a JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -106,9 +111,62 @@ def write(
     return result
 
 
+def task_costs(args: argparse.Namespace) -> dict[str, Any]:
+    """See ``task`` in the module docstring."""
+    import dataclasses
+
+    from stomp_proto.spark._options import ConnectionSettings
+    from stomp_proto.spark._streams._link import declare_streams
+    from stomp_proto.spark._streams._offsets import StreamsWriterSettings
+    from stomp_proto.spark._streams._writer import StreamColumns, StreamsPartitionWriter
+
+    connection = ConnectionSettings.from_options(connection_options(args))
+    columns = StreamColumns(body="body", key="key", stream=None, headers=None)
+    rows = [(f"row-{i}".encode(), f"k{i}") for i in range(args.rows)]
+
+    def chunks(fail_at: int | None = None) -> Any:
+        for start in range(0, len(rows), 1000):
+            if fail_at is not None and start >= fail_at:
+                raise RuntimeError("injected")
+            part = rows[start : start + 1000]
+            yield [b for b, _ in part], [k for _, k in part], None, None
+
+    def writer(guarded: bool) -> Any:
+        base = f"spark-sink-task-{uuid.uuid4().hex[:10]}"
+        settings = StreamsWriterSettings.from_options({"stream": base, "partitions": "2"})
+        declare_streams(connection, settings.streams, create=True)
+        settings = dataclasses.replace(settings, exactly_once=guarded)
+        return StreamsPartitionWriter(connection, settings, columns)
+
+    rates: dict[str, list[float]] = {"guarded": [], "unguarded": []}
+    for _ in range(args.repeats):
+        for name in ("unguarded", "guarded"):
+            sink = writer(name == "guarded")
+            began = time.perf_counter()
+            sink.send(chunks(), task_partition=0, row_id_prefix=uuid.uuid4().hex)
+            rates[name].append(args.rows / (time.perf_counter() - began))
+    retries: list[float] = []
+    for _ in range(args.repeats):
+        sink, write = writer(True), uuid.uuid4().hex  # one write id per write, as in Spark
+        with contextlib.suppress(RuntimeError):  # the injected failure
+            sink.send(chunks(fail_at=args.rows // 2), task_partition=0, row_id_prefix=write)
+        began = time.perf_counter()
+        sink.send(chunks(), task_partition=0, row_id_prefix=write)
+        retries.append(time.perf_counter() - began)
+    return {
+        "rows": args.rows,
+        "guarded_rows_per_s": [round(r) for r in rates["guarded"]],
+        "unguarded_rows_per_s": [round(r) for r in rates["unguarded"]],
+        "guarded_median": round(statistics.median(rates["guarded"])),
+        "unguarded_median": round(statistics.median(rates["unguarded"])),
+        "retry_after_half_s": [round(t, 3) for t in retries],
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("retry", "throughput"))
+    parser.add_argument("step", choices=("retry", "throughput", "task"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=61613)
     parser.add_argument("--login", default="guest")
@@ -117,6 +175,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+
+    if args.step == "task":
+        print(json.dumps(task_costs(args), sort_keys=True), flush=True)
+        return
 
     from stomp_proto.spark import local_session
 
