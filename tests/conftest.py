@@ -144,6 +144,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "spark": (
         "test_spark_integration",
         "test_spark_logic",
+        "test_spark_streams_discovery",
         "test_spark_streams_exactly_once",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",

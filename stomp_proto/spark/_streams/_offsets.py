@@ -218,6 +218,9 @@ class StreamsReaderSettings:
     batch_rows: int
     key_header: str
     row_id_header: str
+    #: ``discoverPartitions``: the ``stream`` whose new ``<stream>-N`` are looked for at
+    #: each trigger (None: the streams are fixed).
+    discover_partitions: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
@@ -251,7 +254,20 @@ class StreamsReaderSettings:
             batch_rows=read.integer("batchRows", 10_000, minimum=1),
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
+            discover_partitions=_discovered_base(read),
         )
+
+
+def _discovered_base(read: _Options) -> str | None:
+    if not read.flag("discoverPartitions", False):
+        return None
+    base = read.text("stream")
+    if base is None:
+        raise ValueError(
+            "option 'discoverPartitions' needs 'stream' (with 'partitions'): it looks for "
+            "new <stream>-N streams, which a 'streams' list does not name"
+        )
+    return base
 
 
 @dataclass(frozen=True)
@@ -306,7 +322,7 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
             "stream", "partitions", "streams", "startingOffsets", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
-            "rowIdHeader",
+            "rowIdHeader", "discoverPartitions",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",

@@ -16,6 +16,7 @@ commits each batch once (idempotently), every message lands exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -65,6 +66,13 @@ class StreamsPlanner:
         self._firsts: dict[str, int | None] = {}
         #: Trigger.AvailableNow: the ends the query stops at.
         self._target: dict[str, int] | None = None
+
+    def add_streams(self, streams: Sequence[str]) -> None:
+        """Read these streams too from now on (discovered partitions, or streams a
+        checkpointed offset names); each starts at its first kept offset."""
+        new = tuple(s for s in dict.fromkeys(streams) if s not in self.settings.streams)
+        if new:
+            self.settings = dataclasses.replace(self.settings, streams=self.settings.streams + new)
 
     # -- probes --------------------------------------------------------------------
 

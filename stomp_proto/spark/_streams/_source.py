@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 from .._columns import column_kind
 from .._options import ConnectionSettings
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
+from ._discovery import adopt, discover
 from ._link import declare_streams
 from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
 from ._reader import StreamsPlanner, read_partition
@@ -101,6 +102,7 @@ class StreamsBatchReader(_RangeReader, DataSourceReader):
         self.settings = planner.settings
 
     def partitions(self) -> Sequence[InputPartition]:
+        discover(self.planner)
         start = self.planner.initial_offsets()
         end = self.planner.ending_offsets()
         return _partitions(self.planner.ranges(start, end))
@@ -115,6 +117,7 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         self.settings = planner.settings
 
     def initialOffset(self) -> dict[str, int]:
+        discover(self.planner)
         return self.planner.initial_offsets()
 
     def getDefaultReadLimit(self) -> Any:
@@ -125,6 +128,8 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, int]:
         begin = check_offsets("latestOffset", start)
+        adopt(self.planner, begin)
+        discover(self.planner)
         max_rows: int | None = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)
@@ -134,9 +139,9 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         self.planner.prepare_available_now()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _partitions(
-            self.planner.ranges(check_offsets("start", start), check_offsets("end", end))
-        )
+        begin, until = check_offsets("start", start), check_offsets("end", end)
+        adopt(self.planner, begin, until)
+        return _partitions(self.planner.ranges(begin, until))
 
     def commit(self, end: dict[str, Any]) -> None:
         # The broker keeps no position for a stream consumer: the checkpoint is the position.
