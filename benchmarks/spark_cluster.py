@@ -76,12 +76,15 @@ class Cluster:
             subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         )
 
-    def add_worker(self) -> None:
+    def add_worker(self, host: str = "127.0.0.1") -> None:
+        """One more Worker of one core.  ``host`` is its name for Spark: speculative copies
+        never run on the host of the original, so a test of speculation names its two
+        workers differently (``127.0.0.1`` and ``localhost``, the same loopback)."""
         n = len(self.processes)
         self._start(
             f"worker-{n}",
             "org.apache.spark.deploy.worker.Worker", self.url,
-            "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+            "--host", host, "--cores", "1", "--memory", "1g",
             "--webui-port", str(self.port + 1 + n), "--work-dir", str(self.work / f"worker-{n}"),
         )  # fmt: skip
 
