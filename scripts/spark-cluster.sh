@@ -4,7 +4,6 @@
 #
 #   bash scripts/spark-cluster.sh            # 60,000 messages over 4 streams, three driver kills
 #   MESSAGES=100000 KILLS=3 bash scripts/spark-cluster.sh
-#   bash scripts/spark-cluster.sh scale      # batch-read rows/s with one and two executors
 #
 # The query (scripts/spark_streams_check.py run: stomp-streams -> parquet with a checkpoint,
 # availableNow, maxOffsetsPerTrigger) is killed with SIGKILL - its whole process group: the
@@ -14,6 +13,9 @@
 # executor ran (from the driver's REST API); then spark.read.parquet must find every published
 # message exactly once.  Then a new query reads them all again with larger micro-batches, for
 # the rows/s.  The cluster is stopped at exit (only the processes this script started).
+# Scale-out (one worker, then two, with the Python start-up apart from the steady rate) is
+# measured by benchmarks/spark_cluster.py; the sink under speculative execution by
+# scripts/spark_sink_check.py speculate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
@@ -75,23 +77,6 @@ for _ in $(seq 120); do
 done
 [ "$workers" = 2 ] || { echo "the workers did not register"; tail "$WORK"/logs/*.out; exit 1; }
 echo "two workers alive"
-
-if [ "${1:-}" = scale ]; then
-    # Scale-out: the same batch read of every stream with one executor (1 core, one worker)
-    # and with two (one per worker); the first job's time (Python workers starting) apart.
-    SCALE_BASE="spark-scale-$(date +%s)"
-    "$PY" scripts/spark_streams_check.py publish --port "$RMQ_PORT" --stream "$SCALE_BASE" \
-        --partitions 4 --run scale --count "$MESSAGES"
-    for cores in 1 2; do
-        echo "== $cores executor(s) of 1 core"
-        "$PY" scripts/spark_streams_check.py rate --port "$RMQ_PORT" --stream "$SCALE_BASE" \
-            --partitions 4 --master "$MASTER" --cores-max "$cores" \
-            --ui-port $((PORT_BASE + 20 + cores)) --repeats "${REPEATS:-3}" \
-            --per-partition "${PER_PARTITION:-25000}" 2>"$WORK/rate-$cores.err" \
-            || { tail -30 "$WORK/rate-$cores.err"; exit 1; }
-    done
-    exit 0
-fi
 
 BASE="spark-cluster-$(date +%s)"
 COMMON=(--port "$RMQ_PORT" --stream "$BASE" --partitions 4 --run cluster)

@@ -16,11 +16,6 @@ can ``kill -9`` the query's whole process tree and start it again:
     A batch write through the ``stomp-streams`` sink whose task for one
     Spark partition fails once, midway (``local[2,4]`` retries it); prints
     what the streams then hold (the exactly-once sink check).
-``rate``
-    Batch reads of all the streams (``count()``), the first one small to
-    start the executors' Python workers: prints the start-up time and the
-    steady rows/s (``scripts/spark-cluster.sh scale`` runs it with one and
-    two workers).
 ``verify``
     Read the sink back with ``spark.read.parquet`` (which follows the sink's
     ``_spark_metadata`` log) and compare with what was published: prints a
@@ -104,8 +99,6 @@ def session(args: argparse.Namespace, name: str) -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.cores.max", str(args.cores_max or 2))
         .getOrCreate()
     )
     register(spark)
@@ -208,43 +201,6 @@ def verify(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
-def rate(args: argparse.Namespace) -> None:
-    """Rows/s of batch reads of every stream into ``noop``, start-up apart.
-
-    The first job is a small read (100 offsets per stream): it starts the
-    executors' Python workers, and its time is the start-up.  Then
-    ``--repeats`` full reads with those workers reused
-    (``spark.python.worker.reuse``): their median is the steady rate.
-    Prints one JSON line.
-    """
-    spark = session(args, f"stomp-streams-rate-{args.cores_max or 'all'}-cores")
-    options = {**connection_options(args), "stream": args.stream}
-    options["partitions"] = str(args.partitions)
-    if args.per_partition:
-        options["maxOffsetsPerPartition"] = str(args.per_partition)
-    streams = [f"{args.stream}-{i}" for i in range(args.partitions)]
-
-    def read(**extra: str) -> tuple[int, float]:
-        began = time.monotonic()
-        frame = spark.read.format("stomp-streams").options(**options, **extra).load()
-        rows = frame.count()
-        return rows, time.monotonic() - began
-
-    try:
-        _, startup = read(endingOffsets=json.dumps({s: 100 for s in streams}))
-        runs = [read() for _ in range(args.repeats)]
-        executors = executors_report(spark) if not args.master.startswith("local") else []
-    finally:
-        spark.stop()
-    rates = sorted(rows / took for rows, took in runs)
-    workers = [e for e in executors if e["id"] != "driver"]
-    print(json.dumps({
-        "cores": args.cores_max or None, "executors": len(workers),
-        "rows": runs[0][0], "startup_s": round(startup, 2),
-        "rates": [round(r) for r in rates], "median": round(rates[len(rates) // 2]),
-    }), flush=True)  # fmt: skip
-
-
 def write_retry(args: argparse.Namespace) -> None:
     """A batch write whose task for Spark partition 1 dies on its first attempt after
     ``--fail-at`` of its rows went to the sink; the retry must not send them again.
@@ -291,7 +247,7 @@ def write_retry(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("publish", "run", "verify", "write-retry", "rate"))
+    parser.add_argument("step", choices=("publish", "run", "verify", "write-retry"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=61613)
     parser.add_argument("--login", default="guest")
@@ -311,13 +267,8 @@ def main() -> None:
     parser.add_argument("--per-partition", type=int, default=0, help="maxOffsetsPerPartition")
     parser.add_argument("--fail-at", type=int, default=500, help="write-retry: the row to fail")
     parser.add_argument("--exactly-once", default="true", help="write-retry: exactlyOnce")
-    parser.add_argument("--cores-max", type=int, default=0, help="rate: spark.cores.max")
-    parser.add_argument("--repeats", type=int, default=3, help="rate: timed full reads")
     args = parser.parse_args()
-    steps = {
-        "publish": publish, "run": run, "verify": verify, "write-retry": write_retry,
-        "rate": rate,
-    }  # fmt: skip
+    steps = {"publish": publish, "run": run, "verify": verify, "write-retry": write_retry}
     steps[args.step](args)
 
 

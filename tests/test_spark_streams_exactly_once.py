@@ -208,19 +208,3 @@ def test_a_retried_write_task_duplicates_nothing(rabbitmq: Endpoint) -> None:
         reports[exactly_once] = json.loads(run_step(command).strip().splitlines()[-1])
     assert reports["true"] == {"rows": 20000, "distinct": 20000, "lost": 0, "duplicated": 0}
     assert reports["false"]["lost"] == 0 and reports["false"]["duplicated"] > 0, reports
-
-
-# -- scale-out: the benchmark step behind scripts/spark-cluster.sh scale --------------------------
-
-
-def test_the_rate_step_reports_start_up_apart_from_the_steady_rate(rabbitmq: Endpoint) -> None:
-    """``spark-cluster.sh scale`` runs this step on a standalone cluster with one and two
-    executors; here it runs on ``local[2]``, to check what it reads and reports."""
-    base = f"spark-rate-{uuid.uuid4().hex[:10]}"
-    common = ["--stream", base, "--partitions", "2", "--run", "rate"]
-    run_step(check(rabbitmq, "publish", *common, "--count", "3000"))
-    report = json.loads(
-        run_step(check(rabbitmq, "rate", *common, "--repeats", "2")).strip().splitlines()[-1]
-    )
-    assert report["rows"] == 3000
-    assert report["startup_s"] > 0 and len(report["rates"]) == 2 and report["median"] > 0

@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from brokers import Endpoint, real_broker
@@ -194,7 +193,8 @@ def test_missing_stream_for_writing_is_never_written_into(
     with pytest.raises(MissingStreamError, match=missing):
         writer.send([([b"a"], None, [missing], None)], task_partition=0, row_id_prefix="t")
     # Declared by a creating writer, the rows are there, each with its id.
-    created = StreamsWriterSettings.from_options({"streams": missing})
+    # (Without the exactly-once guard the ids are the rows' positions in the task.)
+    created = StreamsWriterSettings.from_options({"streams": missing, "exactlyOnce": "false"})
     declare_streams(settings, created.streams, create=True)
     sent = StreamsPartitionWriter(settings, created, columns).send(
         [([b"1", b"2"], None, None, None), ([b"3"], None, None, None)],
@@ -235,121 +235,6 @@ def test_writer_routes_keys_by_crc32_and_confirms_every_stream(
 
     for stream, stream_keys in seen.items():
         assert {writer_settings.streams[partition_of_key(k, 3)] for k in stream_keys} == {stream}
-
-
-class TaskFailed(RuntimeError):
-    """Injected: the task dies midway, after some of its rows were sent."""
-
-
-def test_a_retried_write_task_sends_each_row_once(
-    settings: ConnectionSettings, names: list[str]
-) -> None:
-    """Exactly-once writes under an injected task failure: the retry skips what is there."""
-    options = {"stream": names[0], "partitions": "3"}
-    writer_settings = StreamsWriterSettings.from_options(options)
-    declare_streams(settings, writer_settings.streams, create=True)
-    writer = StreamsPartitionWriter(
-        settings, writer_settings, StreamColumns(body="body", key="key", stream=None, headers=None)
-    )
-    # Other writers' rows already in the streams, stamped long before this write.
-    writer.send([([b"old"] * 30, [f"o{i}" for i in range(30)], None, None)],
-                task_partition=0, row_id_prefix="earlier")  # fmt: skip
-    keys = [f"k{i}" for i in range(900)]
-    chunks = [([k.encode() for k in keys[i : i + 300]], keys[i : i + 300], None, None)
-              for i in range(0, 900, 300)]  # fmt: skip
-
-    def failing() -> Iterator[Any]:
-        yield chunks[0]
-        yield chunks[1]
-        raise TaskFailed("injected after 600 rows")
-
-    started = int(time.time() * 1000)
-
-    def older(frame: Frame) -> bool:
-        stamp = frame.get("x-timestamp")
-        return stamp is not None and int(stamp) < started - 60_000
-
-    with pytest.raises(TaskFailed):
-        writer.send(failing(), task_partition=2, row_id_prefix="job", resume=older)
-    # The second attempt and a third one (as a replayed batch would be) send the rest, once.
-    sent = writer.send(chunks, task_partition=2, row_id_prefix="job", resume=older)
-    assert 300 <= sum(sent.values()) < 900
-    assert writer.send(chunks, task_partition=2, row_id_prefix="job", resume=older) == {}
-    ids: list[str] = []
-    for stream, found in probe_streams(settings, writer_settings.streams, firsts=False).items():
-        assert found.tail is not None
-        everything = read_all(settings, StreamRange(stream, 0, found.tail + 1))
-        ids += [dict(m.headers)["x-row-id"] for _, m in everything]
-    ours = sorted(int(i.rsplit("-", 1)[1]) for i in ids if i.startswith("job-2-"))
-    assert ours == list(range(900))
-    # Without resume (exactlyOnce=false) the same retry duplicates: the check can fail.
-    writer.send(chunks[:1], task_partition=2, row_id_prefix="job")
-    again = probe_streams(settings, writer_settings.streams, firsts=False)
-    assert sum(r.tail + 1 for r in again.values() if r.tail is not None) == 30 + 900 + 300
-
-
-def test_two_attempts_at_once_send_each_row_once(
-    settings: ConnectionSettings, names: list[str]
-) -> None:
-    """Speculative execution: two attempts of one task run at the same time (the copy
-    with ``resume``, as a later attempt has).  The lock makes them send one after the
-    other, and the second finds the first's marker and sends nothing - whichever
-    starts first."""
-    import threading
-
-    options = {"stream": names[0], "partitions": "2"}
-    writer_settings = StreamsWriterSettings.from_options(options)
-    declare_streams(settings, writer_settings.streams, create=True)
-    writer = StreamsPartitionWriter(
-        settings, writer_settings, StreamColumns(body="body", key="key", stream=None, headers=None)
-    )
-    keys = [f"k{i}" for i in range(600)]
-    chunks = [([k.encode() for k in keys[i : i + 100]], keys[i : i + 100], None, None)
-              for i in range(0, 600, 100)]  # fmt: skip
-
-    def never_older(frame: Frame) -> bool:
-        return False
-
-    def slow() -> Iterator[Any]:
-        for chunk in chunks:
-            time.sleep(0.1)  # an attempt busy upstream between its batches
-            yield chunk
-
-    results: dict[str, Any] = {}
-
-    def attempt(name: str, prefix: str, source: Any, resume: Any, delay: float) -> None:
-        time.sleep(delay)
-        try:
-            results[name] = writer.send(
-                source, task_partition=0, row_id_prefix=prefix, resume=resume, exclusive=True
-            )
-        except BaseException as exc:  # reported below
-            results[name] = exc
-
-    # Row ids (and so the tasks' markers, kept a day) unique to this run.
-    early, late = f"{names[0]}-early", f"{names[0]}-late"
-    for prefix, first_delay, copy_delay in ((early, 0.0, 0.3), (late, 0.5, 0.0)):
-        threads = [
-            threading.Thread(target=attempt, args=("first", prefix, slow(), None, first_delay)),
-            threading.Thread(
-                target=attempt, args=("copy", prefix, list(chunks), never_older, copy_delay)
-            ),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        sent = [results["first"], results["copy"]]
-        assert all(isinstance(r, dict) for r in sent), sent
-        assert sorted(sum(r.values()) for r in sent) == [0, 600], (prefix, sent)
-    ids: list[str] = []
-    for stream, found in probe_streams(settings, writer_settings.streams, firsts=False).items():
-        assert found.tail is not None
-        everything = read_all(settings, StreamRange(stream, 0, found.tail + 1))
-        ids += [dict(m.headers)["x-row-id"] for _, m in everything]
-    for prefix in (early, late):
-        ours = sorted(int(i.rsplit("-", 1)[1]) for i in ids if i.startswith(f"{prefix}-0-"))
-        assert ours == list(range(600)), prefix
 
 
 # -- tails, ranges and stops --------------------------------------------------------------

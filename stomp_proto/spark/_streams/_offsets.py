@@ -379,7 +379,8 @@ class StreamsWriterSettings:
     #: Headers added to every SEND (a row's own headers win).
     send_headers: Mapping[str, str] = field(default_factory=dict)
     timestamp_header: str = TIMESTAMP_HEADER
-    #: ``exactlyOnce``: a task that may run again first skips the rows already sent.
+    #: ``exactlyOnce``: guard each task so that retried, speculative and replayed attempts
+    #: add no duplicate (see ``_guard``). so that retried and speculative attempts add no duplicate.
     exactly_once: bool = True
 
     @classmethod

@@ -9,9 +9,8 @@ connects before Spark calls a method that needs the broker.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..._frame import Frame
 from .._columns import column_kind, streams_schema
 from .._options import ConnectionSettings, option_names, warn_unknown_options
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
@@ -170,19 +168,8 @@ class StreamsCommitMessage(WriterCommitMessage):
     rows: dict[str, int]
 
 
-@dataclass(frozen=True)
-class _Task:
-    """The running write task, as the sink needs it."""
-
-    partition: int
-    attempt: int
-    #: Streaming: the query id and the batch id (replay-stable); None in a batch write.
-    query: str | None
-    batch: int | None
-
-
-def _task() -> _Task:
-    """The Spark task running this write (partition 0, attempt 0 outside a task)."""
+def _task() -> tuple[int, str | None]:
+    """The Spark partition id of the running task, and a replay-stable batch id if streaming."""
     try:
         from pyspark import TaskContext
 
@@ -190,43 +177,11 @@ def _task() -> _Task:
     except Exception:  # pragma: no cover - outside a task
         context = None
     if context is None:
-        return _Task(0, 0, None, None)
+        return 0, None
     query = context.getLocalProperty("sql.streaming.queryId")
     batch = context.getLocalProperty("streaming.sql.batchId")
-    if not query or batch is None or not str(batch).isdigit():
-        return _Task(context.partitionId(), context.attemptNumber(), None, None)
-    return _Task(context.partitionId(), context.attemptNumber(), query, int(batch))
-
-
-#: How far executors' clocks may be behind the driver's (a resume scan reads this much more).
-CLOCK_SKEW_MS = 60_000
-#: Seconds without a new message that end a resume scan at a stream's tail: after a
-#: failed attempt (its messages may still be landing), and in a streaming task.
-RETRY_QUIET = 1.0
-REPLAY_QUIET = 0.2
-
-
-def _older_than(
-    started_ms: int, timestamp_header: str, row_id_header: str, task: _Task
-) -> Callable[[Frame], bool]:
-    """Whether a message was in a stream before ``task`` could write: stamped before the
-    write (or the query) started, or, streaming, a row of an earlier batch of the query."""
-    bound = started_ms - CLOCK_SKEW_MS
-    query = f"{task.query}-" if task.query is not None else None
-
-    def older(frame: Frame) -> bool:
-        stamp = frame.get(timestamp_header)
-        if stamp is not None and stamp.isdigit() and int(stamp) < bound:
-            return True
-        if query is None or task.batch is None:
-            return False
-        row_id = frame.get(row_id_header)
-        if row_id is None or not row_id.startswith(query):
-            return False
-        batch = row_id[len(query) :].partition("-")[0]
-        return batch.isdigit() and int(batch) < task.batch
-
-    return older
+    stable = f"{query}-{batch}" if query and batch is not None else None
+    return context.partitionId(), stable
 
 
 class _StreamsSink:
@@ -235,32 +190,11 @@ class _StreamsSink:
         #: Row ids start with this: made once per write on the driver, so a retried
         #: task gives its rows the ids of the first attempt.
         self.write_id = uuid.uuid4().hex[:16]
-        #: When the write (or the streaming query) started, in ms: what a resume scan
-        #: reads back to at most.
-        self.started_ms = time.time_ns() // 1_000_000
 
     def _write(self, iterator: Iterator[Any]) -> StreamsCommitMessage:
-        task = _task()
-        writer = self.partition_writer
-        settings = writer.settings
-        resume = None
-        # The writer resumes (skips what an earlier attempt of this task sent) only
-        # when it finds that one began: a retry, a speculative copy, a streaming batch
-        # replayed after a restart.  This bounds the look-back.
-        if settings.exactly_once:
-            resume = _older_than(
-                self.started_ms, settings.timestamp_header, settings.row_id_header, task
-            )
-            # A retry follows its failed attempt at once, whose last SENDs may still be
-            # landing; a replayed batch's first run is long gone.
-            writer.quiet = RETRY_QUIET if task.attempt > 0 else REPLAY_QUIET
-        prefix = f"{task.query}-{task.batch}" if task.query is not None else self.write_id
-        rows = writer.write_batches(
-            iterator,
-            task_partition=task.partition,
-            row_id_prefix=prefix,
-            resume=resume,
-            exclusive=settings.exactly_once,
+        partition, stable = _task()
+        rows = self.partition_writer.write_batches(
+            iterator, task_partition=partition, row_id_prefix=stable or self.write_id
         )
         return StreamsCommitMessage(rows=rows)
 
