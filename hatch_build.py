@@ -1,13 +1,14 @@
-"""Hatchling build hook: the compiled wheel, when ``STOMP_PROTO_COMPILE=1`` asks for it.
+"""Hatchling build hook: the accelerated wheel, when ``STOMP_PROTO_ACCELERATE=1`` asks for it.
 
-    STOMP_PROTO_COMPILE=1 python -m build --wheel     # cp3XX-...-<platform> wheel
+    STOMP_PROTO_ACCELERATE=1 python -m build --wheel     # cp3XX-...-<platform> wheel
 
 By default the hook does nothing and the wheel is the pure ``py3-none-any`` one.  With
-``STOMP_PROTO_COMPILE=1`` it asks for mypy and setuptools in the build environment,
-compiles the sans-IO core with mypyc (``scripts/build_mypyc.py``, on a copy of the
-package), adds the extension modules to the wheel beside the ``.py`` sources, and tags
-the wheel for the interpreter and platform that built it.  cibuildwheel uses this route
-(``[tool.cibuildwheel]`` in pyproject.toml); see docs/development.rst.
+``STOMP_PROTO_ACCELERATE=1`` it asks for Cython and setuptools in the build
+environment, builds the native fast path (``stomp_proto/_speedups.pyx``, by
+``scripts/build_accelerated.py``, on a copy of the package), adds the extension module
+to the wheel beside the ``.py`` sources, and tags the wheel for the interpreter and
+platform that built it.  cibuildwheel uses this route (``[tool.cibuildwheel]`` in
+pyproject.toml); see docs/development.rst.
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-#: What compiles the core: mypyc ships with mypy (pinned: its output is part of the
-#: release), setuptools drives the C compiler.
-COMPILE_REQUIRES = ["mypy==2.4.1", "setuptools>=65"]
+#: What builds the native code: Cython writes the C (pinned to a major version: its
+#: output is part of the release), setuptools drives the C compiler.
+ACCELERATE_REQUIRES = ["cython>=3.0,<4", "setuptools>=65"]
 
 
-def compile_requested() -> bool:
-    return os.environ.get("STOMP_PROTO_COMPILE", "") == "1"
+def accelerate_requested() -> bool:
+    return os.environ.get("STOMP_PROTO_ACCELERATE", "") == "1"
 
 
 def _load_build_script(root: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "stomp_proto_build_mypyc", Path(root, "scripts", "build_mypyc.py")
+        "stomp_proto_build_accelerated", Path(root, "scripts", "build_accelerated.py")
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -41,21 +42,21 @@ def _load_build_script(root: str) -> ModuleType:
     return module
 
 
-class CompiledCoreHook(BuildHookInterface):  # type: ignore[misc]
+class AcceleratedBuildHook(BuildHookInterface):  # type: ignore[misc]
     PLUGIN_NAME = "custom"
 
     def _active(self) -> bool:
-        return self.target_name == "wheel" and compile_requested()
+        return self.target_name == "wheel" and accelerate_requested()
 
     def dependencies(self) -> list[str]:
-        return list(COMPILE_REQUIRES) if self._active() else []
+        return list(ACCELERATE_REQUIRES) if self._active() else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if not self._active() or version == "editable":
             return
-        build_mypyc = _load_build_script(self.root)
+        build_accelerated = _load_build_script(self.root)
         self._work = Path(tempfile.mkdtemp(prefix="stomp-proto-hatch-"))
-        files = build_mypyc.build(build_mypyc.copy_package(self._work), quiet=False)
+        files = build_accelerated.build(build_accelerated.copy_package(self._work), quiet=False)
         for path in files:
             build_data["force_include"][str(path)] = path.relative_to(self._work).as_posix()
         build_data["pure_python"] = False

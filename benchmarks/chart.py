@@ -5,7 +5,8 @@
 ``codec.py --svg PATH`` calls :func:`render` on the run it has just made.  Two panels:
 stomp_proto's speed over the fastest peer per workload and read size (encode: over the
 fastest escaping peer), with the targets marked; and the 1 MiB rows' time over the scan
-floor's.  One bar per build (pure Python, and mypyc when it was timed).
+floor's.  One bar per build (pure Python, and the accelerated or mypyc build when it
+was timed).
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ PLOT_W = 540
 BAR_H = 11
 ROW_GAP = 9
 PANEL_GAP = 46
-COLOURS = {"stomp_proto": "#3b6ea8", "stomp_proto[mypyc]": "#e08a2c"}
-BUILD_NAMES = {"stomp_proto": "pure Python", "stomp_proto[mypyc]": "mypyc build"}
+COLOURS = {
+    "stomp_proto": "#3b6ea8",
+    "stomp_proto[accelerated]": "#e08a2c",
+    "stomp_proto[mypyc]": "#e08a2c",
+}
+BUILD_NAMES = {
+    "stomp_proto": "pure Python",
+    "stomp_proto[accelerated]": "accelerated build",
+    "stomp_proto[mypyc]": "mypyc build",
+}
 TARGET_COLOUR = "#c0392b"
 
 

@@ -3,7 +3,7 @@
     python benchmarks/codec.py            # full run (about 2 minutes)
     python benchmarks/codec.py --quick    # smoke run with small workloads (a few seconds)
     python benchmarks/codec.py --json results.json --svg chart.svg
-    python benchmarks/codec.py --mypyc    # also time the mypyc build of the core, side by side
+    python benchmarks/codec.py --accelerated  # also time the accelerated build, side by side
     python benchmarks/codec.py --against ../other-checkout   # this tree against another one
 
 Every decoder is checked before it is timed: it must return the expected number of frames,
@@ -47,7 +47,7 @@ from _peers import (
 
 ROOT = Path(__file__).resolve().parent.parent
 # The source tree next to this directory is measured, even where another copy is
-# installed; the --mypyc and --against workers point this at another copy instead,
+# installed; the --accelerated and --against workers point this at another copy instead,
 # and name its rows.
 _WORKER_PATH = os.environ.get("STOMP_PROTO_BENCH_PATH")
 sys.path.insert(0, _WORKER_PATH or str(ROOT))
@@ -64,17 +64,17 @@ KiB = 1024
 MiB = 1024 * KiB
 READ_SIZES = (1, 1460, 64 * KiB)
 OURS = "stomp_proto"
-MYPYC = "stomp_proto[mypyc]"
+ACCELERATED = "stomp_proto[accelerated]"
 #: The rows of another checkout, timed by --against.
 BASELINE = "stomp_proto[baseline]"
-# The --mypyc worker times the compiled core or nothing: never the sources beside it.
+# The --accelerated worker times the native fast path or nothing: never the pure code.
 if (
-    os.environ.get("STOMP_PROTO_BENCH_NAME") == MYPYC
-    and getattr(stomp_proto, "BUILD", None) != "compiled"
+    os.environ.get("STOMP_PROTO_BENCH_NAME") == ACCELERATED
+    and getattr(stomp_proto, "BUILD", None) != "accelerated"
 ):
-    sys.exit(f"{MYPYC} worker: stomp_proto.BUILD is {getattr(stomp_proto, 'BUILD', None)!r}")
+    sys.exit(f"{ACCELERATED} worker: stomp_proto.BUILD is {getattr(stomp_proto, 'BUILD', None)!r}")
 #: Every build of ours; ratios and targets are computed for each.
-BUILDS = (OURS, MYPYC, BASELINE)
+BUILDS = (OURS, ACCELERATED, BASELINE)
 #: The name of the rows this process times for stomp_proto.
 _OUR_NAME = os.environ.get("STOMP_PROTO_BENCH_NAME", OURS)
 #: --against flags a row of this tree slower than the other checkout's by more than this.
@@ -789,10 +789,10 @@ def report(
         f"  encode: SEND, 8 headers (4 need escaping) + content-length, {len(ENCODE_BODY)} B body,"
         f" x {settings.encode_frames} per run.",
     ]
-    if any(r.codec == MYPYC for r in rows):
+    if any(r.codec == ACCELERATED for r in rows):
         out.append(
-            f"  {MYPYC}: the same source compiled by scripts/build_mypyc.py, timed in a"
-            " subprocess of this run."
+            f"  {ACCELERATED}: the same source with its native fast path"
+            " (scripts/build_accelerated.py), timed in a subprocess of this run."
         )
     out += ["", format_table(rows), ""]
     for build, figures in memory.items():
@@ -801,7 +801,7 @@ def report(
     for target in targets(rows):
         verdict = {True: "met", False: "MISSED", None: "n/a"}[target.met]
         value = "-" if target.value is None else f"{target.value:.2f}x"
-        name = f"{target.name} ({'mypyc' if target.build == MYPYC else 'pure'})"
+        name = f"{target.name} ({'accelerated' if target.build == ACCELERATED else 'pure'})"
         out.append(f"  [{verdict:^6}] {name:<42} {value:>7}  (goal {target.goal})")
     return "\n".join(out)
 
@@ -843,7 +843,7 @@ def to_json(
     }
 
 
-# --------------------------------------------------------------------------- mypyc build
+# --------------------------------------------------------------------------- accelerated build
 
 
 def run_worker(args: argparse.Namespace, source: Path, name: str) -> dict[str, Any]:
@@ -871,43 +871,28 @@ def run_worker(args: argparse.Namespace, source: Path, name: str) -> dict[str, A
     return result
 
 
-def run_mypyc_worker(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    """Build the compiled codec in a temporary directory and time it in a subprocess.
+def run_accelerated_worker(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Build the accelerated package in a temporary directory and time it in a subprocess.
 
-    A mypyc module is imported under its own name (``stomp_proto._decoder``), so the
-    pure and the compiled build cannot share one process; the worker's rows are
-    merged into this run's table.
+    The pure and the accelerated build import the same module names, so they
+    cannot share one process; the worker's rows are merged into this run's table.
     """
     sys.path.insert(0, str(ROOT / "scripts"))
-    import build_mypyc  # scripts/ is not a package; only --mypyc needs it
+    import build_accelerated  # scripts/ is not a package; only --accelerated needs it
 
-    with tempfile.TemporaryDirectory(prefix="stomp-proto-mypyc-") as work:
-        log("mypyc: building the compiled codec")
-        target = build_mypyc.copy_package(Path(work))
-        build_mypyc.build(target)
-        log("mypyc: timing it in a subprocess")
-        return run_worker(args, target, MYPYC)
+    with tempfile.TemporaryDirectory(prefix="stomp-proto-accelerated-") as work:
+        log("accelerated: building the native fast path")
+        target = build_accelerated.copy_package(Path(work))
+        build_accelerated.build(target)
+        log("accelerated: timing it in a subprocess")
+        return run_worker(args, target, ACCELERATED)
 
 
 def worker(path: Path, settings: Settings, log: Callable[[str], None], rows_only: bool) -> int:
-    """The subprocess of --mypyc and --against: stomp_proto's rows, written to ``path``."""
+    """The subprocess of --accelerated and --against: stomp_proto's rows, written to ``path``."""
     if stomp_proto is None:
         print(f"worker: stomp_proto is not importable from {_WORKER_PATH}", file=sys.stderr)
         return 3
-    if _OUR_NAME == MYPYC:
-        sys.path.insert(0, str(ROOT / "scripts"))
-        from build_mypyc import MODULES  # the modules the build compiles
-
-        compiled = [
-            name
-            for name in MODULES
-            if not getattr(sys.modules.get(f"stomp_proto.{name}"), "__file__", "").endswith(".py")
-        ]
-        if len(compiled) != len(MODULES):
-            print(
-                f"worker: the compiled codec is not the one imported ({compiled})", file=sys.stderr
-            )
-            return 3
     workloads = make_workloads(settings.quick)
     rows = bench_decode(workloads, settings, log, ours_only=True)
     rows += bench_encode(settings, log, ours_only=True)
@@ -1011,7 +996,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write results as JSON")
     parser.add_argument("--svg", metavar="PATH", type=Path, help="also write a bar chart (SVG)")
     parser.add_argument(
-        "--mypyc", action="store_true", help="also build and time the mypyc-compiled codec"
+        "--accelerated",
+        "--mypyc",  # its name until the native fast path replaced the mypyc build
+        dest="accelerated",
+        action="store_true",
+        help="also build and time the accelerated build (scripts/build_accelerated.py)",
     )
     parser.add_argument("--repeats", type=int, help="timed runs per row (default 5, quick 2)")
     parser.add_argument("--verbose", action="store_true", help="log progress to stderr")
@@ -1048,10 +1037,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     memory: dict[str, dict[str, Any]] = {}
     if stomp_proto:
         memory[OURS] = bench_memory(settings, log)
-    if args.mypyc:
-        compiled = run_mypyc_worker(args, log)
-        rows = merge(rows, [Row(**r) for r in compiled["rows"]])
-        memory[MYPYC] = compiled["memory"]
+    if args.accelerated:
+        accelerated = run_accelerated_worker(args, log)
+        rows = merge(rows, [Row(**r) for r in accelerated["rows"]])
+        memory[ACCELERATED] = accelerated["memory"]
     print(report(rows, memory, workloads, settings))
     results = to_json(rows, memory, settings)
     if args.json:

@@ -68,8 +68,9 @@ ROOT = HERE.parent
 #: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
 #: examples/plain_socket_client.py - the floor under what our clients cost.
 CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
-#: With --compiled, our clients also run on the mypyc-compiled build of stomp_proto,
-#: as rows named "asyncio[compiled]" and so on (the broker stays the same, pure build).
+#: With --compiled, our clients also run on the accelerated build of stomp_proto (the
+#: native fast path; until it came, the mypyc-compiled core), as rows named
+#: "asyncio[compiled]" and so on (the broker stays the same, pure build).
 COMPILED = "[compiled]"
 OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
 
@@ -436,7 +437,7 @@ def worker_main(text: str) -> None:
     if spec.client in OUR_CLIENTS or spec.client.endswith(COMPILED):
         import stomp_proto
 
-        wanted = "compiled" if spec.client.endswith(COMPILED) else "pure"
+        wanted = "accelerated" if spec.client.endswith(COMPILED) else "pure"
         build = getattr(stomp_proto, "BUILD", "pure")  # an older checkout has no BUILD
         if build != wanted:  # a silent fallback would mislabel the row
             raise SystemExit(f"{spec.client}: stomp_proto is the {build} build")
@@ -561,14 +562,15 @@ class _suppress:
 
 
 def build_compiled(directory: Path) -> str:
-    """Compile a copy of the measured stomp_proto into ``directory``; return its root.
+    """Build an accelerated copy of the measured stomp_proto in ``directory``; return its root.
 
-    The copy is made and compiled by that checkout's own ``scripts/build_mypyc.py``.
+    The copy is made and built by that checkout's own ``scripts/build_accelerated.py``.
     """
     source = Path(os.environ.get("STOMP_BENCH_ROOT", str(ROOT)))
-    print(f"compiling {source / 'stomp_proto'} with mypyc ...", file=sys.stderr)
+    print(f"building {source / 'stomp_proto'} with its native fast path ...", file=sys.stderr)
+    build = source / "scripts" / "build_accelerated.py"
     subprocess.run(
-        [sys.executable, str(source / "scripts" / "build_mypyc.py"), "--target", str(directory)],
+        [sys.executable, str(build), "--target", str(directory)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -578,7 +580,7 @@ def build_compiled(directory: Path) -> str:
 def _child_env(client: str = "") -> dict[str, str]:
     env = dict(os.environ)
     # The stomp_proto next to benchmarks/ is the one measured, installed or not; a
-    # "[compiled]" row takes the compiled copy that --compiled built.
+    # "[compiled]" row takes the accelerated copy that --compiled built.
     root = env.get("STOMP_BENCH_ROOT", str(ROOT))
     if client.endswith(COMPILED):
         root = env["STOMP_BENCH_COMPILED_ROOT"]
@@ -1057,7 +1059,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--compiled",
         action="store_true",
-        help="also run our clients on the mypyc-compiled build (scripts/build_mypyc.py "
+        help="also run our clients on the accelerated build (scripts/build_accelerated.py "
         "--target, in a temporary directory): rows named asyncio[compiled] and so on",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -7,10 +7,10 @@
 
 ``--tasks`` times one read task of the stream source (``read_partition`` on a
 50,000-offset range of a RabbitMQ stream, no Spark session) on the pure build and on
-a mypyc-compiled copy of ``stomp_proto`` (``scripts/build_mypyc.py --target``), each
-in its own process, alternating; medians of ``--repeats`` (5 by default).
+an accelerated copy of ``stomp_proto`` (``scripts/build_accelerated.py --target``),
+each in its own process, alternating; medians of ``--repeats`` (5 by default).
 ``--before REV`` adds the pure code of a git revision to the same run (a change's
-before and after); ``--pure-only`` skips the compiled build.
+before and after); ``--pure-only`` skips the accelerated build.
 
 ``--streams`` compares the two sources against RabbitMQ
 (``scripts/start-brokers.sh rabbitmq``; ``RABBITMQ_STOMP_PORT``, guest/guest):
@@ -484,7 +484,8 @@ def export_revision(root: Path, revision: str, target: Path) -> None:
 
 
 def compare_builds(args: argparse.Namespace) -> int:
-    """One read task's rows/s on the pure and the compiled build (and ``--before``), alternating."""
+    """One read task's rows/s on the pure and the accelerated build (and ``--before``),
+    alternating."""
     import shutil
     import subprocess
     import uuid
@@ -495,7 +496,7 @@ def compare_builds(args: argparse.Namespace) -> int:
     stream = f"bench-task-{uuid.uuid4().hex[:8]}"
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load {load_average()}")
     fill_streams(options, stream, 1, count + 500, 100)
-    compiled = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-compiled-"))
+    accelerated = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-accelerated-"))
     before = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-before-"))
     try:
         builds: list[tuple[str, Path]] = [("pure", root)]
@@ -504,16 +505,19 @@ def compare_builds(args: argparse.Namespace) -> int:
             builds.insert(0, (f"before ({args.before})", before))
         if not args.pure_only:
             subprocess.run(
-                [sys.executable, str(root / "scripts" / "build_mypyc.py"), "--target",
-                 str(compiled)],
+                [sys.executable, str(root / "scripts" / "build_accelerated.py"), "--target",
+                 str(accelerated)],
                 check=True, stdout=subprocess.DEVNULL,
             )  # fmt: skip
-            builds.append(("compiled", compiled))
+            builds.append(("accelerated", accelerated))
         rates: dict[str, list[float]] = {name: [] for name, _ in builds}
         for run in range(args.repeats):
             for build, path in builds:
                 env = {**os.environ, "PYTHONPATH": str(path)}
-                kind = "compiled" if build == "compiled" else "pure"
+                kind = "accelerated" if build == "accelerated" else "pure"
+                env.pop("STOMP_PROTO_NO_EXTENSIONS", None)
+                if kind == "pure":
+                    env["STOMP_PROTO_NO_EXTENSIONS"] = "1"
                 answer = subprocess.run(
                     [sys.executable, __file__, "--one-task", f"{stream}-0", str(count), kind],
                     env=env, check=True, capture_output=True, text=True,
@@ -521,7 +525,7 @@ def compare_builds(args: argparse.Namespace) -> int:
                 rates[build].append(float(answer.stdout.split()[-1]))
                 print(f"run {run + 1}: {build:<16} {rates[build][-1]:>10,.0f} rows/s")
     finally:
-        shutil.rmtree(compiled, ignore_errors=True)
+        shutil.rmtree(accelerated, ignore_errors=True)
         shutil.rmtree(before, ignore_errors=True)
     pure = median(rates["pure"])
     print(f"\none read task, {count:,} rows of 100 B, medians of {args.repeats}:")
@@ -535,11 +539,10 @@ def compare_builds(args: argparse.Namespace) -> int:
 
 def one_task_worker(stream: str, count: int, build: str) -> None:
     """A --tasks subprocess: check which build it imported, time one read task."""
-    import stomp_proto._decoder as decoder
+    import stomp_proto
 
-    got = "pure" if decoder.__file__ and decoder.__file__.endswith(".py") else "compiled"
-    if got != build:
-        raise SystemExit(f"expected the {build} build, imported {decoder.__file__}")
+    if build != stomp_proto.BUILD:
+        raise SystemExit(f"expected the {build} build, imported {stomp_proto.BUILD}")
     print(one_task(rabbitmq_options(), stream, count))
 
 
@@ -634,7 +637,7 @@ def main() -> int:
         "--streams", action="store_true", help="RabbitMQ: the queue source vs the stream source"
     )
     parser.add_argument(
-        "--tasks", action="store_true", help="RabbitMQ: one read task, pure vs compiled build"
+        "--tasks", action="store_true", help="RabbitMQ: one read task, pure vs accelerated build"
     )
     parser.add_argument(
         "--before",
@@ -642,7 +645,7 @@ def main() -> int:
         help="with --tasks: also time the stomp_proto of git revision REV (e.g. main), pure",
     )
     parser.add_argument(
-        "--pure-only", action="store_true", help="with --tasks: skip the compiled build"
+        "--pure-only", action="store_true", help="with --tasks: skip the accelerated build"
     )
     parser.add_argument("--fake-broker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one-task", nargs=3, help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""Time the sans-IO receive path step by step, on the pure and the compiled build.
+"""Time the sans-IO receive path step by step, on the pure and the accelerated build.
 
     python benchmarks/steps.py              # both builds, each in its own process
     python benchmarks/steps.py --one        # only the stomp_proto this process imports
@@ -7,8 +7,9 @@ Per MESSAGE of 100 B with six headers (20,000 of them, best of five): decoding t
 frame (FrameDecoder), decoding it and building its event in a ClientConnection
 (``receive_data`` and ``next_event``), and acknowledging it (``ClientConnection.ack``:
 the event, the checks, the encoding).  No sockets: this is what the core costs a
-client per message, whatever the I/O.  The compiled copy is made by
-``scripts/build_mypyc.py --target`` in a temporary directory.
+client per message, whatever the I/O.  The accelerated copy is made by
+``scripts/build_accelerated.py --target`` in a temporary directory; the pure one is
+this checkout with ``STOMP_PROTO_NO_EXTENSIONS=1`` (pure even after an in-place build).
 """
 
 from __future__ import annotations
@@ -77,15 +78,18 @@ def main() -> int:
     if args.one:
         print(measure())
         return 0
-    compiled = Path(tempfile.mkdtemp(prefix="stomp-proto-steps-"))
+    accelerated = Path(tempfile.mkdtemp(prefix="stomp-proto-steps-"))
     try:
-        build = [sys.executable, str(ROOT / "scripts" / "build_mypyc.py"), "--target"]
-        subprocess.run([*build, str(compiled)], check=True, stdout=subprocess.DEVNULL)
-        for root in (ROOT, compiled, ROOT, compiled):  # twice, alternating
+        build = [sys.executable, str(ROOT / "scripts" / "build_accelerated.py"), "--target"]
+        subprocess.run([*build, str(accelerated)], check=True, stdout=subprocess.DEVNULL)
+        for root in (ROOT, accelerated, ROOT, accelerated):  # twice, alternating
             env = {**os.environ, "PYTHONPATH": str(root)}
+            env.pop("STOMP_PROTO_NO_EXTENSIONS", None)
+            if root == ROOT:
+                env["STOMP_PROTO_NO_EXTENSIONS"] = "1"
             subprocess.run([sys.executable, __file__, "--one"], env=env, check=True)
     finally:
-        shutil.rmtree(compiled, ignore_errors=True)
+        shutil.rmtree(accelerated, ignore_errors=True)
     return 0
 
 

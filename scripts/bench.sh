@@ -4,11 +4,11 @@
 #     bash scripts/bench.sh             # full run, about 20 minutes; writes the
 #                                       # results the docs show (benchmarks/results/,
 #                                       # docs/_static/benchmarks-*.svg)
-#     bash scripts/bench.sh --quick     # smoke run, under a minute (no mypyc build)
+#     bash scripts/bench.sh --quick     # smoke run, under a minute (no accelerated build)
 #     bash scripts/bench.sh --out DIR   # write the JSON and SVG files to DIR instead
 #
 # Creates ./.venv when needed and installs the 'bench' extra into it (stomp.py,
-# stompest, stompman, trio, and mypy for the mypyc build); PYTHON=... uses that
+# stompest, stompman, trio, and Cython for the accelerated build); PYTHON=... uses that
 # interpreter as it is instead.  RabbitMQ is started for the end-to-end rows as
 # scripts/test.sh does (installed first when root on Debian) and stopped after,
 # if this run started it; STOMP_BROKERS=none leaves it out, and its rows are
@@ -17,11 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=()
-mypyc=(--mypyc)
+accelerated=(--accelerated)
 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --quick) quick=(--quick); mypyc=(); shift ;;
+        --quick) quick=(--quick); accelerated=(); shift ;;
         --out) out="${2:?--out needs a directory}"; shift 2 ;;
         *) echo "usage: $0 [--quick] [--out DIR]" >&2; exit 64 ;;
     esac
@@ -53,7 +53,7 @@ section() {
 }
 
 section "codec"
-"$PYTHON" benchmarks/codec.py "${quick[@]}" "${mypyc[@]}" \
+"$PYTHON" benchmarks/codec.py "${quick[@]}" "${accelerated[@]}" \
     --json "$results/codec.json" --svg "$charts/benchmarks-codec.svg"
 
 section "embedded broker"
@@ -61,10 +61,10 @@ section "embedded broker"
 
 section "end to end"
 brokers_ready
-# Our clients on the pure build and on the mypyc-compiled one, side by side (the
-# same skip as the codec's when mypyc or a C compiler is missing).
+# Our clients on the pure build and on the accelerated one (rows named
+# "asyncio[compiled]" ...), side by side.
 compiled=()
-[ ${#mypyc[@]} -gt 0 ] && compiled=(--compiled)
+[ ${#accelerated[@]} -gt 0 ] && compiled=(--compiled)
 "$PYTHON" benchmarks/e2e.py "${quick[@]}" "${compiled[@]}" \
     --json "$results/e2e.json" --svg "$charts/benchmarks-e2e.svg"
 

@@ -20,6 +20,14 @@
 # tests/fuzzing/regressions/TARGET/ - commit it with the fix: pytest replays
 # every file there (tests/test_fuzz_properties.py).
 #
+# Each target runs on both builds, one after the other: the pure one (the
+# checkout's sources, STOMP_PROTO_NO_EXTENSIONS=1) and the accelerated one
+# (scripts/build_accelerated.py --target .fuzz/accelerated: the native fast path
+# under the same properties; a crash in native code - a signal - fails the run
+# like any other).  --ci splits each target's time between the two.
+# FUZZ_BUILDS="pure" (or "accelerated") runs one.  Under CI=true a native build
+# that fails to compile fails the run; elsewhere it is skipped with a note.
+#
 # Without atheris the same property functions run under hypothesis instead
 # (HYPOTHESIS_PROFILE=fuzz), and the script says so loudly: fuzzing is never
 # skipped in silence.  FUZZ_ENGINE=hypothesis forces that fallback.
@@ -70,18 +78,42 @@ EOF
     exit $?
 fi
 
+builds=(${FUZZ_BUILDS:-pure accelerated})
+if [[ " ${builds[*]} " == *" accelerated "* ]]; then
+    rm -rf .fuzz/accelerated
+    mkdir -p .fuzz
+    if ! "$PYTHON" scripts/build_accelerated.py --target .fuzz/accelerated >/dev/null; then
+        if [ "${CI:-}" = true ]; then
+            echo "error: CI=true and the native build failed" >&2
+            exit 1
+        fi
+        echo "the native build failed: fuzzing the pure build only" >&2
+        builds=(pure)
+    fi
+fi
+if [ $mode = ci ] && [ ${#builds[@]} -gt 1 ]; then
+    # The same time in all as before: half of it on each build.
+    seconds=$(( (seconds + 1) / 2 ))
+fi
+
 status=0
+for build in "${builds[@]}"; do
 for target in "${selected[@]}"; do
     work=.fuzz/corpus/$target
     artifacts=tests/fuzzing/regressions/$target/
     mkdir -p "$work" "$artifacts"
-    printf '\n==> fuzz %s for %ss (atheris)\n' "$target" "$seconds"
+    printf '\n==> fuzz %s for %ss (atheris, %s build)\n' "$target" "$seconds" "$build"
+    if [ "$build" = accelerated ]; then
+        build_env=(env STOMP_PROTO_FUZZ_ROOT="$PWD/.fuzz/accelerated" STOMP_PROTO_EXPECT_BUILD=accelerated)
+    else
+        build_env=(env STOMP_PROTO_NO_EXTENSIONS=1 STOMP_PROTO_EXPECT_BUILD=pure)
+    fi
     log=$(mktemp)
     started=$(date +%s)
     # -timeout=120: the structure-aware targets build streams of over 1 MB, a
     # second's work uninstrumented and tens of seconds instrumented on a loaded
     # machine (a nice'd campaign hit 29 s); a real hang still stops the run.
-    if "${NICE[@]}" "$PYTHON" tests/fuzzing/run.py "$target" -max_total_time="$seconds" \
+    if "${NICE[@]}" "${build_env[@]}" "$PYTHON" tests/fuzzing/run.py "$target" -max_total_time="$seconds" \
         -print_final_stats=1 -artifact_prefix="$artifacts" -timeout=120 -report_slow_units=100000 -rss_limit_mb=2048 \
         "$work" "tests/fuzzing/corpus/$target" >"$log" 2>&1; then
         stats=$(grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)' "$log" || true)
@@ -89,22 +121,23 @@ for target in "${selected[@]}"; do
         last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
         printf '%s\n%s\n' "$stats" "$last"
         if [ $mode = long ]; then
-            printf '%s: %ss wall, %s | %s\n' "$target" "$(( $(date +%s) - started ))" \
+            printf '%s (%s): %ss wall, %s | %s\n' "$target" "$build" "$(( $(date +%s) - started ))" \
                 "$(echo "$stats" | tr '\n' ' ')" "$last" >>"$summary"
         fi
     else
         status=1
         grep -v -E '^(INFO|#[0-9])' "$log" | tail -40 >&2
-        echo "error: fuzz target $target crashed; the input is in $artifacts" >&2
+        echo "error: fuzz target $target crashed ($build build); the input is in $artifacts" >&2
         if [ $mode = long ]; then
             # Keep the figures of a run that ended early too (a finding, or a
             # libFuzzer -timeout after the process was stopped and resumed).
             last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
             stats=$(grep -E '^stat::number_of_executed_units' "$log" || true)
-            printf '%s: ENDED EARLY after %ss wall | %s | %s\n' "$target" \
+            printf '%s (%s): ENDED EARLY after %ss wall | %s | %s\n' "$target" "$build" \
                 "$(( $(date +%s) - started ))" "$stats" "$last" >>"$summary"
         fi
     fi
     rm -f "$log"
+done
 done
 exit $status

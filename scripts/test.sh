@@ -8,10 +8,12 @@
 # for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against the built
 # wheel, never the checkout: the whole suite in .venv-wheel (Python 3.11, dev
 # extras), and the core, client and broker tests in .venv-3.12, .venv-3.13 ...
-# (test extras), one venv per CPython found; the same tests run in .venv-compiled
-# (Python 3.11, test extras) against the compiled wheel that scripts/build_mypyc.py
-# makes of the pure one (the sans-IO core compiled with mypyc; a failed compile fails
-# the run under CI=true, and is skipped with a note elsewhere).  Extra arguments go to every pytest
+# (test extras), one venv per CPython found; the same tests run in .venv-accelerated
+# (Python 3.11, test extras) against the accelerated wheel that
+# scripts/build_accelerated.py makes of the pure one (the native fast path, Cython; a
+# failed build fails the run under CI=true, and is skipped with a note elsewhere;
+# scripts/ensure-toolchain.sh installs gcc and python3-dev first when missing and run
+# as root).  Extra arguments go to every pytest
 # run (-k heartbeat, tests/test_cli.py ...).  STOMP_PYTHONS="3.12" (say) narrows
 # the other Pythons; "none" skips them.  See docs/development.rst.
 # Stops at the first failing step with a non-zero exit status.
@@ -86,20 +88,21 @@ SDIST=$(echo dist/stomp_proto-*.tar.gz)
 WHEEL=$(echo dist/stomp_proto-*-py3-none-any.whl)
 "$VENV_BIN/twine" check --strict "$SDIST" "$WHEEL"
 
-# The compiled wheel for this interpreter: the pure wheel with the sans-IO core compiled
-# by mypyc (scripts/build_mypyc.py --wheel; about 40 s on two cores).  In CI it is part
-# of the release, so a failed compile fails the run; elsewhere (no C compiler, say) the
-# compiled run is skipped with a note.
-section "build: compiled wheel (mypyc)"
-COMPILED_WHEEL=
-if "$VENV_BIN/python" scripts/build_mypyc.py --wheel "$WHEEL"; then
-    COMPILED_WHEEL=$(echo dist/stomp_proto-*-cp*.whl)
-    "$VENV_BIN/twine" check --strict "$COMPILED_WHEEL"
+# The accelerated wheel for this interpreter: the pure wheel plus the native fast path
+# (scripts/build_accelerated.py --wheel: Cython and gcc, about 10 s on two cores).  In
+# CI it is part of the release, so a failed build fails the run; elsewhere (no C
+# compiler, say) the accelerated run is skipped with a note.
+section "build: accelerated wheel (native fast path)"
+ACCELERATED_WHEEL=
+if bash scripts/ensure-toolchain.sh "$VENV_BIN/python" \
+    && "$VENV_BIN/python" scripts/build_accelerated.py --wheel "$WHEEL"; then
+    ACCELERATED_WHEEL=$(echo dist/stomp_proto-*-cp*.whl)
+    "$VENV_BIN/twine" check --strict "$ACCELERATED_WHEEL"
 elif [ "${CI:-}" = true ]; then
-    echo "error: CI=true and the compiled wheel failed to build" >&2
+    echo "error: CI=true and the accelerated wheel failed to build" >&2
     exit 1
 else
-    echo "the compiled wheel failed to build: its tests are skipped"
+    echo "the accelerated wheel failed to build: its tests are skipped"
 fi
 
 # Every CPython 3.11+ on the machine, each in a venv of its own holding the wheel.
@@ -129,12 +132,12 @@ NOT_EVERY_PYTHON=(
     tests/test_spark_streams_rabbitmq.py
     tests/test_spark_streams_rows.py
     tests/test_spark_streams_sink_exactly_once.py
-    # fuzzing, benchmarks, the mypyc build and the docs
+    # fuzzing, benchmarks, the accelerated build and the docs
     tests/test_decoder_fuzz.py
     tests/test_fuzz_properties.py
     tests/fuzzing
     tests/test_benchmarks_smoke.py
-    tests/test_mypyc_build.py
+    tests/test_accelerated_build.py
     tests/test_api_documented.py
     tests/test_docs_pages.py
     tests/test_docs_inventory.py
@@ -167,10 +170,10 @@ venv_logs=$(mktemp -d)
 declare -A VENV_JOB=()
 ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev > "$venv_logs/wheel" 2>&1 &
 VENV_JOB[wheel]=$!
-if [ -n "$COMPILED_WHEEL" ]; then
-    ensure_wheel_venv .venv-compiled "$VENV_BIN/python" "$COMPILED_WHEEL" test \
-        > "$venv_logs/compiled" 2>&1 &
-    VENV_JOB[compiled]=$!
+if [ -n "$ACCELERATED_WHEEL" ]; then
+    ensure_wheel_venv .venv-accelerated "$VENV_BIN/python" "$ACCELERATED_WHEEL" test \
+        > "$venv_logs/accelerated" 2>&1 &
+    VENV_JOB[accelerated]=$!
 fi
 for version in "${!PYTHON_OF[@]}"; do
     ensure_wheel_venv ".venv-$version" "${PYTHON_OF[$version]}" "$WHEEL" test \
@@ -193,12 +196,12 @@ MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_ver
 # It runs from tests/, so neither pytest nor a subprocess the tests start (python -m
 # stomp_proto ...) finds the checkout's stomp_proto on sys.path; conftest.py stops the
 # run if stomp_proto is imported from outside the venv all the same, or if its core is
-# not the build the venv holds (stomp_proto.BUILD: "compiled" in .venv-compiled, so a
-# silent fallback to the Python sources fails the run; "pure" everywhere else).
+# not the build the venv holds (stomp_proto.BUILD: "accelerated" in .venv-accelerated,
+# so a silent fallback to the Python sources fails the run; "pure" everywhere else).
 run_tests() {
     local venv="$1" log="$2" status=0 build=pure
     shift 2
-    [ "$venv" = .venv-compiled ] && build=compiled
+    [ "$venv" = .venv-accelerated ] && build=accelerated
     (cd tests && STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_EXPECT_BUILD=$build \
         STOMP_PROTO_SDIST="$ROOT/$SDIST" STOMP_PROTO_WHEEL="$ROOT/$WHEEL" \
         "$ROOT/$venv/bin/python" -m pytest "$@") 2>&1 | tee "$log" || status=$?
@@ -256,15 +259,15 @@ for version in "${OTHER_PYTHONS[@]}"; do
     MATRIX+=("${MATRIX_ROW[$version]}")
 done
 
-# The same tests on the compiled wheel (the core compiled with mypyc, on this Python).
+# The same tests on the accelerated wheel (the native fast path, on this Python).
 full=$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')
-if [ -n "$COMPILED_WHEEL" ]; then
-    section "pytest: Python $full, core, client and broker tests, compiled wheel"
-    run_tests .venv-compiled "$logs/compiled" -q -p no:cacheprovider -n 2 "${ignores[@]}" \
+if [ -n "$ACCELERATED_WHEEL" ]; then
+    section "pytest: Python $full, core, client and broker tests, accelerated wheel"
+    run_tests .venv-accelerated "$logs/accelerated" -q -p no:cacheprovider -n 2 "${ignores[@]}" \
         "${pytest_args[@]}" || exit $?
-    MATRIX+=("$full  compiled core, core, client and broker (.venv-compiled): $(summary "$logs/compiled")")
+    MATRIX+=("$full  accelerated, core, client and broker (.venv-accelerated): $(summary "$logs/accelerated")")
 else
-    MATRIX+=("$full  compiled core: the compiled wheel did not build, skipped")
+    MATRIX+=("$full  accelerated: the accelerated wheel did not build, skipped")
 fi
 rm -rf "$logs"
 

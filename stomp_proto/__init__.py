@@ -80,9 +80,9 @@ present_as(
     TracingHook,
 )
 
-# Which build of the sans-IO core is loaded: "compiled" or "pure" ("mixed" for a
-# partial build).  Documented in docs/api.rst.
-BUILD: Literal["pure", "compiled", "mixed"] = loaded_build()
+# Which build of the sans-IO core is loaded: "accelerated" (the native fast path of
+# stomp_proto/_speedups.pyx) or "pure".  Documented in docs/api.rst.
+BUILD: Literal["pure", "accelerated"] = loaded_build()
 
 __all__ = [
     "BUILD",

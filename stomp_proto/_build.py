@@ -1,72 +1,62 @@
-"""Which build of the sans-IO core is loaded: the pure-Python one or the compiled one.
+"""Which build of the sans-IO core is loaded: the pure-Python one or the accelerated one.
 
-The core's modules (:data:`CORE_MODULES`) can be compiled with mypyc
-(``scripts/build_mypyc.py``); a compiled module is an extension module next to
-its ``.py`` file, and Python imports it in place of the source.  Where none
-was built, the same import finds the ``.py`` file: the pure-Python sources are
-the one source and the reference, the compiled build only runs them faster.
+The accelerated build adds one extension module, ``stomp_proto._speedups``
+(Cython, from ``_speedups.pyx``; ``scripts/build_accelerated.py`` compiles it),
+under the hot path: the decoder, the events received most and the encoder
+ask it first and run their own code for whatever it leaves to them.  The
+modules that own each pure implementation pick it at import through
+:func:`native`, as aiohttp picks its C HTTP parser: where it was not built,
+or ``STOMP_PROTO_NO_EXTENSIONS`` is set to a non-empty value, they run the
+pure-Python source alone - the reference, and the fallback.
 """
 
 from __future__ import annotations
 
-import sys
-from importlib.machinery import EXTENSION_SUFFIXES
+import os
+from types import ModuleType
 from typing import Literal, TypeVar
 
-__all__ = ["CORE_MODULES", "BuildName", "interpreted", "loaded_build"]
+__all__ = ["BuildName", "interpreted", "loaded_build", "native"]
 
 _C = TypeVar("_C", bound=type)
 
-BuildName = Literal["pure", "compiled", "mixed"]
+BuildName = Literal["pure", "accelerated"]
 
-#: The modules that scripts/build_mypyc.py compiles, in an order that imports cleanly.
-CORE_MODULES = (
-    "stomp_proto._build",
-    "stomp_proto._limits",
-    "stomp_proto._protocol_errors",
-    "stomp_proto._checks",
-    "stomp_proto._frame",
-    "stomp_proto._events",
-    "stomp_proto._errors",
-    "stomp_proto._headers",
-    "stomp_proto._decoder",
-    "stomp_proto._encoder",
-    "stomp_proto._state",
-    "stomp_proto._heartbeat",
-    "stomp_proto._connection",
-    "stomp_proto._client._core",
-)
+#: The environment variable that keeps the pure-Python build even where the
+#: extension module is installed (for comparisons and for debugging).
+NO_EXTENSIONS = "STOMP_PROTO_NO_EXTENSIONS"
+
+_native: ModuleType | None = None
+_looked = False
 
 
 def interpreted(cls: _C) -> _C:
-    """Keep ``cls`` an ordinary Python class when mypyc compiles its module.
+    """Mark a public value class (an event, an exception, options) as an ordinary Python class.
 
-    mypyc turns each class it can into a native (C) class: faster, but it has
-    no ``__slots__`` or ``__dict__``, cannot be subclassed by Python code, and
-    treats ``frozen``, pickling and ``dataclasses`` helpers its own way.  A
-    class with a decorator mypyc does not know stays a Python class (its
-    methods are still compiled), so the public value classes - events,
-    exceptions, options - carry this one and behave the same in both builds.
+    The events built by the native code are instances of these same classes,
+    so they stay frozen, slotted, picklable and subclassable in both builds.
     At run time it does nothing.
     """
     return cls
 
 
-def _is_compiled(name: str) -> bool:
-    path = getattr(sys.modules[name], "__file__", None) or ""
-    return path.endswith(tuple(EXTENSION_SUFFIXES))
+def native() -> ModuleType | None:
+    """The extension module, or ``None`` for the pure-Python build (asked once, then kept)."""
+    global _native, _looked
+    if not _looked:
+        _looked = True
+        if not os.environ.get(NO_EXTENSIONS):
+            try:
+                from . import _speedups  # type: ignore[attr-defined]
+            except ImportError:
+                _speedups = None
+            _native = _speedups
+    return _native
 
 
 def loaded_build() -> BuildName:
-    """``"compiled"`` when every core module was loaded from an extension module,
-    ``"pure"`` when none was, ``"mixed"`` otherwise (a partial or broken build).
+    """``"accelerated"`` when the extension module is in use, ``"pure"`` otherwise.
 
-    Asked by ``stomp_proto/__init__.py`` once it has imported the core (this module
-    imports none of it: everything else imports this one).
+    Asked by ``stomp_proto/__init__.py`` once it has imported the core.
     """
-    compiled = {_is_compiled(name) for name in CORE_MODULES}
-    if compiled == {True}:
-        return "compiled"
-    if compiled == {False}:
-        return "pure"
-    return "mixed"
+    return "pure" if native() is None else "accelerated"

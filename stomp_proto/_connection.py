@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._build import native
 from ._checks import check_bool, check_data, check_event, check_limits, check_number, wrong_type
 from ._decoder import FrameDecoder
 from ._encoder import FrameEncoder
@@ -145,12 +146,22 @@ class _PendingAcks:
         return tuple(self._by_subscription.get(subscription, ()))
 
 
+#: The accelerated build's per-message steps (stomp_proto/_speedups.pyx), or None.
+_native = native()
+
+
 class _Connection:
     """The engine both roles share; see the module docstring."""
 
     _sends: Transitions
     _receives: Transitions
     _peer_role: str
+    #: The accelerated build's ``next_event`` for an open session (a method), or None.
+    _fast_receive: Callable[[], Event | None] | None = None
+    #: The accelerated build's ``send`` of a plain SEND (a method), or None.
+    _fast_send: Callable[[Event], bytes | None] | None = None
+    #: The accelerated build's iterator over the events available now, or None.
+    _fast_events: Callable[[Any], Iterator[Event]] | None = None
 
     def __init__(
         self,
@@ -278,6 +289,10 @@ class _Connection:
         # One path for every frame, kept cheap for the frames sent most (SEND,
         # ACK, MESSAGE): a table lookup by type, hooks that dispatch on the
         # type once, and no copy of the event.
+        if self._fast_send is not None:
+            sent: bytes | None = self._fast_send(event)  # the accelerated build's SEND
+            if sent is not None:
+                return sent
         next_state = self._sends.get(self._state, _NO_TRANSITIONS).get(type(event))
         if next_state is None:
             if isinstance(event, HeartBeat):
@@ -357,6 +372,11 @@ class _Connection:
 
     def __iter__(self) -> Iterator[Event]:
         """Drain the events available now."""
+        if self._fast_events is not None:
+            return self._fast_events(self)
+        return self._drain()
+
+    def _drain(self) -> Iterator[Event]:
         while (event := self.next_event()) is not None:
             yield event
 
@@ -374,6 +394,12 @@ class _Connection:
             return self._queued.popleft()
         if self._error is not None:
             raise self._error
+        if self._fast_receive is not None and self._state is CONNECTED:
+            # The accelerated build reads the next frame and, for a MESSAGE, books
+            # it natively; None: no whole frame at the front of the buffer.
+            event: Event | None = self._fast_receive()
+            if event is not None:
+                return event
         while True:
             try:
                 item = self._decoder.next_frame()
@@ -392,6 +418,10 @@ class _Connection:
             # on the way - RabbitMQ sends a RECEIPT after an ERROR - are dropped,
             # in a loop: a peer may send any number of them.
             self._dropped += 1
+        return self._event_of(item)
+
+    def _event_of(self, item: Frame | HeartBeat) -> Event:
+        """The event of a frame or heart-beat received while the session is not closed."""
         if isinstance(item, HeartBeat):
             return item
         try:
@@ -657,6 +687,12 @@ class ClientConnection(_Connection):
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
     _peer_role = "server"
+    if _native is not None:
+        _fast_receive = _native.client_next_event
+        _fast_send = _native.client_send
+        _fast_events = _native.ClientEvents
+        #: The accelerated build's ACK and NACK of a plain delivery (see ack()).
+        _fast_settle = _native.client_settle
 
     def __init__(
         self,
@@ -691,6 +727,10 @@ class ClientConnection(_Connection):
             :class:`Receipt` of that id once it has processed the frame.
         :returns: the bytes of the ACK frame, to write.
         """
+        if _native is not None and transaction is None and receipt is None:
+            data: bytes | None = self._fast_settle(message, True)
+            if data is not None:
+                return data
         self.check_delivered(message)
         return self.send(Ack.of(message, transaction=transaction, receipt=receipt))
 
@@ -704,6 +744,10 @@ class ClientConnection(_Connection):
 
         :returns: the bytes of the NACK frame, to write.
         """
+        if _native is not None and transaction is None and receipt is None:
+            data: bytes | None = self._fast_settle(message, False)
+            if data is not None:
+                return data
         self.check_delivered(message)
         return self.send(Nack.of(message, transaction=transaction, receipt=receipt))
 
@@ -1002,3 +1046,7 @@ class ServerConnection(_Connection):
         self._hint = hint
         exc.event_hint = hint
         return exc
+
+
+if _native is not None:
+    _native.use_connection_types(ClientConnection, CONNECTED)

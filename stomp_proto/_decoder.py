@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import re
 
+from ._build import native
 from ._checks import check_bool, check_data, check_limits, wrong_type
 from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError, as_remote
 from ._events import HEARTBEAT, HeartBeat
@@ -53,6 +54,9 @@ from ._headers import TOO_LONG, content_length, header_fields, header_pairs, une
 from ._limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["FrameDecoder"]
+
+# The accelerated build's scanner (stomp_proto/_speedups.pyx), or None: the pure build.
+_native = native()
 
 # Frame(...) without the Python-level __new__ of NamedTuple: a C call on the hot path.
 _new_frame = tuple.__new__
@@ -132,6 +136,7 @@ class FrameDecoder:
         "_crlf",
         "_eof",
         "_error",
+        "_fast",
         "_full_at",
         "_handshake",
         "_head_lines",
@@ -171,6 +176,7 @@ class FrameDecoder:
         self._unescaping_cr = True
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
+        self._fast: object | None = None
         self._reset_head()
         self.version = version
 
@@ -206,6 +212,13 @@ class FrameDecoder:
             self._big = None
             self._need = 0
         self._reset_head()
+        self._use_native()
+
+    def _use_native(self) -> None:
+        # The native scanner holds the rules in force; it knows strict mode, and
+        # lenient mode with verbatim text (the lenient server's).
+        known = _native is not None and (self._strict or self._verbatim)
+        self._fast = _native.HeadScanner(self) if known else None  # type: ignore[union-attr]
 
     def _use_handshake_rules(self) -> None:
         # For connections, before a version is agreed: CRLF is accepted as 1.2
@@ -214,6 +227,7 @@ class FrameDecoder:
         # sent in reply to a CONNECT follows no agreed version.
         self.version = "1.2"
         self._handshake = True
+        self._use_native()
 
     def _keep_text(self) -> None:
         # For a lenient server (ServerConnection(strict=False)): the line
@@ -223,6 +237,7 @@ class FrameDecoder:
         # and a value's blanks may be the application's data (1.2 §Value
         # Encoding; RabbitMQ keeps them), which a broker must pass on untouched.
         self._verbatim = True
+        self._use_native()
 
     @property
     def strict(self) -> bool:
@@ -305,6 +320,14 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
+        fast = self._fast
+        if fast is not None:
+            # The accelerated build: a whole well-formed frame at the front of the
+            # buffer comes from native code; anything else (more data needed, an
+            # error, a large body) is left to the code below, on the same state.
+            item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
+            if item is not None:
+                return item
         if self._need and not self._eof:
             # A large body is still arriving: the one question asked per read.
             return None

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
-from ._build import interpreted
+from ._build import interpreted, native
 from ._checks import as_headers as _as_headers
 from ._checks import wrong_type
 from ._frame import VERSIONS, Frame, Version
@@ -157,6 +157,12 @@ class FrameEvent(Event):
         Raises :class:`RemoteProtocolError` when a header that ``version``
         requires is missing or invalid.
         """
+        if _native is not None:
+            # The accelerated build reads the frequent events natively (the
+            # same classes, every field set); None leaves the frame to the code below.
+            event: _E | None = _native.event_from_frame(cls, frame, version)
+            if event is not None:
+                return event
         try:
             return cls._from_frame(frame, _Fields(frame, cls._typed), version)
         except LocalProtocolError as exc:  # the checks are shared with sending
@@ -1014,3 +1020,7 @@ EVENT_FOR_COMMAND: dict[str, type[FrameEvent]] = {
     "RECEIPT": Receipt,
     "ERROR": Error,
 }
+
+# The accelerated build's event builders (stomp_proto/_speedups.pyx), or None.
+# Looked up last: that module imports the classes above.
+_native = native()

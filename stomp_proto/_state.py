@@ -53,6 +53,11 @@ class ConnectionState(enum.Enum):
     #: The session is over.
     CLOSED = "closed"
 
+    # Members are singletons compared by identity, so the identity hash agrees
+    # with equality; Enum's own __hash__ is Python code, and the transition
+    # tables are looked up by state on every frame sent and received.
+    __hash__ = object.__hash__
+
 
 IDLE = ConnectionState.IDLE
 CONNECTING = ConnectionState.CONNECTING

@@ -1,10 +1,11 @@
 """Replay the fuzz corpora and recorded sessions, printing everything that comes out.
 
     python tests/build_probe.py [SESSIONS]
+    python tests/build_probe.py --splits
 
-tests/test_mypyc_build.py runs this once under the pure-Python build and once under
-the compiled one (each in a subprocess, ``stomp_proto`` found first on PYTHONPATH) and
-compares the outputs line by line: they must be identical.  The first line names the
+tests/test_accelerated_build.py runs this once under the pure-Python build and once
+under the accelerated one (each in a subprocess, ``stomp_proto`` found first on
+PYTHONPATH) and compares the outputs line by line: they must be identical.  The first line names the
 build (``stomp_proto.BUILD``); then one line per input, holding every frame or event
 produced (its repr), every byte sent back, and every error raised (its type, kind,
 limit and message; for a server, the ERROR it hints at and its bytes), then what the
@@ -14,10 +15,17 @@ The inputs: every file of tests/fuzzing/corpus/ and tests/fuzzing/regressions/, 
 by its target as the fuzz harnesses read it (tests/fuzzing/properties.py), and
 SESSIONS (default 200) whole sessions that tests/fuzzing/sessions.py writes from
 fixed seeds, for each side, fed whole and in random chunks.
+
+``--splits`` feeds every corpus input of the decoder, client and server targets
+whose stream is short (under :data:`SPLIT_BELOW` bytes) in every two-chunk split
+and byte by byte, and prints one digest per input of all those traces: the
+native code's partial-frame hand-over to the pure code is then tried at every
+offset of every frame.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sys
 from collections.abc import Callable, Iterable
@@ -184,7 +192,43 @@ def replay(target: str, data: bytes) -> Trace:
     return [line for chunks in feedings for line in run(case, chunks, session=True)]
 
 
+#: Streams shorter than this are fed in every split (--splits).
+SPLIT_BELOW = 320
+
+
+def every_split(target: str, data: bytes) -> str:
+    """A digest of the traces of ``data``'s stream fed in every two-chunk split and
+    byte by byte, with the number of feedings."""
+    case = Case.from_bytes(data)
+    stream = case.stream
+    feedings = [[stream[:cut], stream[cut:]] for cut in range(1, len(stream))]
+    feedings.append([stream[i : i + 1] for i in range(len(stream))])
+    digest = hashlib.sha256()
+    for chunks in feedings:
+        if target == "decoder":
+            trace = decode(case, chunks)
+        elif target == "server":
+            trace = serve(case, chunks, session=False)
+        else:
+            trace = consume(case, chunks, session=False)
+        digest.update("\n".join(trace).encode("utf-8", "backslashreplace") + b"\0")
+    return f"{len(feedings)} {digest.hexdigest()}"
+
+
+def splits() -> None:
+    print(stomp_proto.BUILD)
+    for kind in ("corpus", "regressions"):
+        for target in ("decoder", "client", "server"):
+            for path in sorted((TESTS / "fuzzing" / kind / target).glob("*")):
+                data = path.read_bytes()
+                if len(Case.from_bytes(data).stream) < SPLIT_BELOW:
+                    print(f"{kind}/{target}/{path.name}", every_split(target, data))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--splits"]:
+        splits()
+        return
     sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     print(stomp_proto.BUILD)
     for kind in ("corpus", "regressions"):

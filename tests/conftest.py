@@ -66,9 +66,9 @@ def pytest_configure(config: object) -> None:
         problem = installed_location_problem()
         if problem:
             raise SystemExit(f"STOMP_PROTO_TEST_INSTALLED=1 but {problem}")
-    # scripts/test.sh sets it to "compiled" for the compiled wheel's venv: a core that
+    # scripts/test.sh sets it to "accelerated" for the accelerated wheel's venv: a core that
     # fell back to the pure-Python sources (a module missing, an import error hidden
-    # by the .py beside it) would pass every test and test nothing compiled.
+    # by the .py beside it) would pass every test and test nothing native.
     expected = os.environ.get("STOMP_PROTO_EXPECT_BUILD")
     if expected:
         import stomp_proto
@@ -105,6 +105,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_heartbeat",
         "test_layers",
         "test_limits",
+        "test_native_differential",
         "test_roundtrip",
         "test_server_connection",
         "test_session_back_to_back",
@@ -168,12 +169,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # long randomized runs of the core's properties
     "fuzz": ("test_decoder_fuzz", "test_fuzz_properties"),
-    # the package, its documentation and the compiled build
+    # the package, its documentation and the accelerated build
     "tooling": (
         "test_api_documented",
         "test_docs_pages",
         "test_docs_inventory",
-        "test_mypyc_build",
+        "test_accelerated_build",
         "test_packaging",
         "test_scripts",
     ),

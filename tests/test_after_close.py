@@ -12,7 +12,6 @@ import sys
 
 import pytest
 
-import stomp_proto
 from stomp_proto import (
     ClientConnection,
     Connect,
@@ -95,9 +94,6 @@ def test_server_drops_frames_after_the_error_hint_was_sent() -> None:
         server.next_event()
 
 
-@pytest.mark.skipif(
-    stomp_proto.BUILD != "pure", reason="compiled functions make no Python frames to count"
-)
 def test_dropping_does_not_grow_the_stack() -> None:
     depths: list[int] = []
     client = _connected_client()
