@@ -9,6 +9,8 @@
 50,000-offset range of a RabbitMQ stream, no Spark session) on the pure build and on
 an accelerated copy of ``stomp_proto`` (``scripts/build_accelerated.py --target``),
 each in its own process, alternating; medians of ``--repeats`` (5 by default).
+``--before REV`` adds the pure code of a git revision to the same run (a change's
+before and after); ``--pure-only`` skips the accelerated build.
 
 ``--streams`` compares the two sources against RabbitMQ
 (``scripts/start-brokers.sh rabbitmq``; ``RABBITMQ_STOMP_PORT``, guest/guest):
@@ -470,8 +472,20 @@ def one_task(options: dict[str, str], stream: str, count: int) -> float:
     return got / elapsed
 
 
+def export_revision(root: Path, revision: str, target: Path) -> None:
+    """The ``stomp_proto`` package of git ``revision`` (for example ``main``), into ``target``."""
+    import subprocess
+
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", revision, "stomp_proto"],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+
+
 def compare_builds(args: argparse.Namespace) -> int:
-    """One read task's rows/s on the pure and the accelerated build, alternating."""
+    """One read task's rows/s on the pure and the accelerated build (and ``--before``),
+    alternating."""
     import shutil
     import subprocess
     import uuid
@@ -483,32 +497,41 @@ def compare_builds(args: argparse.Namespace) -> int:
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load {load_average()}")
     fill_streams(options, stream, 1, count + 500, 100)
     accelerated = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-accelerated-"))
+    before = Path(tempfile.mkdtemp(prefix="stomp-proto-spark-before-"))
     try:
-        build_script = root / "scripts" / "build_accelerated.py"
-        subprocess.run(
-            [sys.executable, str(build_script), "--target", str(accelerated)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        rates: dict[str, list[float]] = {"pure": [], "accelerated": []}
+        builds: list[tuple[str, Path]] = [("pure", root)]
+        if args.before:
+            export_revision(root, args.before, before)
+            builds.insert(0, (f"before ({args.before})", before))
+        if not args.pure_only:
+            subprocess.run(
+                [sys.executable, str(root / "scripts" / "build_accelerated.py"), "--target",
+                 str(accelerated)],
+                check=True, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            builds.append(("accelerated", accelerated))
+        rates: dict[str, list[float]] = {name: [] for name, _ in builds}
         for run in range(args.repeats):
-            for build, path in (("pure", root), ("accelerated", accelerated)):
+            for build, path in builds:
                 env = {**os.environ, "PYTHONPATH": str(path)}
+                kind = "accelerated" if build == "accelerated" else "pure"
                 env.pop("STOMP_PROTO_NO_EXTENSIONS", None)
-                if build == "pure":
+                if kind == "pure":
                     env["STOMP_PROTO_NO_EXTENSIONS"] = "1"
                 answer = subprocess.run(
-                    [sys.executable, __file__, "--one-task", f"{stream}-0", str(count), build],
+                    [sys.executable, __file__, "--one-task", f"{stream}-0", str(count), kind],
                     env=env, check=True, capture_output=True, text=True,
                 )  # fmt: skip
                 rates[build].append(float(answer.stdout.split()[-1]))
-                print(f"run {run + 1}: {build:<8} {rates[build][-1]:>10,.0f} rows/s")
+                print(f"run {run + 1}: {build:<16} {rates[build][-1]:>10,.0f} rows/s")
     finally:
         shutil.rmtree(accelerated, ignore_errors=True)
-    pure, fast = median(rates["pure"]), median(rates["accelerated"])
+        shutil.rmtree(before, ignore_errors=True)
+    pure = median(rates["pure"])
     print(f"\none read task, {count:,} rows of 100 B, medians of {args.repeats}:")
-    print(f"  pure      {pure:>10,.0f} rows/s")
-    print(f"  accelerated {fast:>8,.0f} rows/s  ({fast / pure:.2f}x)")
+    for build, values in rates.items():
+        rate = median(values)
+        print(f"  {build:<16} {rate:>10,.0f} rows/s  ({rate / pure:.2f}x pure)")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": count, **rates}, indent=2))
     return 0
@@ -615,6 +638,14 @@ def main() -> int:
     )
     parser.add_argument(
         "--tasks", action="store_true", help="RabbitMQ: one read task, pure vs accelerated build"
+    )
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="with --tasks: also time the stomp_proto of git revision REV (e.g. main), pure",
+    )
+    parser.add_argument(
+        "--pure-only", action="store_true", help="with --tasks: skip the accelerated build"
     )
     parser.add_argument("--fake-broker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one-task", nargs=3, help=argparse.SUPPRESS)

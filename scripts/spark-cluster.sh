@@ -13,6 +13,9 @@
 # executor ran (from the driver's REST API); then spark.read.parquet must find every published
 # message exactly once.  Then a new query reads them all again with larger micro-batches, for
 # the rows/s.  The cluster is stopped at exit (only the processes this script started).
+# Scale-out (one worker, then two, with the Python start-up apart from the steady rate) is
+# measured by benchmarks/spark_cluster.py; the sink under speculative execution by
+# scripts/spark_sink_check.py speculate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"

@@ -124,10 +124,14 @@ NOT_EVERY_PYTHON=(
     tests/test_client_mistakes.py
     # the PySpark data source
     tests/test_spark_integration.py
+    tests/test_spark_kafka_parity.py
     tests/test_spark_logic.py
+    tests/test_spark_streams_discovery.py
     tests/test_spark_streams_exactly_once.py
     tests/test_spark_streams_logic.py
     tests/test_spark_streams_rabbitmq.py
+    tests/test_spark_streams_rows.py
+    tests/test_spark_streams_sink_exactly_once.py
     # fuzzing, benchmarks, the accelerated build and the docs
     tests/test_decoder_fuzz.py
     tests/test_fuzz_properties.py

@@ -146,10 +146,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "spark": (
         "test_spark_integration",
+        "test_spark_kafka_parity",
         "test_spark_logic",
+        "test_spark_streams_discovery",
         "test_spark_streams_exactly_once",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",
+        "test_spark_streams_rows",
+        "test_spark_streams_sink_exactly_once",
     ),
     # real brokers and other projects' clients
     "interop": (

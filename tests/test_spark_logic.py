@@ -307,6 +307,82 @@ def test_a_failover_url_connects_to_the_first_address_that_answers(broker: Broke
     assert f":{dead}:" in str(caught.value)
 
 
+# Issue 30 item 1: each bad option, as a Kafka user mistypes it, and the words its error must
+# hold - the option's name, its value and the accepted form.
+BAD_OPTIONS = [
+    ("stomp", {"port": "abc"}, ["'port'", "integer", "'abc'"]),
+    ("stomp", {"maxBatchSize": "-5"}, ["'maxBatchSize'", ">= 1", "'-5'"]),
+    ("stomp", {"ackMode": "sometimes"}, ["'ackMode'", "client-individual", "'sometimes'"]),
+    ("stomp", {"subscribeHeaders": "{bad"}, ["'subscribeHeaders'", "JSON object", "'{bad'"]),
+    ("stomp", {"timeout": "soon"}, ["'timeout'", "number", "'soon'"]),
+    ("stomp", {"idleTimeout": "-1"}, ["'idleTimeout'", ">= 0", "'-1'"]),
+    ("stomp", {"sendHeaders": "[1]"}, ["'sendHeaders'", "JSON object", "'[1]'"]),
+    ("stomp-streams", {"stream": "s", "maxOffsetsPerTrigger": "-5"},
+     ["'maxOffsetsPerTrigger'", ">= 1", "'-5'"]),
+    ("stomp-streams", {"stream": "s", "startingOffsets": "earlist"},
+     ["'startingOffsets'", "earliest | latest", "'earlist'"]),
+    ("stomp-streams", {"stream": "s", "startingOffsets": "{bad json"},
+     ["'startingOffsets'", "JSON object of stream to offset", "'{bad json'"]),
+    ("stomp-streams", {"stream": "s", "partitions": "0"}, ["'partitions'", ">= 1", "'0'"]),
+    ("stomp-streams", {"stream": "s", "port": "abc"}, ["'port'", "integer", "'abc'"]),
+    ("stomp-streams", {"stream": "s", "failOnDataLoss": "maybe"},
+     ["'failOnDataLoss'", "true or false", "'maybe'"]),
+    ("stomp-streams", {"stream": "s", "createStreams": "sure"},
+     ["'createStreams'", "true or false", "'sure'"]),
+    ("stomp-streams", {"streams": "/queue/x"}, ["'streams'", "'/queue/x'", "stream name"]),
+    ("stomp-streams", {}, ["'stream'", "'streams'"]),
+]  # fmt: skip
+
+
+def data_source(name: str, options: dict[str, str]) -> Any:
+    """The data source class for ``name``, made as Spark makes it at load() and save()."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from stomp_proto.spark import StompDataSource, StompStreamsDataSource
+
+    cls = {"stomp": StompDataSource, "stomp-streams": StompStreamsDataSource}[name]
+    return cls(options=CaseInsensitiveDict(options))
+
+
+@pytest.mark.parametrize(("source", "options", "words"), BAD_OPTIONS)
+def test_a_bad_option_fails_when_the_source_is_made_naming_it(
+    source: str, options: dict[str, str], words: list[str]
+) -> None:
+    with pytest.raises(ValueError) as failure:
+        data_source(source, options)
+    for word in words:
+        assert word in str(failure.value), (word, str(failure.value))
+
+
+def test_good_options_pass_and_a_read_without_a_destination_fails_at_its_schema() -> None:
+    source = data_source("stomp", {"destination": "/queue/a", "maxBatchSize": "10"})
+    assert source.schema()
+    # A sink needs no destination option (rows may carry theirs), a read does.
+    sink = data_source("stomp", {"destinationColumn": "to"})
+    with pytest.raises(ValueError, match="'destination' option is required"):
+        sink.schema()
+    data_source("stomp-streams", {"stream": "s", "startingOffsets": '{"s-0": 4}'})
+
+
+def test_unknown_options_are_logged_with_the_nearest_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="stomp_proto.spark"):
+        data_source(
+            "stomp-streams",
+            {"stream": "s", "maxoffsetspertriger": "5", "checkpointLocation": "/x", "zzz": "1"},
+        )
+        data_source("stomp", {"destination": "/queue/a", "destnation": "/queue/b"})
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert messages == [
+        "stomp-streams: unknown option 'maxoffsetspertriger' is ignored; "
+        "did you mean 'maxOffsetsPerTrigger'?",
+        "stomp-streams: unknown option 'zzz' is ignored",
+        "stomp: unknown option 'destnation' is ignored; did you mean 'destination'?",
+    ]
+
+
 def test_every_option_is_documented() -> None:
     from stomp_proto.spark._options import option_names
 
@@ -377,6 +453,25 @@ def test_arrow_schemas_are_what_spark_expects() -> None:
     to_arrow = arrow_types.to_arrow_schema
     assert to_arrow(message, timezone="UTC").equals(_schema.MESSAGE_ARROW_SCHEMA)
     assert to_arrow(capture, timezone="UTC").equals(_schema.CAPTURE_ARROW_SCHEMA)
+    pair = struct(("key", t.StringType()), ("value", t.StringType()))
+    for key_type, key_binary in ((t.StringType(), False), (t.BinaryType(), True)):
+        streams = struct(
+            ("stream", t.StringType()),
+            ("offset", t.LongType()),
+            ("headers", headers),
+            ("body", t.BinaryType()),
+            ("received_at", t.TimestampType()),
+            ("key", key_type),
+            ("row_id", t.StringType()),
+            ("partition", t.IntegerType()),
+            ("timestamp", t.TimestampType()),
+            ("header_list", t.ArrayType(pair)),
+        )
+        expected = to_arrow(streams, timezone="UTC")
+        assert expected.equals(_schema.streams_arrow_schema(key_binary), check_metadata=True)
+        assert [f.type for f in expected] == [
+            f.type for f in _schema.streams_arrow_schema(key_binary)
+        ]
 
 
 # -- streaming reads -------------------------------------------------------------------
@@ -516,8 +611,13 @@ def test_plan_columns() -> None:
     assert (plan.body, plan.destination, plan.headers) == ("body", None, "headers")
     plan = plan_columns([("destination", "string"), ("body", "binary")], WriterSettings())
     assert plan.destination == "destination" and plan.headers is None
+    # Kafka's sink takes a 'value' column: so does this one, when there is no 'body'.
+    assert plan_columns([("value", "binary")], settings).body == "value"
+    assert plan_columns([("value", "string"), ("body", "binary")], settings).body == "body"
     with pytest.raises(ValueError, match="needs a 'body' column"):
-        plan_columns([("value", "binary")], settings)
+        plan_columns([("payload", "binary")], settings)
+    with pytest.raises(ValueError, match="needs a 'payload' column"):
+        plan_columns([("value", "binary")], WriterSettings.from_options({"bodyColumn": "payload"}))
     with pytest.raises(ValueError, match="it is bigint"):
         plan_columns([("body", "bigint")], settings)
     with pytest.raises(ValueError, match="needs a destination"):

@@ -54,7 +54,7 @@ def test_stream_names() -> None:
         stream_names({"streams": "a,a"})
     with pytest.raises(ValueError, match="not a stream name"):
         stream_names({"streams": "/queue/a"})
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match=">= 1"):
         stream_names({"stream": "x", "partitions": "0"})
 
 
@@ -370,8 +370,12 @@ def test_stream_columns() -> None:
     assert plan_stream_columns(
         [("body", "binary"), ("key", "string"), ("other", "bigint")], settings
     ) == StreamColumns(body="body", key="key", stream=None, headers=None)
+    # Kafka's sink takes 'value' (and 'key', 'headers'): so does this one.
+    assert plan_stream_columns([("value", "binary"), ("key", "binary")], settings) == (
+        StreamColumns(body="value", key="key", stream=None, headers=None)
+    )
     with pytest.raises(ValueError, match="needs a 'body' column"):
-        plan_stream_columns([("value", "binary")], settings)
+        plan_stream_columns([("payload", "binary")], settings)
     with pytest.raises(ValueError, match="headers column"):
         plan_stream_columns([("body", "string"), ("headers", "string")], settings)
 
@@ -457,3 +461,133 @@ def test_ack_frames_of_each_version() -> None:
         "ACK", (("subscription", "range"), ("message-id", "m-7"))
     )
     assert _ack_frame("1.0", message) == Frame("ACK", (("message-id", "m-7"),))
+
+
+# -- progress and lag ----------------------------------------------------------------------
+
+
+def test_the_latest_offset_reported_is_the_tails_the_last_probe_found() -> None:
+    fake = FakeStreams({"a": (0, 99), "b": (None, None)})
+    p = planner(fake, maxOffsetsPerTrigger="10")
+    assert p.reported_latest() == {"a": 0, "b": 0}  # nothing probed yet
+    calls = len(fake.calls)
+    assert p.latest_offsets({"a": 0, "b": 0}, 10) == {"a": 10, "b": 0}
+    assert p.reported_latest() == {"a": 100, "b": 0}  # the tails, not the capped end
+    assert len(fake.calls) == calls + 1  # reporting does not probe again
+
+
+def test_offsets_behind_latest_from_a_progress() -> None:
+    import json
+
+    from stomp_proto.spark import offsets_behind_latest
+
+    progress = {
+        "batchId": 1,
+        "sources": [
+            {
+                "description": "PythonMicroBatchStream",
+                "startOffset": {"o-0": 5, "o-1": 5},
+                "endOffset": {"o-0": 9, "o-1": 11},
+                "latestOffset": {"o-0": 18, "o-1": 22},
+            },
+            # The stomp source: a count, no latest offset.
+            {"endOffset": '{"offset": 40}', "latestOffset": None},
+        ],
+    }
+    assert offsets_behind_latest(progress) == {"o-0": 9, "o-1": 11}
+
+    text = json.dumps({"sources": [{"endOffset": '{"o-0": 18}', "latestOffset": '{"o-0": 18}'}]})
+
+    class Progress:  # what pyspark's StreamingQueryProgress offers: its JSON text
+        json = text
+
+    assert offsets_behind_latest(Progress()) == {"o-0": 0}
+    assert offsets_behind_latest({"sources": []}) == {}
+    with pytest.raises(TypeError, match="lastProgress"):
+        offsets_behind_latest(None)
+
+
+# -- Kafka's starting forms (milliseconds) -------------------------------------------------
+
+
+def test_kafkas_starting_timestamps_are_milliseconds() -> None:
+    def starting(**options: str) -> Any:
+        return StreamsReaderSettings.from_options(
+            {"stream": "o", "partitions": "2", **options}
+        ).starting
+
+    assert starting(startingTimestamp="1767225600999").timestamp == 1767225600
+    assert starting(startingTimestamp="1767225600999").kind == "timestamp"
+    # startingTimestamp wins, as in Kafka's source.
+    assert starting(startingTimestamp="5000", startingOffsets="latest").timestamp == 5
+    nested = starting(startingOffsetsByTimestamp='{"o": {"0": 7000, "1": 9999}}')
+    assert (nested.kind, dict(nested.timestamps), nested.default) == (
+        "timestamps",
+        {"o-0": 7, "o-1": 9},
+        "earliest",
+    )
+    flat = starting(startingOffsetsByTimestamp='{"o-1": 3000}', startingOffsets="latest")
+    assert (dict(flat.timestamps), flat.default) == ({"o-1": 3}, "latest")
+    for options, words in [
+        ({"startingTimestamp": "yesterday"}, "'startingTimestamp' must be milliseconds"),
+        ({"startingOffsetsByTimestamp": "{"}, "'startingOffsetsByTimestamp' must be a JSON"),
+        ({"startingOffsetsByTimestamp": '{"o": {"5": 1}}'}, "'o-5', which is not read"),
+        ({"startingOffsetsByTimestamp": '{"o-0": -1}'}, "not -1"),
+        (
+            {"startingOffsetsByTimestamp": '{"o-0": 1}', "startingOffsets": '{"o-1": 0}'},
+            "earliest or latest",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            starting(**options)
+
+
+def test_planner_starts_each_stream_at_its_own_time() -> None:
+    fake = FakeStreams({"a": (0, 99), "b": (0, 49), "c": (10, 19)})
+    p = planner(fake, startingOffsetsByTimestamp='{"a": 1000, "b": 2000}', startingOffsets="latest")
+    # FakeStreams answers a timestamp probe with the tail (only the last message is newer).
+    assert p.initial_offsets() == {"a": 99, "b": 49, "c": 20}
+    timed = [call["timestamp"] for call in fake.calls if call.get("timestamp") is not None]
+    assert timed == [1, 2]
+
+
+# -- partition discovery ---------------------------------------------------------------------
+
+
+class GrowingStreams(FakeStreams):
+    """FakeStreams where a stream not (yet) in ``state`` does not exist on the broker."""
+
+    def __call__(self, connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
+        from stomp_proto.spark._streams._link import MissingStreamError
+
+        missing = [s for s in streams if s not in self.state]
+        if missing:
+            raise MissingStreamError(f"stream {missing[0]!r} does not exist on the broker")
+        return super().__call__(connection, streams, **kwargs)
+
+
+def test_discover_partitions_reads_a_new_stream_from_its_first_offset() -> None:
+    fake = GrowingStreams({"o-0": (0, 9)})
+    settings = StreamsReaderSettings.from_options({"stream": "o", "discoverPartitions": "true"})
+    p = StreamsPlanner(ConnectionSettings(), settings, probe=fake)
+    assert p.latest_offsets({"o-0": 0}, None) == {"o-0": 10}
+    fake.state["o-1"] = (0, 4)
+    fake.state["o-2"] = (3, 7)  # retention already took its start
+    end = p.latest_offsets({"o-0": 10}, None)
+    assert end == {"o-0": 10, "o-1": 5, "o-2": 8}
+    assert p.ranges({"o-0": 10}, end) == [StreamRange("o-1", 0, 5), StreamRange("o-2", 3, 8)]
+    assert p.reported_latest() == {"o-0": 10, "o-1": 5, "o-2": 8}
+    # After a restart, a planner that knows only o-0 takes the checkpoint's streams back.
+    again = StreamsPlanner(ConnectionSettings(), settings, probe=fake)
+    assert again.ranges({"o-0": 10, "o-1": 0, "o-2": 3}, end) == [
+        StreamRange("o-1", 0, 5),
+        StreamRange("o-2", 3, 8),
+    ]
+    assert settings.partition_of("o-2") == 2
+    # Without the option, nothing new is read.
+    plain = StreamsPlanner(
+        ConnectionSettings(), StreamsReaderSettings.from_options({"stream": "o"}), probe=fake
+    )
+    assert plain.latest_offsets({"o-0": 0}, None) == {"o-0": 10}
+    with pytest.raises(ValueError, match=r"'discoverPartitions'.*'stream'"):
+        StreamsReaderSettings.from_options({"streams": "a,b", "discoverPartitions": "true"})

@@ -30,6 +30,7 @@ from . import _columns
 if TYPE_CHECKING:
     from ._capture_source import StompCaptureDataSource
     from ._local import local_session
+    from ._progress import offsets_behind_latest
     from ._queue._source import StompCommitMessage, StompDataSource
     from ._register import register
     from ._streams._source import StompStreamsDataSource
@@ -43,6 +44,7 @@ __all__ = [
     "StompDataSource",
     "StompStreamsDataSource",
     "local_session",
+    "offsets_behind_latest",
     "register",
 ]
 
@@ -56,6 +58,7 @@ CAPTURE_SCHEMA = _columns.CAPTURE_SCHEMA
 #: Where each lazily loaded name lives (the data sources import pyspark).
 _LAZY = {
     "local_session": "._local",
+    "offsets_behind_latest": "._progress",
     "register": "._register",
     "StompDataSource": "._queue._source",
     "StompCommitMessage": "._queue._source",

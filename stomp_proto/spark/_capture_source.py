@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ._capture import capture_files, decode_file
-from ._options import CaptureSettings
+from ._options import CaptureSettings, option_names, warn_unknown_options
 from ._schema import CAPTURE_ARROW_SCHEMA, CAPTURE_SCHEMA
 
 __all__ = ["StompCaptureDataSource"]
@@ -51,7 +51,9 @@ class StompCaptureDataSource(DataSource):
         return "stomp-capture"
 
     def schema(self) -> str:
-        """The rows read: :data:`CAPTURE_SCHEMA`."""
+        """The rows read: :data:`CAPTURE_SCHEMA`; the options are checked here, at ``load()``."""
+        CaptureSettings.from_options(self.options)
+        warn_unknown_options("stomp-capture", self.options, option_names()["capture"])
         return CAPTURE_SCHEMA
 
     def reader(self, schema: StructType) -> StompCaptureReader:

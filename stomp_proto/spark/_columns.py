@@ -22,7 +22,9 @@ __all__ = [
     "STREAMS_SCHEMA",
     "STRING",
     "TEXT_CONTENT_TYPE",
+    "body_column",
     "column_kind",
+    "streams_schema",
 ]
 
 # -- the rows the sources give (public: stomp_proto.spark re-exports them) ---------------
@@ -33,12 +35,19 @@ MESSAGE_SCHEMA = (
 )
 STREAMS_SCHEMA = (
     "stream STRING, offset BIGINT, headers MAP<STRING, STRING>, body BINARY, "
-    "received_at TIMESTAMP, key STRING, row_id STRING"
+    "received_at TIMESTAMP, key STRING, row_id STRING, partition INT, timestamp TIMESTAMP, "
+    "header_list ARRAY<STRUCT<key: STRING, value: STRING>>"
 )
 CAPTURE_SCHEMA = (
     "path STRING, frame_index BIGINT, offset BIGINT, command STRING, "
     "headers MAP<STRING, STRING>, body BINARY, error STRING"
 )
+
+
+def streams_schema(key_binary: bool) -> str:
+    """:data:`STREAMS_SCHEMA`, with ``key BINARY`` (Kafka's type) when ``keyType=binary``."""
+    return STREAMS_SCHEMA.replace("key STRING,", "key BINARY,") if key_binary else STREAMS_SCHEMA
+
 
 # -- the columns the sinks take ------------------------------------------------------------
 
@@ -54,6 +63,14 @@ TEXT_CONTENT_TYPE = "text/plain;charset=utf-8"
 STRING = "string"
 BINARY = "binary"
 HEADER_MAP = "map<string,string>"
+
+
+def body_column(kinds: dict[str, str], configured: str) -> str:
+    """The column a sink sends as the body: ``configured`` (``bodyColumn``), or Kafka's
+    ``value`` when the default ``body`` is absent and ``value`` is there."""
+    if configured == "body" and "body" not in kinds and "value" in kinds:
+        return "value"
+    return configured
 
 
 def column_kind(data_type: DataType) -> str:

@@ -32,7 +32,11 @@ logger.nativecode.level = off
 
 
 def local_session(
-    app_name: str = "stomp_proto", *, cores: int = 2, conf_dir: str | Path | None = None
+    app_name: str = "stomp_proto",
+    *,
+    cores: int = 2,
+    conf_dir: str | Path | None = None,
+    max_failures: int = 1,
 ) -> Any:
     """A ``local[cores]`` SparkSession named ``app_name``, bound to 127.0.0.1, with the
     STOMP sources registered.
@@ -44,6 +48,9 @@ def local_session(
     and ``SPARK_CONF_DIR``, a directory holding a log4j2 configuration that
     shows errors only (``conf_dir``; a new temporary one when omitted).  The
     web UI and the console progress bar are off.  Stop it with ``.stop()``.
+    ``max_failures`` above 1 lets a failed task run again, up to that many
+    attempts in all (``local[cores,max_failures]``; local mode runs each task
+    once by default).
     """
     conf = Path(conf_dir) if conf_dir is not None else Path(tempfile.mkdtemp(prefix="spark-conf-"))
     conf.mkdir(parents=True, exist_ok=True)
@@ -58,7 +65,9 @@ def local_session(
     from ._register import register
 
     session = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(
+            f"local[{cores}]" if max_failures <= 1 else f"local[{cores},{max_failures}]"
+        )
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -14,12 +14,14 @@ only where they are used.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import logging
 import random
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,7 +36,14 @@ __all__ = [
     "ReaderSettings",
     "WriterSettings",
     "option_names",
+    "warn_unknown_options",
 ]
+
+log = logging.getLogger("stomp_proto.spark")
+
+#: Options that Spark itself sets or reads (``load(path)``, a stream's checkpoint),
+#: never a mistake in a source's options.
+SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
 
 OnError = Literal["row", "fail"]
 
@@ -62,7 +71,7 @@ class _Options:
     def required(self, name: str) -> str:
         value = self.text(name)
         if value is None:
-            raise ValueError(f"the {name!r} option is required")
+            raise ValueError(f"the {name!r} option is required (none was given)")
         return value
 
     def integer(self, name: str, default: int, minimum: int = 0) -> int:
@@ -74,7 +83,7 @@ class _Options:
         except ValueError:
             raise ValueError(f"option {name!r} must be an integer, not {value!r}") from None
         if number < minimum:
-            raise ValueError(f"option {name!r} must be at least {minimum}, not {number}")
+            raise ValueError(f"option {name!r} must be an integer >= {minimum}, not {value!r}")
         return number
 
     def optional_integer(self, name: str, minimum: int = 0) -> int | None:
@@ -89,7 +98,7 @@ class _Options:
         except ValueError:
             raise ValueError(f"option {name!r} must be a number, not {value!r}") from None
         if not number >= minimum:
-            raise ValueError(f"option {name!r} must be at least {minimum}, not {value}")
+            raise ValueError(f"option {name!r} must be a number >= {minimum:g}, not {value!r}")
         return number
 
     def flag(self, name: str, default: bool) -> bool:
@@ -114,12 +123,13 @@ class _Options:
         value = self.text(name)
         if value is None:
             return {}
+        form = 'a JSON object of header names to values, like {"priority": "9"}'
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"option {name!r} must be a JSON object: {exc}") from None
+            raise ValueError(f"option {name!r} must be {form}, not {value!r} ({exc})") from None
         if not isinstance(parsed, dict):
-            raise ValueError(f"option {name!r} must be a JSON object of header names to values")
+            raise ValueError(f"option {name!r} must be {form}, not {value!r}")
         result: dict[str, str] = {}
         for key, item in parsed.items():
             if not isinstance(item, (str, int, float, bool)):
@@ -311,7 +321,10 @@ class ReaderSettings:
     num_partitions: int = 1
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> ReaderSettings:
+    def from_options(
+        cls, options: Mapping[str, str], *, streaming: bool, destination: str | None = None
+    ) -> ReaderSettings:
+        """The read options, checked; ``destination`` stands in for a missing one."""
         read = _Options(options)
         ack = read.choice("ackMode", "client", ("client", "client-individual", "auto"))
         batch = read.integer("maxBatchSize", 20_000, minimum=1)
@@ -330,7 +343,7 @@ class ReaderSettings:
             # let every message of the drain be in flight at once.
             prefetch = max_messages or 0
         return cls(
-            destination=read.required("destination"),
+            destination=read.text("destination", destination) or read.required("destination"),
             ack=ack,  # type: ignore[arg-type]
             max_batch_size=batch,
             prefetch=prefetch,
@@ -421,3 +434,20 @@ def option_names() -> dict[str, tuple[str, ...]]:
         "capture": ("path", "version", "onError", "includeHeartbeats", "strict",
                     "recursiveFileLookup"),
     }  # fmt: skip
+
+
+def warn_unknown_options(source: str, options: Mapping[str, str], known: Iterable[str]) -> None:
+    """Log a WARNING for each option ``source`` does not read, with the nearest known name.
+
+    Spark lower-cases option names, so they are compared without case; a
+    misspelt option would otherwise be ignored in silence (as Kafka's source
+    does).
+    """
+    names = {name.lower(): name for name in known}
+    for given in sorted(options):
+        lowered = str(given).lower()
+        if lowered in names or lowered in SPARK_OPTIONS:
+            continue
+        near = difflib.get_close_matches(lowered, list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean {names[near[0]]!r}?" if near else ""
+        log.warning("%s: unknown option %r is ignored%s", source, given, hint)

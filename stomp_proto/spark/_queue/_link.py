@@ -233,6 +233,10 @@ class Consumer:
             self._error.__cause__ = exc
         finally:
             self._ended.set()
+            if self._error is not None:
+                # Wake the constructor at once: a refused login (the broker's ERROR)
+                # is reported with its reason, not after the connect timeout.
+                self._ready.set()
             for flush in self._flushes:
                 flush.done.set()
 

@@ -26,7 +26,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .._columns import column_kind
-from .._options import ConnectionSettings, ReaderSettings, WriterSettings
+from .._options import (
+    ConnectionSettings,
+    ReaderSettings,
+    WriterSettings,
+    option_names,
+    warn_unknown_options,
+)
 from .._schema import MESSAGE_SCHEMA
 from ._reader import StreamConsumer, drain, offset_of
 from ._writer import PartitionWriter, plan_columns
@@ -231,13 +237,29 @@ class StompDataSource(DataSource):
     :doc:`/spark`.
     """
 
+    def __init__(self, options: dict[str, str]) -> None:
+        """Check every option at once (Spark makes the source at ``load()`` and ``save()``):
+        a bad value fails there, naming the option, rather than in a task or a
+        running query; an unknown option is logged at WARNING."""
+        super().__init__(options)
+        ConnectionSettings.from_options(options)
+        for streaming in (False, True):
+            ReaderSettings.from_options(options, streaming=streaming, destination="-")
+        WriterSettings.from_options(options)
+        names = option_names()
+        warn_unknown_options(
+            "stomp", options, (*names["connection"], *names["read"], *names["write"])
+        )
+
     @classmethod
     def name(cls) -> str:
         """The format's name: ``"stomp"``."""
         return "stomp"
 
     def schema(self) -> str:
-        """The rows read: :data:`MESSAGE_SCHEMA`."""
+        """The rows read: :data:`MESSAGE_SCHEMA` (Spark asks at ``load()``, so a read
+        without a ``destination`` fails there)."""
+        ReaderSettings.from_options(self.options, streaming=False)
         return MESSAGE_SCHEMA
 
     def simpleStreamReader(self, schema: StructType) -> StompStreamReader:

@@ -25,7 +25,14 @@ from typing import Any
 from ..._encoder import FrameEncoder
 from ..._events import Abort, Begin, Commit, Disconnect
 from ..._frame import Frame
-from .._columns import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from .._columns import (
+    BINARY,
+    HEADER_MAP,
+    RESERVED_HEADERS,
+    STRING,
+    TEXT_CONTENT_TYPE,
+    body_column,
+)
 from .._options import ConnectionSettings, WriterSettings
 from ._link import Producer
 
@@ -55,11 +62,11 @@ def plan_columns(fields: Sequence[tuple[str, str]], settings: WriterSettings) ->
     """
     kinds = dict(fields)
     names = ", ".join(name for name, _ in fields) or "none"
-    body = settings.body_column
+    body = body_column(kinds, settings.body_column)
     if kinds.get(body) not in (STRING, BINARY):
         found = f"it is {kinds[body]}" if body in kinds else f"the columns are: {names}"
         raise ValueError(
-            f"the STOMP sink needs a {body!r} column of type binary or string "
+            f"the STOMP sink needs a {body!r} column (or Kafka's 'value') of type binary or string "
             f"(option 'bodyColumn'); {found}"
         )
     destination: str | None = settings.destination_column

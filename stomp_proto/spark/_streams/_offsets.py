@@ -57,6 +57,9 @@ STREAM_OFFSET_HEADER = "x-stream-offset"
 ROW_ID_HEADER = "x-row-id"
 #: The header the sink puts a row's key in (the reader's ``key`` column).
 KEY_HEADER = "x-key"
+#: The header the sink stamps each message with: ms since the epoch when it was sent
+#: (the reader's ``timestamp`` column, the same on every read of the message).
+TIMESTAMP_HEADER = "x-timestamp"
 
 
 class DataLossError(RuntimeError):
@@ -71,15 +74,18 @@ class OffsetSpec:
     """Where a read starts or ends, as the user gave it (checked, not yet resolved).
 
     ``kind`` is ``earliest``, ``latest``, ``offsets`` (a JSON object of stream
-    to offset; streams it leaves out take ``default``) or ``timestamp``
-    (Unix seconds: the first chunk written at or after it).
+    to offset; streams it leaves out take ``default``), ``timestamp``
+    (Unix seconds: the first chunk written at or after it) or ``timestamps``
+    (one such time per stream; streams left out take ``default``).
     """
 
     kind: str
     offsets: Mapping[str, int] = field(default_factory=dict)
     timestamp: int = 0
-    #: For streams an ``offsets`` spec leaves out: ``earliest`` or ``latest``.
+    #: For streams an ``offsets`` or ``timestamps`` spec leaves out: ``earliest`` or ``latest``.
     default: str = "earliest"
+    #: ``timestamps``: Unix seconds per stream (Kafka's ``startingOffsetsByTimestamp``).
+    timestamps: Mapping[str, int] = field(default_factory=dict)
 
 
 def parse_offset_spec(
@@ -97,12 +103,13 @@ def parse_offset_spec(
             raise ValueError(f"option {name!r} cannot be {value!r}")
         return OffsetSpec(lowered)
     if value.startswith("{"):
+        form = 'a JSON object of stream to offset, like {"orders-0": 42}'
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"option {name!r} is not valid JSON: {exc}") from None
+            raise ValueError(f"option {name!r} must be {form}, not {text!r} ({exc})") from None
         if not isinstance(parsed, dict):
-            raise ValueError(f"option {name!r} must be a JSON object of stream to offset")
+            raise ValueError(f"option {name!r} must be {form}, not {text!r}")
         offsets: dict[str, int] = {}
         for stream, offset in parsed.items():
             if stream not in streams:
@@ -130,6 +137,66 @@ def parse_offset_spec(
         for k in allowed
     )  # fmt: skip
     raise ValueError(f"option {name!r} must be {kinds}; not {text!r}")
+
+
+def _milliseconds(name: str, value: object) -> int:
+    """Kafka's timestamps are milliseconds since the epoch; RabbitMQ's are whole seconds."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"option {name!r} must be milliseconds since the Unix epoch (like 1767225600000), "
+            f"not {value!r}"
+        )
+    return value // 1000
+
+
+def kafka_starting_spec(
+    options: Mapping[str, str], streams: Sequence[str], fallback: OffsetSpec
+) -> OffsetSpec | None:
+    """Kafka's ``startingTimestamp`` or ``startingOffsetsByTimestamp``, if given (ms).
+
+    ``startingTimestamp`` wins over ``startingOffsetsByTimestamp``, which wins
+    over ``startingOffsets`` (``fallback``), as in Kafka's source.  The JSON
+    is Kafka's ``{"<stream>": {"<partition>": ms}}`` (``<stream>-<partition>``)
+    or ``{"<stream name>": ms}``; streams it leaves out start as ``fallback``
+    says (``earliest`` or ``latest``).
+    """
+    read = _Options(options)
+    single = read.text("startingTimestamp")
+    if single is not None:
+        return OffsetSpec("timestamp", timestamp=_milliseconds("startingTimestamp", single))
+    text = read.text("startingOffsetsByTimestamp")
+    if text is None:
+        return None
+    name = "startingOffsetsByTimestamp"
+    form = '{"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"option {name!r} must be a JSON object {form}, not {text!r}")
+    times: dict[str, int] = {}
+    for key, value in parsed.items():
+        pairs = (
+            [(f"{key}-{p}", ms) for p, ms in value.items()]
+            if isinstance(value, dict)
+            else [(key, value)]
+        )
+        for stream, ms in pairs:
+            if stream not in streams:
+                raise ValueError(
+                    f"option {name!r} names stream {stream!r}, which is not read "
+                    f"(the streams are: {', '.join(streams)})"
+                )
+            times[stream] = _milliseconds(name, ms)
+    if fallback.kind not in ("earliest", "latest"):
+        raise ValueError(
+            f"option {name!r}: the streams it leaves out start at 'startingOffsets', "
+            f"which must then be earliest or latest, not {fallback.kind!r}"
+        )
+    return OffsetSpec("timestamps", timestamps=times, default=fallback.kind)
 
 
 def _timestamp(value: str) -> int | None:
@@ -177,7 +244,9 @@ def stream_names(options: Mapping[str, str]) -> tuple[str, ...]:
     if listed is not None:
         names = tuple(s.strip() for s in listed.split(",") if s.strip())
         if not names:
-            raise ValueError("option 'streams' must list at least one stream")
+            raise ValueError(
+                f"option 'streams' must be a comma-separated list of stream names, not {listed!r}"
+            )
         if len(set(names)) != len(names):
             raise ValueError(f"option 'streams' lists a stream twice: {listed!r}")
     elif base is not None:
@@ -190,7 +259,10 @@ def stream_names(options: Mapping[str, str]) -> tuple[str, ...]:
         )
     for name in names:
         if "/" in name or not name.isprintable():
-            raise ValueError(f"not a stream name: {name!r} (give the name, not a destination)")
+            raise ValueError(
+                f"option {'streams' if listed is not None else 'stream'!r}: {name!r} is not a "
+                "stream name (give the queue's name, like 'orders', not a destination)"
+            )
     return names
 
 
@@ -218,11 +290,25 @@ class StreamsReaderSettings:
     batch_rows: int
     key_header: str
     row_id_header: str
+    #: ``keyType=binary``: the ``key`` column is binary, as Kafka's.
+    key_binary: bool = False
+    timestamp_header: str = TIMESTAMP_HEADER
+    #: ``stream``: the base name of ``<stream>-N`` (None when ``streams`` lists them).
+    stream_base: str | None = None
+    #: ``discoverPartitions``: look for a new ``<stream>-N`` at each trigger.
+    discover_partitions: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
         read = _Options(options)
         streams = stream_names(options)
+        base = read.text("stream")
+        discover = read.flag("discoverPartitions", False)
+        if discover and base is None:
+            raise ValueError(
+                "option 'discoverPartitions' is true, which needs the streams named by "
+                "'stream' (as <stream>-0 .. <stream>-N), not listed by 'streams'"
+            )
         starting = parse_offset_spec(
             "startingOffsets",
             read.text("startingOffsets", "earliest") or "earliest",
@@ -230,6 +316,7 @@ class StreamsReaderSettings:
             allowed=("earliest", "latest", "offsets", "timestamp"),
             default="earliest",
         )
+        starting = kafka_starting_spec(options, streams, starting) or starting
         ending = parse_offset_spec(
             "endingOffsets",
             read.text("endingOffsets", "latest") or "latest",
@@ -251,7 +338,27 @@ class StreamsReaderSettings:
             batch_rows=read.integer("batchRows", 10_000, minimum=1),
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
+            key_binary=read.choice("keyType", "string", ("string", "binary")) == "binary",
+            timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
+            stream_base=base,
+            discover_partitions=discover,
         )
+
+    def partition_of(self, stream: str) -> int:
+        """The ``partition`` column of a stream: ``N`` of ``<stream>-N``, or its place in
+        ``streams``; -1 for a stream that is neither."""
+        number = self.number_of(stream)
+        if number is not None:
+            return number
+        return self.streams.index(stream) if stream in self.streams else -1
+
+    def number_of(self, stream: str) -> int | None:
+        """``N`` when ``stream`` is ``<stream>-N`` of the ``stream`` option, else None."""
+        base = self.stream_base
+        if base is None or not stream.startswith(f"{base}-"):
+            return None
+        suffix = stream[len(base) + 1 :]
+        return int(suffix) if suffix.isdigit() and suffix == str(int(suffix)) else None
 
 
 @dataclass(frozen=True)
@@ -271,6 +378,10 @@ class StreamsWriterSettings:
     row_id_header: str
     #: Headers added to every SEND (a row's own headers win).
     send_headers: Mapping[str, str] = field(default_factory=dict)
+    timestamp_header: str = TIMESTAMP_HEADER
+    #: ``exactlyOnce``: guard each task so that retried, speculative and replayed attempts
+    #: add no duplicate (see ``_guard``). so that retried and speculative attempts add no duplicate.
+    exactly_once: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
@@ -286,6 +397,8 @@ class StreamsWriterSettings:
             key_header=read.text("keyHeader", KEY_HEADER) or KEY_HEADER,
             row_id_header=read.text("rowIdHeader", ROW_ID_HEADER) or ROW_ID_HEADER,
             send_headers=read.headers("sendHeaders"),
+            timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
+            exactly_once=read.flag("exactlyOnce", True),
         )
 
     def declare_headers(self) -> dict[str, str]:
@@ -300,15 +413,16 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
     """Every option the stream source and sink read (for the docs and tests)."""
     return {
         "streams-read": (
-            "stream", "partitions", "streams", "startingOffsets", "endingOffsets",
+            "stream", "partitions", "streams", "startingOffsets", "startingTimestamp",
+            "startingOffsetsByTimestamp", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
-            "rowIdHeader",
+            "rowIdHeader", "keyType", "timestampHeader", "discoverPartitions",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders",
+            "sendHeaders", "timestampHeader", "exactlyOnce",
         ),
     }  # fmt: skip
 

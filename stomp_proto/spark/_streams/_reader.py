@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._options import ConnectionSettings
-from ._link import ProbeResult, probe_streams, read_range
+from ._link import MissingStreamError, ProbeResult, probe_streams, read_range
 from ._offsets import (
     DataLossError,
     StreamRange,
@@ -65,6 +65,9 @@ class StreamsPlanner:
         self._firsts: dict[str, int | None] = {}
         #: Trigger.AvailableNow: the ends the query stops at.
         self._target: dict[str, int] | None = None
+        #: The streams read: the configured ones, and those discovered since
+        #: (``discoverPartitions``).
+        self._streams: tuple[str, ...] = tuple(settings.streams)
 
     # -- probes --------------------------------------------------------------------
 
@@ -76,7 +79,7 @@ class StreamsPlanner:
         truly empty stream costs one ``probeTimeout`` per call, no more.
         """
         s = self.settings
-        found = dict(self._probe_once(s.streams, tails, firsts, s.probe_timeout))
+        found = dict(self._probe_once(self._streams, tails, firsts, s.probe_timeout))
         timeout = s.probe_timeout
         for _ in range(PROBE_RETRIES):
             slow = [
@@ -120,43 +123,59 @@ class StreamsPlanner:
     def latest(self) -> dict[str, int]:
         """Each stream's next offset after its tail (0 for an empty stream)."""
         self.probe()
-        return {s: self._tails.get(s, -1) + 1 for s in self.settings.streams}
+        return {s: self._tails.get(s, -1) + 1 for s in self._streams}
 
     def earliest(self) -> dict[str, int]:
         """Each stream's first kept offset (0 for an empty stream)."""
         found = self.probe()
-        return {s: found[s].first or 0 for s in self.settings.streams}
+        return {s: found[s].first or 0 for s in self._streams}
 
     # -- what Spark's driver calls ---------------------------------------------------
 
     def initial_offsets(self) -> dict[str, int]:
         """Where a new query (or a batch read) starts, per ``startingOffsets``."""
         spec = self.settings.starting
-        streams = self.settings.streams
+        streams = self._streams
         if spec.kind == "latest":
             return self.latest()
         if spec.kind == "timestamp":
-            found = self._probe_fn(
-                self.connection,
-                streams,
-                tails=True,
-                firsts=True,
-                timestamp=spec.timestamp,
-                timeout=self.settings.probe_timeout,
-                quiet=self.settings.probe_quiet,
-            )
-            # Nothing written since the timestamp: start after the tail.
+            return self._starts_at(streams, spec.timestamp)
+        if spec.kind == "timestamps":
             starts: dict[str, int] = {}
-            for s in streams:
-                first, tail = found[s].first, found[s].tail
-                starts[s] = first if first is not None else (-1 if tail is None else tail) + 1
-            return starts
+            by_time: dict[int, list[str]] = {}
+            for stream, seconds in spec.timestamps.items():
+                by_time.setdefault(seconds, []).append(stream)
+            for seconds, group in sorted(by_time.items()):
+                starts.update(self._starts_at(group, seconds))
+            rest = [s for s in streams if s not in starts]
+            if rest:
+                others = self.latest() if spec.default == "latest" else self.earliest()
+                starts.update({s: others[s] for s in rest})
+            return {s: starts[s] for s in streams}
         if spec.kind == "offsets" and all(s in spec.offsets for s in streams):
             return {s: spec.offsets[s] for s in streams}
         base = self.latest() if spec.default == "latest" and spec.kind == "offsets" else None
         if base is None:
             base = self.earliest()
         return {s: spec.offsets.get(s, base[s]) for s in streams}
+
+    def _starts_at(self, streams: Sequence[str], seconds: int) -> dict[str, int]:
+        """Where each stream's first chunk written at or after ``seconds`` starts."""
+        found = self._probe_fn(
+            self.connection,
+            streams,
+            tails=True,
+            firsts=True,
+            timestamp=seconds,
+            timeout=self.settings.probe_timeout,
+            quiet=self.settings.probe_quiet,
+        )
+        # Nothing written since the timestamp: start after the tail.
+        starts: dict[str, int] = {}
+        for s in streams:
+            first, tail = found[s].first, found[s].tail
+            starts[s] = first if first is not None else (-1 if tail is None else tail) + 1
+        return starts
 
     def ending_offsets(self) -> dict[str, int]:
         """Where a batch read ends, per ``endingOffsets``; never past the tails it finds."""
@@ -166,13 +185,55 @@ class StreamsPlanner:
             return {s: min(spec.offsets.get(s, latest[s]), latest[s]) for s in latest}
         return latest
 
+    def reported_latest(self) -> dict[str, int]:
+        """Each stream's next offset after the highest tail seen so far (no new probe):
+        what Spark shows as the source's ``latestOffset`` in a query's progress."""
+        return {s: self._tails.get(s, -1) + 1 for s in self._streams}
+
+    def discover(self, known: Iterable[str] = ()) -> list[str]:
+        """``discoverPartitions``: the new ``<stream>-N`` streams, now read too.
+
+        Streams of the checkpoint's offsets (``known``) are taken back first;
+        then ``<stream>-<next N>`` is probed until one does not exist.  Each
+        trigger costs one probe that finds no stream (RabbitMQ answers it with
+        an ERROR, on a connection of its own).
+        """
+        settings = self.settings
+        if not settings.discover_partitions:
+            return []
+        found = self._adopt(known)
+        while True:
+            numbers = [settings.number_of(s) for s in self._streams]
+            candidate = f"{settings.stream_base}-{max(n for n in numbers if n is not None) + 1}"
+            try:
+                self._probe_once([candidate], True, True, settings.probe_timeout)
+            except MissingStreamError:
+                break
+            found += self._adopt([candidate])
+        if found:
+            log.info("stomp-streams: reading new streams %s", ", ".join(found))
+        return found
+
+    def _adopt(self, streams: Iterable[str]) -> list[str]:
+        """Read the ``<stream>-N`` among ``streams`` too (``discoverPartitions``)."""
+        settings = self.settings
+        if not settings.discover_partitions:
+            return []
+        new = [s for s in streams if s not in self._streams and settings.number_of(s) is not None]
+        if new:
+            self._streams = tuple(sorted({*self._streams, *new}, key=settings.partition_of))
+        return new
+
     def prepare_available_now(self) -> None:
         """``Trigger.AvailableNow``: fix the ends at the tails of this moment."""
+        self.discover()
         self._target = self.latest()
 
     def latest_offsets(self, start: Mapping[str, int], max_offsets: int | None) -> dict[str, int]:
         """The end of the next micro-batch from ``start``: the tails (or the AvailableNow
         target), at most ``max_offsets`` further in total; ``start`` itself if nothing is new."""
+        if self._target is None:
+            self.discover(start)
         latest = dict(self._target) if self._target is not None else self.latest()
         begin = self._start_of(start)
         latest = {s: max(latest[s], begin[s]) for s in latest}
@@ -182,6 +243,8 @@ class StreamsPlanner:
 
     def ranges(self, start: Mapping[str, int], end: Mapping[str, int]) -> list[StreamRange]:
         """The read tasks of the batch ``start``..``end``, after the data-loss check."""
+        # A batch planned before a restart may hold streams discovered then.
+        self._adopt([*start, *end])
         begin = self._start_of(start)
         wanted = {s: e for s, e in end.items() if s in begin and e > begin[s]}
         if wanted and any(s not in self._firsts for s in wanted):
@@ -200,21 +263,33 @@ class StreamsPlanner:
     def _start_of(self, start: Mapping[str, int]) -> dict[str, int]:
         """``start`` for every stream read; a stream new to the query starts at its first kept
         offset (as Kafka's source does with a new partition)."""
-        missing = [s for s in self.settings.streams if s not in start]
+        missing = [s for s in self._streams if s not in start]
         firsts: dict[str, int] = {}
         if missing:
             found = self.probe()
             firsts = {s: found[s].first or 0 for s in missing}
-        return {s: int(start[s]) if s in start else firsts[s] for s in self.settings.streams}
+        return {s: int(start[s]) if s in start else firsts[s] for s in self._streams}
 
 
 def read_partition(
     connection: ConnectionSettings, settings: StreamsReaderSettings, part: StreamRange
 ) -> Iterator[Any]:
-    """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows."""
-    from .._schema import stream_batch
+    """One read task: the range's messages as Arrow record batches of up to ``batchRows`` rows.
 
-    pending: list[tuple[int, int, Any]] = []
+    The frames of each read from the socket go straight into the columns of the
+    batch being built (:class:`~.._schema.StreamRows`).
+    """
+    from .._schema import StreamRows
+
+    rows = StreamRows(
+        part.stream,
+        settings.key_header,
+        settings.row_id_header,
+        partition=settings.partition_of(part.stream),
+        timestamp_header=settings.timestamp_header,
+        key_binary=settings.key_binary,
+    )
+    limit = settings.batch_rows
     for got in read_range(
         connection,
         part,
@@ -222,12 +297,9 @@ def read_partition(
         read_timeout=settings.read_timeout,
         fail_on_data_loss=settings.fail_on_data_loss,
     ):
-        if not got:
-            continue
-        received_at = time.time_ns() // 1000
-        pending.extend((offset, received_at, message) for offset, message in got)
-        if len(pending) >= settings.batch_rows:
-            yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)
-            pending = []
-    if pending:
-        yield stream_batch(part.stream, pending, settings.key_header, settings.row_id_header)
+        if got:
+            rows.add(got, time.time_ns() // 1000)
+            if len(rows) >= limit:
+                yield rows.take()
+    if len(rows):
+        yield rows.take()

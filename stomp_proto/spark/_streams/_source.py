@@ -25,11 +25,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._columns import column_kind
-from .._options import ConnectionSettings
+from .._columns import column_kind, streams_schema
+from .._options import ConnectionSettings, option_names, warn_unknown_options
 from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
 from ._link import declare_streams
-from ._offsets import StreamRange, StreamsReaderSettings, StreamsWriterSettings, check_offsets
+from ._offsets import (
+    StreamRange,
+    StreamsReaderSettings,
+    StreamsWriterSettings,
+    check_offsets,
+    streams_option_names,
+)
 from ._reader import StreamsPlanner, read_partition
 from ._writer import StreamsPartitionWriter, plan_stream_columns
 
@@ -87,7 +93,12 @@ class _RangeReader:
     settings: StreamsReaderSettings
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, StreamsPartition)
+        if not isinstance(partition, StreamsPartition):
+            if getattr(partition, "value", None) is None:
+                # Spark's stand-in when planning found nothing to read (``partitions()``
+                # returned no range: a start at or past the tail, an empty stream).
+                return iter(())
+            raise TypeError(f"not a partition of the stomp-streams source: {partition!r}")
         part = StreamRange(partition.stream, partition.start, partition.end)
         return read_partition(self.connection, self.settings, part)
 
@@ -132,6 +143,10 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        # Asked after each latestOffset(): the tails its probe just found.
+        return self.planner.reported_latest()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return _partitions(
@@ -234,14 +249,29 @@ class StompStreamsDataSource(DataSource):
     and guarantees: :doc:`/spark`.
     """
 
+    def __init__(self, options: dict[str, str]) -> None:
+        """Check every option at once (Spark makes the source at ``load()`` and ``save()``):
+        a bad value fails there, naming the option, rather than in a task or a
+        running query; an unknown option is logged at WARNING."""
+        super().__init__(options)
+        ConnectionSettings.from_options(options)
+        StreamsReaderSettings.from_options(options)
+        StreamsWriterSettings.from_options(options)
+        names = streams_option_names()
+        warn_unknown_options(
+            "stomp-streams",
+            options,
+            (*option_names()["connection"], *names["streams-read"], *names["streams-write"]),
+        )
+
     @classmethod
     def name(cls) -> str:
         """The format's name: ``"stomp-streams"``."""
         return "stomp-streams"
 
     def schema(self) -> str:
-        """The rows read: :data:`STREAMS_SCHEMA`."""
-        return STREAMS_SCHEMA
+        """The rows read: :data:`STREAMS_SCHEMA` (``key BINARY`` with ``keyType=binary``)."""
+        return streams_schema(StreamsReaderSettings.from_options(self.options).key_binary)
 
     def _planner(self, schema: StructType) -> StreamsPlanner:
         _check_schema(schema)

@@ -16,14 +16,19 @@ sending to it.
 A transaction's COMMIT receipt is no publisher confirm on RabbitMQ 3.10 (it
 came before the last SEND's), so there is no transaction: the last SEND to
 each stream asks for a receipt, and the task succeeds once all those
-receipts are in.  A task that fails midway leaves what it sent, and a
-retried task sends it again: writes are at-least-once.  Every row carries an
-id (``x-row-id``) that is the same in a retry of the same batch, for readers
-to deduplicate on.
+receipts are in.
+
+Every row carries an id (``x-row-id``) that is the same in a retry of the
+same task.  With ``exactlyOnce`` (the default) the task runs under the
+guard of :mod:`._guard`: one attempt at a time, and an attempt sends only the
+rows that earlier attempts did not, so a retried, speculative or replayed
+task adds no duplicate.  Without it a task that fails midway leaves what it
+sent, a retried task sends it again, and writes are at-least-once.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +36,16 @@ from typing import Any
 from ..._encoder import FrameEncoder
 from ..._events import Send
 from ..._frame import Frame
-from .._columns import BINARY, HEADER_MAP, RESERVED_HEADERS, STRING, TEXT_CONTENT_TYPE
+from .._columns import (
+    BINARY,
+    HEADER_MAP,
+    RESERVED_HEADERS,
+    STRING,
+    TEXT_CONTENT_TYPE,
+    body_column,
+)
 from .._options import ConnectionSettings
+from ._guard import RowIds, TaskGuard, rows_already_written
 from ._link import StreamLink, amq_destination, declare_streams
 from ._offsets import StreamsWriterSettings, route
 
@@ -54,12 +67,12 @@ def plan_stream_columns(
 ) -> StreamColumns:
     """Check the DataFrame's ``(column, Spark simple type)`` pairs; ValueError if unusable."""
     kinds = dict(fields)
-    body = settings.body_column
+    body = body_column(kinds, settings.body_column)
     if kinds.get(body) not in (STRING, BINARY):
         names = ", ".join(kinds) or "none"
         raise ValueError(
-            f"the stomp-streams sink needs a {body!r} column of type binary or string "
-            f"(option 'bodyColumn'); the columns are: {names}"
+            f"the stomp-streams sink needs a {body!r} column (or Kafka's 'value') of type "
+            f"binary or string (option 'bodyColumn'); the columns are: {names}"
         )
 
     def optional(name: str, allowed: tuple[str, ...], what: str) -> str | None:
@@ -75,6 +88,14 @@ def plan_stream_columns(
         stream=optional(settings.stream_column, (STRING,), "stream"),
         headers=optional(settings.headers_column, (HEADER_MAP,), "headers"),
     )
+
+
+def _pairs(row_headers: Any) -> list[tuple[str, str]]:
+    """A row's own headers (a map or (name, value) pairs), without reserved or null ones."""
+    if not row_headers:
+        return []
+    pairs = row_headers.items() if isinstance(row_headers, Mapping) else row_headers
+    return [(k, v) for k, v in pairs if v is not None and k not in RESERVED_HEADERS]
 
 
 def _text(value: Any) -> str:
@@ -124,7 +145,11 @@ class StreamsPartitionWriter:
         task_partition: int,
         row_id_prefix: str,
     ) -> dict[str, int]:
-        """Send rows given column by column: (bodies, keys, streams, headers) per chunk."""
+        """Send rows given column by column: (bodies, keys, streams, headers) per chunk.
+
+        With ``exactlyOnce`` the rows an earlier attempt of the task sent are
+        counted in the result but not sent again.
+        """
         iterator = iter(chunks)
         first = next(iterator, None)
         if first is None:
@@ -133,6 +158,18 @@ class StreamsPartitionWriter:
         checked = set(settings.streams)  # the driver declared or checked these
         link = StreamLink(self.connection)
         try:
+            prefix = f"{row_id_prefix}-{task_partition}-"
+            guard: TaskGuard | None = None
+            #: Per stream, the ids earlier attempts sent (only when there were any).
+            written: dict[str, set[str]] | None = None
+            since = 0.0
+            if settings.exactly_once:
+                guard = TaskGuard(link, row_id_prefix, task_partition)
+                history = guard.acquire()
+                if history.since is not None:
+                    written = {}
+                    since = history.since
+            ids = RowIds(prefix)
             encoder = FrameEncoder(link.conn.version or "1.2")
             static = [(k, v) for k, v in settings.send_headers.items() if k not in RESERVED_HEADERS]
             held: dict[str, tuple[list[tuple[str, str]], bytes]] = {}
@@ -152,19 +189,30 @@ class StreamsPartitionWriter:
                         arguments=settings.declare_headers(),
                     )
                     checked.update(new)
+                if written is not None:
+                    for stream in sorted(set(targets) - written.keys()):
+                        written[stream] = rows_already_written(
+                            self.connection, stream, prefix, since, settings.row_id_header
+                        )
                 out: list[bytes] = []
+                # The reader's replay-stable ``timestamp``: when the chunk was sent, in ms.
+                stamp = str(time.time_ns() // 1_000_000)
                 for i, body in enumerate(bodies):
                     stream = targets[i]
-                    frame_headers = self._headers(
-                        stream,
-                        body,
-                        None if keys is None else keys[i],
-                        None if headers is None else headers[i],
-                        f"{row_id_prefix}-{task_partition}-{index}",
-                        static,
-                    )
-                    index += 1
+                    key = None if keys is None else keys[i]
+                    own = _pairs(None if headers is None else headers[i])
                     data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+                    if guard is None:
+                        row_id = f"{prefix}{index}"
+                    else:
+                        row_id = ids.next(stream, key, data, own)
+                        if written is not None and row_id in written[stream]:
+                            sent[stream] = sent.get(stream, 0) + 1
+                            continue  # an earlier attempt sent it
+                    index += 1
+                    frame_headers = self._headers(
+                        stream, body, key, own, row_id, static, stamp, own_id=guard is None
+                    )
                     previous = held.get(stream)
                     if previous is not None:
                         out.append(encoder.encode(Frame("SEND", tuple(previous[0]), previous[1])))
@@ -198,15 +246,17 @@ class StreamsPartitionWriter:
         stream: str,
         body: Any,
         key: Any,
-        row_headers: Any,
+        own: list[tuple[str, str]],
         row_id: str,
         static: list[tuple[str, str]],
+        stamp: str,
+        *,
+        own_id: bool,
     ) -> list[tuple[str, str]]:
+        """A SEND's headers; ``own_id``: a row's own row-id header wins over ``row_id``."""
         settings = self.settings
-        own: list[tuple[str, str]] = []
-        if row_headers:
-            pairs = row_headers.items() if isinstance(row_headers, Mapping) else row_headers
-            own = [(k, v) for k, v in pairs if v is not None and k not in RESERVED_HEADERS]
+        if not own_id:
+            own = [(k, v) for k, v in own if k != settings.row_id_header]
         names = {k for k, _ in own}
         frame_headers = [("destination", amq_destination(stream))]
         frame_headers += [(k, v) for k, v in static if k not in names]
@@ -215,6 +265,8 @@ class StreamsPartitionWriter:
             frame_headers.append((settings.key_header, _text(key)))
         if settings.row_id_header not in names:
             frame_headers.append((settings.row_id_header, row_id))
+        if settings.timestamp_header not in names:
+            frame_headers.append((settings.timestamp_header, stamp))
         if (
             isinstance(body, str)
             and "content-type" not in names

@@ -1,0 +1,238 @@
+"""Exactly-once writes to streams: one attempt of a task at a time, resuming after earlier ones.
+
+Spark may run a write task more than once: again after a failure
+(``spark.task.maxFailures``), again in a retried stage, twice at once under
+speculative execution, and again when a micro-batch is replayed after the
+driver restarted.  A stream cannot take a message back, so the sink makes
+sure no attempt sends a row an earlier or concurrent attempt already sent:
+
+* **Identity.**  Each row's id (the ``x-row-id`` header) is made of the
+  write (query and micro-batch, or one id per batch write made on the
+  driver), the Spark partition, a 64-bit digest of what is sent (stream,
+  key, headers, body) and how many earlier rows of the partition had the
+  same digest.  So a retry gives each row the id it had in the first
+  attempt, even when the rows come in another order (after a shuffle).
+* **A lock per task.**  Each attempt subscribes to a small classic queue
+  named after the write and the partition, declared with
+  ``x-single-active-consumer``: RabbitMQ delivers to one consumer at a time
+  and hands over to the next only when that one's connection ends.  The
+  queue is the task's journal: an attempt puts a ``started`` marker in it
+  before its first row.  Nothing is ever acknowledged, so the markers go back
+  to the queue for the next attempt; the queue deletes itself
+  (``x-expires``) :data:`GUARD_EXPIRY_MS` after its last consumer left.
+* **Resuming.**  An attempt that becomes the active consumer reads the
+  journal.  No ``started`` marker but its own: it is the first, and sends
+  everything.  Otherwise it reads each stream it is about to send to, from
+  :data:`CLOCK_MARGIN` seconds before the earliest ``started`` marker
+  (``x-stream-offset:timestamp=T``) to the tail, collects the ids of this
+  write and partition found there, and sends only the rows whose id is not
+  among them.
+
+There is no "finished" marker to skip that reading: an attempt whose rows
+were all confirmed can still fail as a Spark task (a step before the sink
+failed, and the sink saw its input end early), and its retry then has rows
+that attempt never saw.  The single active consumer is what makes a
+concurrent (speculative) attempt safe: it waits, with nothing sent, until the
+other ends; then it finds the rows the other sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..._events import Message, Receipt, Send, Subscribe
+from .._options import ConnectionSettings
+from ._link import StreamLink, probe_streams, read_range
+from ._offsets import StreamRange
+
+__all__ = [
+    "CLOCK_MARGIN",
+    "GUARD_EXPIRY_MS",
+    "GUARD_QUEUE_PREFIX",
+    "History",
+    "RowIds",
+    "TaskGuard",
+    "guard_queue",
+    "rows_already_written",
+]
+
+log = logging.getLogger("stomp_proto.spark")
+
+#: The journal queues are named ``stomp-sink-guard.<write>.<partition>``.
+GUARD_QUEUE_PREFIX = "stomp-sink-guard."
+#: A journal queue is deleted this long (ms) after its last consumer left: a retry or a
+#: replay of the same micro-batch later than that is not guarded.
+GUARD_EXPIRY_MS = 15 * 60 * 1000
+#: Seconds read before an earlier attempt's start, for clock differences between the
+#: executors and the broker (stream timestamps are the broker's, in whole seconds).
+CLOCK_MARGIN = 5.0
+#: Credit for journal markers: an attempt adds two or three.
+_JOURNAL_PREFETCH = 1000
+#: How long a scan waits for the next message of a range that exists.
+_SCAN_READ_TIMEOUT = 30.0
+
+
+def guard_queue(write_id: str, partition: int) -> str:
+    """The journal queue of one write task."""
+    return f"{GUARD_QUEUE_PREFIX}{write_id}.{partition}"
+
+
+@dataclass(frozen=True)
+class History:
+    """What the journal said when this attempt became the only one running."""
+
+    #: Unix time at which the earliest earlier attempt started (None: this is the first).
+    since: float | None
+
+
+class TaskGuard:
+    """The lock and journal of one write task, on the connection that sends its rows."""
+
+    def __init__(self, link: StreamLink, write_id: str, partition: int) -> None:
+        self.link = link
+        self.queue = guard_queue(write_id, partition)
+        self.attempt = uuid.uuid4().hex
+        self.started_at = 0.0
+
+    def acquire(self) -> History:
+        """Wait until this attempt is the queue's active consumer; read the journal."""
+        link = self.link
+        link.send(
+            Subscribe(
+                f"/queue/{self.queue}",
+                id="guard",
+                ack="client",
+                receipt="guard-subscribed",
+                headers=(
+                    ("x-single-active-consumer", "true"),
+                    ("x-expires", str(GUARD_EXPIRY_MS)),
+                    ("durable", "false"),
+                    ("auto-delete", "false"),
+                    ("exclusive", "false"),
+                    ("prefetch-count", str(_JOURNAL_PREFETCH)),
+                ),
+            )
+        )
+        self.started_at = time.time()
+        markers = self._until(self._mark("started"), waiting=True)
+        # Active now.  Markers requeued when the previous consumer left may come in any
+        # order, but all of them are ready before a marker sent now, behind them.
+        markers += self._until(self._mark("fence"), waiting=False)
+        starts = [
+            float(m.get("at", self.started_at))
+            for m in markers
+            if m.get("attempt") != self.attempt and m.get("kind") == "started"
+        ]
+        if starts:
+            log.info(
+                "stomp-streams sink: %s was attempted before; sending only the rows "
+                "not in the streams",
+                self.queue,
+            )
+        return History(since=min(starts) if starts else None)
+
+    def _mark(self, kind: str) -> str:
+        marker = f"{kind}-{uuid.uuid4().hex[:8]}"
+        body = {"attempt": self.attempt, "kind": kind, "at": time.time(), "marker": marker}
+        self.link.send(
+            Send(
+                f"/amq/queue/{self.queue}",
+                json.dumps(body).encode(),
+                headers=(("content-type", "application/json"),),
+            )
+        )
+        return marker
+
+    def _until(self, marker: str, *, waiting: bool) -> list[dict[str, Any]]:
+        """The journal's markers delivered until ``marker`` itself comes back."""
+        link = self.link
+        seen: list[dict[str, Any]] = []
+        logged = False
+        while True:
+            deadline = time.monotonic() + link.settings.timeout
+            event = link.next_event(deadline)
+            if event is None:
+                if not waiting:
+                    raise TimeoutError(f"the journal queue {self.queue} sent nothing back")
+                if not logged:  # another attempt is active: wait for it to end
+                    logged = True
+                    log.info(
+                        "stomp-streams sink: another attempt of %s is running; waiting for it",
+                        self.queue,
+                    )
+                continue
+            if isinstance(event, Message) and event.subscription == "guard":
+                try:
+                    found = json.loads(event.body)
+                except ValueError:
+                    continue  # not ours
+                if not isinstance(found, dict):
+                    continue
+                if found.get("marker") == marker:
+                    return seen
+                seen.append(found)
+            elif isinstance(event, Receipt):
+                continue
+            else:
+                link.check(event)
+
+
+class RowIds:
+    """Row ids that a retry gives again: digest of what is sent, and its repeat count."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        #: Digest -> how many rows had it; an int key costs about 100 bytes per row.
+        self.seen: dict[int, int] = {}
+
+    def next(self, stream: str, key: Any, body: bytes, headers: list[tuple[str, str]]) -> str:
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(stream.encode())
+        digest.update(b"\0" + (b"" if key is None else _bytes(key)) + b"\0")
+        digest.update(repr(headers).encode())
+        digest.update(b"\0")
+        digest.update(body)
+        number = int.from_bytes(digest.digest(), "big")
+        repeat = self.seen.get(number, -1) + 1
+        self.seen[number] = repeat
+        name = f"{self.prefix}{number:016x}"
+        return name if repeat == 0 else f"{name}.{repeat}"
+
+
+def _bytes(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return str(value).encode("utf-8")
+
+
+def rows_already_written(
+    connection: ConnectionSettings, stream: str, prefix: str, since: float, header: str
+) -> set[str]:
+    """Ids starting with ``prefix`` in ``header`` of the messages of ``stream`` since ``since``.
+
+    Reads from the first chunk written at or after ``since - CLOCK_MARGIN``
+    (broker time, whole seconds) to the tail as it is now.
+    """
+    probe = probe_streams(connection, [stream], timestamp=int(since - CLOCK_MARGIN))[stream]
+    if probe.first is None or probe.tail is None or probe.tail < probe.first:
+        return set()
+    found: set[str] = set()
+    part = StreamRange(stream, probe.first, probe.tail + 1)
+    for got in read_range(
+        connection,
+        part,
+        prefetch=2000,
+        read_timeout=max(_SCAN_READ_TIMEOUT, connection.timeout),
+        fail_on_data_loss=False,
+    ):
+        for _, frame in got:
+            value = frame.get(header)
+            if value is not None and value.startswith(prefix):
+                found.add(value)
+    return found

@@ -1,0 +1,237 @@
+"""A ``stomp-streams`` read task's fast path against the event path, on the same recorded bytes.
+
+A read task decodes MESSAGE frames with a bare :class:`~stomp_proto.FrameDecoder`
+and appends them straight into the columns of an Arrow batch
+(:class:`~stomp_proto.spark._schema.StreamRows`).  Here a fake broker socket
+replays a recorded RabbitMQ session to the real task code
+(``read_partition``), in several splittings of the bytes, and the rows must
+be the ones the library's event path gives for the same bytes: a
+:class:`~stomp_proto.ClientConnection`'s ``Message`` events, whose headers are
+read as STOMP reads them (1.2 §Repeated Header Entries: the first wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from stomp_proto import ClientConnection, Connect, Frame, FrameEncoder, Message  # noqa: E402
+from stomp_proto.spark import _schema  # noqa: E402
+from stomp_proto.spark._options import ConnectionSettings  # noqa: E402
+from stomp_proto.spark._streams._offsets import StreamRange, StreamsReaderSettings  # noqa: E402
+from stomp_proto.spark._streams._reader import read_partition  # noqa: E402
+
+STREAM = "orders-0"
+OMITTED = _schema.STREAM_OMITTED_HEADERS
+
+
+def message(offset: int, headers: list[tuple[str, str]], body: bytes) -> Frame:
+    """A MESSAGE as RabbitMQ sends one from a stream (its header order)."""
+    return Frame(
+        "MESSAGE",
+        (
+            ("subscription", "range"),
+            ("destination", f"/queue/{STREAM}"),
+            ("message-id", f"T_range@@session-x@@{offset + 1}"),
+            ("redelivered", "false"),
+            ("ack", f"T_range@@session-x@@{offset + 1}"),
+            *headers,
+            ("x-stream-offset", str(offset)),
+        ),
+        body,
+    )
+
+
+def recorded_messages() -> list[Frame]:
+    frames = [
+        message(0, [("x-key", "k0"), ("x-row-id", "r0"), ("x-timestamp", "1767225600123")], b"a"),
+        # Repeated names: the first wins, in the headers column and for the key.
+        message(1, [("x-key", "first"), ("x-key", "second"), ("note", "a"), ("note", "b")], b""),
+        # Escapes (1.2 §Value Encoding): colon, newline, CR and backslash in names and values.
+        message(2, [("odd:name", "a:b\nc\rd\\e"), ("x-row-id", "r:2")], b"x"),
+        # A binary body with NULs and every byte value (content-length frames it).
+        message(3, [("content-type", "application/octet-stream")], bytes(range(256)) * 3),
+        # No key, no row id, non-ASCII text.
+        message(4, [("greeting", "grüße, 世界"), ("x-timestamp", "soon")], "ünïcode".encode()),
+        # A header that shares its name with an omitted one, repeated.
+        message(5, [("x-key", "k5"), ("destination", "ignored")], b"last"),
+    ]
+    # Enough plain messages that the task flushes more than one batch (batchRows=4).
+    frames += [
+        message(i, [("x-key", f"k{i}"), ("x-row-id", f"r{i}")], b"y" * i) for i in range(6, 11)
+    ]
+    return frames
+
+
+def recorded_session() -> tuple[bytes, bytes]:
+    """The broker's bytes: the CONNECTED, then the range's MESSAGEs."""
+    encoder = FrameEncoder("1.2")
+    connected = encoder.encode(
+        Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "0,0"), ("server", "fake")))
+    )
+    return connected, b"".join(encoder.encode(f) for f in recorded_messages())
+
+
+#: The broker's answer to the task's closing DISCONNECT.
+GOODBYE = FrameEncoder("1.2").encode(Frame("RECEIPT", (("receipt-id", "bye"),)))
+
+
+class ReplaySocket:
+    """A broker socket that replays recorded bytes in the given chunks."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(bytes(data))
+
+    def recv(self, size: int) -> bytes:
+        if not self.chunks:
+            return b""
+        chunk = self.chunks.pop(0)
+        if len(chunk) > size:
+            self.chunks.insert(0, chunk[size:])
+            chunk = chunk[:size]
+        return chunk
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def setsockopt(self, *args: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def splits(data: bytes) -> Iterator[tuple[str, list[bytes]]]:
+    yield "whole", [data]
+    yield "bytewise", [data[i : i + 1] for i in range(len(data))]
+    for size in (7, 100, 333):
+        yield f"chunks of {size}", [data[i : i + size] for i in range(0, len(data), size)]
+    # A frame split inside its binary body, another inside its head.
+    body_at = data.index(bytes(range(256))) + 100
+    head_at = data.index(b"greeting")
+    yield "split in a body and a head", [data[:body_at], data[body_at:head_at], data[head_at:]]
+
+
+def fast_rows(monkeypatch: pytest.MonkeyPatch, chunks: list[bytes]) -> list[dict[str, Any]]:
+    connected, _ = recorded_session()
+    sock = ReplaySocket([connected, *chunks, GOODBYE])
+    monkeypatch.setattr(ConnectionSettings, "open_socket", lambda self: sock)
+    settings = StreamsReaderSettings.from_options(
+        {"streams": STREAM, "batchRows": "4", "readTimeout": "5"}
+    )
+    batches = list(read_partition(ConnectionSettings(), settings, StreamRange(STREAM, 0, 11)))
+    # Whole, it is one read and one batch; in pieces, batches of about batchRows.
+    assert len(batches) == 1 if len(chunks) == 1 else len(batches) > 1
+    assert all(b.schema == _schema.STREAMS_ARROW_SCHEMA for b in batches)
+    return [row for b in batches for row in b.to_pylist()]
+
+
+def event_rows(data: bytes) -> list[dict[str, Any]]:
+    """The same bytes through the event path: a ClientConnection's Message events."""
+    connected, _ = recorded_session()
+    conn = ClientConnection()
+    conn.send(Connect(host="/"))
+    conn.receive_data(connected)
+    conn.next_event()
+    conn.receive_data(data)
+    rows = []
+    while (event := conn.next_event()) is not None:
+        if not isinstance(event, Message):
+            continue
+        raw = list(event.headers)
+        if event.content_type is not None:
+            raw.append(("content-type", event.content_type))
+        first: dict[str, str] = {}
+        for name, value in raw:
+            first.setdefault(name, value)
+        stamp = first.get("x-timestamp")
+        rows.append(
+            {
+                "stream": STREAM,
+                "offset": int(first["x-stream-offset"]),
+                "headers": {k: v for k, v in first.items() if k not in OMITTED},
+                "body": event.body,
+                "key": first.get("x-key"),
+                "row_id": first.get("x-row-id"),
+                "partition": 0,
+                "timestamp": (
+                    datetime.fromtimestamp(int(stamp) / 1000, UTC)
+                    if stamp is not None and stamp.isdigit()
+                    else None
+                ),
+                "header_list": by_name([(k, v) for k, v in raw if k not in OMITTED]),
+            }
+        )
+    return rows
+
+
+def by_name(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each name's values in wire order (the event path keeps content-type apart)."""
+    found: dict[str, list[str]] = {}
+    for name, value in pairs:
+        found.setdefault(name, []).append(value)
+    return found
+
+
+def test_the_fast_path_gives_the_event_paths_rows_however_the_bytes_are_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, data = recorded_session()
+    expected = event_rows(data)
+    assert len(expected) == 11
+    assert expected[1]["key"] == "first" and expected[1]["headers"]["note"] == "a"
+    assert expected[2]["headers"]["odd:name"] == "a:b\nc\rd\\e"
+    assert expected[1]["header_list"]["note"] == ["a", "b"]
+    assert expected[0]["timestamp"] is not None and expected[4]["timestamp"] is None
+    for how, chunks in splits(data):
+        got = fast_rows(monkeypatch, chunks)
+        for row in got:
+            assert row.pop("received_at") is not None
+            row["headers"] = dict(row["headers"])
+            row["header_list"] = by_name([(h["key"], h["value"]) for h in row["header_list"]])
+        assert got == expected, how
+
+
+def test_headers_keep_the_first_of_a_name_and_header_list_keeps_every_one() -> None:
+    rows = _schema.StreamRows(STREAM, "x-key", "x-row-id", partition=3, key_binary=True)
+    plain, repeated = recorded_messages()[0], recorded_messages()[1]
+    # header_list shares the headers arrays until a row repeats a name, mid-batch here.
+    rows.add([(0, plain)], 7)
+    rows.add([(1, repeated), (2, plain)], 8)
+    batch = rows.take()
+    assert batch.schema == _schema.streams_arrow_schema(True)
+    first, second, third = batch.to_pylist()
+    assert second["headers"] == [("redelivered", "false"), ("x-key", "first"), ("note", "a")]
+    assert [(h["key"], h["value"]) for h in second["header_list"]] == [
+        ("redelivered", "false"),
+        ("x-key", "first"),
+        ("x-key", "second"),
+        ("note", "a"),
+        ("note", "b"),
+    ]
+    for row in (first, third):
+        assert [(h["key"], h["value"]) for h in row["header_list"]] == row["headers"]
+    assert (first["key"], second["key"], first["partition"]) == (b"k0", b"first", 3)
+    assert first["timestamp"] == datetime(2026, 1, 1, 0, 0, 0, 123000, UTC)
+    assert len(rows) == 0  # take() starts a new batch
+
+
+def test_header_layouts_are_bounded() -> None:
+    rows = _schema.StreamRows(STREAM, "x-key", "x-row-id")
+    frames = [
+        (i, Frame("MESSAGE", ((f"h{i}", "v"), ("x-stream-offset", str(i)))))
+        for i in range(_schema.MAX_LAYOUTS + 50)
+    ]
+    rows.add(frames, 1)
+    assert len(rows._layouts) == _schema.MAX_LAYOUTS
+    batch = rows.take()
+    assert batch.column("headers").to_pylist()[-1] == [(f"h{len(frames) - 1}", "v")]
