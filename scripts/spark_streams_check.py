@@ -12,10 +12,6 @@ can ``kill -9`` the query's whole process tree and start it again:
     ``Trigger.AvailableNow`` with ``maxOffsetsPerTrigger``, so it runs in many
     micro-batches and ends once it has read up to the tails it found at its
     start.  Prints one line per finished batch and the rows/s at the end.
-``write-retry``
-    A batch write through the ``stomp-streams`` sink whose task for one
-    Spark partition fails once, midway (``local[2,4]`` retries it); prints
-    what the streams then hold (the exactly-once sink check).
 ``verify``
     Read the sink back with ``spark.read.parquet`` (which follows the sink's
     ``_spark_metadata`` log) and compare with what was published: prints a
@@ -81,8 +77,7 @@ def session(args: argparse.Namespace, name: str) -> Any:
     if args.master.startswith("local"):
         from stomp_proto.spark import local_session
 
-        cores, _, failures = args.master[6:-1].partition(",")
-        return local_session(name, cores=int(cores or 2), max_failures=int(failures or 1))
+        return local_session(name, cores=int(args.master[6:-1] or 2))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -201,53 +196,9 @@ def verify(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
-def write_retry(args: argparse.Namespace) -> None:
-    """A batch write whose task for Spark partition 1 dies on its first attempt after
-    ``--fail-at`` of its rows went to the sink; the retry must not send them again.
-
-    Prints what the streams then hold, as JSON (``duplicated`` must be 0 unless
-    ``--exactly-once false``).
-    """
-    from pyspark import TaskContext
-    from pyspark.sql.functions import col, udf
-
-    spark = session(args, "stomp-streams-retry")
-    # Small Arrow batches, so that the sink has sent rows before the failure.
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
-    fail_at = args.fail_at
-
-    @udf("string")  # type: ignore[untyped-decorator, unused-ignore]
-    def body(i: int) -> str:
-        context = TaskContext.get()
-        first_try = context is not None and context.attemptNumber() == 0
-        if first_try and context.partitionId() == 1 and i % (args.count // 2) == fail_at:
-            raise RuntimeError(f"injected failure at row {i}")
-        return f"{args.run}:{i}"
-
-    options = {**connection_options(args), "stream": args.stream}
-    options["partitions"] = str(args.partitions)
-    try:
-        frame = spark.range(0, args.count, 1, 2).select(
-            col("id").cast("string").alias("key"), body("id").alias("body")
-        )
-        frame.write.format("stomp-streams").options(**options, exactlyOnce=args.exactly_once).mode(
-            "append"
-        ).save()
-        read = spark.read.format("stomp-streams").options(**options).load()
-        bodies = [bytes(r.body).decode() for r in read.select("body").collect()]
-    finally:
-        spark.stop()
-    expected = {f"{args.run}:{i}" for i in range(args.count)}
-    seen = set(bodies)
-    print(json.dumps({
-        "rows": len(bodies), "distinct": len(seen), "lost": len(expected - seen),
-        "duplicated": len(bodies) - len(seen),
-    }), flush=True)  # fmt: skip
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("publish", "run", "verify", "write-retry"))
+    parser.add_argument("step", choices=("publish", "run", "verify"))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=61613)
     parser.add_argument("--login", default="guest")
@@ -265,10 +216,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="the query's checkpoint directory")
     parser.add_argument("--per-trigger", type=int, default=5000, help="maxOffsetsPerTrigger")
     parser.add_argument("--per-partition", type=int, default=0, help="maxOffsetsPerPartition")
-    parser.add_argument("--fail-at", type=int, default=500, help="write-retry: the row to fail")
-    parser.add_argument("--exactly-once", default="true", help="write-retry: exactlyOnce")
     args = parser.parse_args()
-    steps = {"publish": publish, "run": run, "verify": verify, "write-retry": write_retry}
+    steps = {"publish": publish, "run": run, "verify": verify}
     steps[args.step](args)
 
 

@@ -188,23 +188,3 @@ def test_mistakes_through_spark(spark: Any, rabbitmq: Endpoint) -> None:  # noqa
         spark.read.format("stomp-streams").options(
             **connection, streams=missing, startingOffsets="offset:5"
         ).load().count()
-
-
-# -- the exactly-once sink, under an injected task failure ---------------------------------------
-
-
-def test_a_retried_write_task_duplicates_nothing(rabbitmq: Endpoint) -> None:
-    """local[2,4]: the task of one partition dies on its first attempt after thousands of
-    its rows were sent; Spark runs it again.  With the default ``exactlyOnce`` the
-    streams then hold every row once; with ``exactlyOnce=false`` (at-least-once, as
-    Kafka's sink) the same failure leaves duplicates - so the check can fail."""
-    reports = {}
-    for exactly_once in ("true", "false"):
-        base = f"spark-retry-{uuid.uuid4().hex[:10]}"
-        command = check(
-            rabbitmq, "write-retry", "--stream", base, "--partitions", "3", "--count", "20000",
-            "--fail-at", "9000", "--master", "local[2,4]", "--exactly-once", exactly_once,
-        )  # fmt: skip
-        reports[exactly_once] = json.loads(run_step(command).strip().splitlines()[-1])
-    assert reports["true"] == {"rows": 20000, "distinct": 20000, "lost": 0, "duplicated": 0}
-    assert reports["false"]["lost"] == 0 and reports["false"]["duplicated"] > 0, reports
