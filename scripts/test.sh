@@ -8,8 +8,9 @@
 # for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against the built
 # wheel, never the checkout: the whole suite in .venv-wheel (Python 3.11, dev
 # extras), and the core, client and broker tests in .venv-3.12, .venv-3.13 ...
-# (test extras), one venv per CPython found; the same tests run in .venv-accelerated
-# (Python 3.11, test extras) against the accelerated wheel that
+# (test extras), one venv per CPython found; the same tests, and the Spark read and
+# write tests, run in .venv-accelerated (Python 3.11, test and spark extras) against
+# the accelerated wheel that
 # scripts/build_accelerated.py makes of the pure one (the native fast path, Cython; a
 # failed build fails the run under CI=true, and is skipped with a note elsewhere;
 # scripts/ensure-toolchain.sh installs gcc and python3-dev first when missing and run
@@ -171,7 +172,7 @@ declare -A VENV_JOB=()
 ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev > "$venv_logs/wheel" 2>&1 &
 VENV_JOB[wheel]=$!
 if [ -n "$ACCELERATED_WHEEL" ]; then
-    ensure_wheel_venv .venv-accelerated "$VENV_BIN/python" "$ACCELERATED_WHEEL" test \
+    ensure_wheel_venv .venv-accelerated "$VENV_BIN/python" "$ACCELERATED_WHEEL" test,spark \
         > "$venv_logs/accelerated" 2>&1 &
     VENV_JOB[accelerated]=$!
 fi
@@ -266,6 +267,17 @@ if [ -n "$ACCELERATED_WHEEL" ]; then
     run_tests .venv-accelerated "$logs/accelerated" -q -p no:cacheprovider -n 2 "${ignores[@]}" \
         "${pytest_args[@]}" || exit $?
     MATRIX+=("$full  accelerated, core, client and broker (.venv-accelerated): $(summary "$logs/accelerated")")
+    # The Spark read path on it too: the read task's rows against the event path, the
+    # options and plans, and real stream reads and writes on RabbitMQ (the slowest
+    # Spark files, the driver kills and task retries, stay in the 3.11 run above).
+    if [ ${#pytest_args[@]} -eq 0 ]; then
+        section "pytest: Python $full, Spark read and write tests, accelerated wheel"
+        run_tests .venv-accelerated "$logs/accelerated-spark" -q -p no:cacheprovider \
+            "$ROOT/tests/test_spark_streams_rows.py" "$ROOT/tests/test_spark_logic.py" \
+            "$ROOT/tests/test_spark_streams_logic.py" \
+            "$ROOT/tests/test_spark_streams_rabbitmq.py" || exit $?
+        MATRIX+=("$full  accelerated, Spark read and write (.venv-accelerated): $(summary "$logs/accelerated-spark")")
+    fi
 else
     MATRIX+=("$full  accelerated: the accelerated wheel did not build, skipped")
 fi
