@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Literal, TypeVar
+from typing import Literal
 
-__all__ = ["BuildName", "interpreted", "loaded_build", "native"]
+__all__ = ["BuildName", "loaded_build", "native"]
 
-_C = TypeVar("_C", bound=type)
 
 BuildName = Literal["pure", "accelerated"]
 
@@ -28,16 +27,6 @@ NO_EXTENSIONS = "STOMP_PROTO_NO_EXTENSIONS"
 
 _native: ModuleType | None = None
 _looked = False
-
-
-def interpreted(cls: _C) -> _C:
-    """Mark a public value class (an event, an exception, options) as an ordinary Python class.
-
-    The events built by the native code are instances of these same classes,
-    so they stay frozen, slotted, picklable and subclassable in both builds.
-    At run time it does nothing.
-    """
-    return cls
 
 
 def native() -> ModuleType | None:

@@ -429,7 +429,6 @@ class _Connection:
         except LocalProtocolError as local:
             # The one place where a check's error becomes the peer's: every
             # check below raises LocalProtocolError, as it does when sending.
-            # (Named apart from ``exc``: mypyc gives one name one type per function.)
             raise self._fail(as_remote(local), item) from None
         except RemoteProtocolError as exc:
             raise self._fail(exc, item) from None

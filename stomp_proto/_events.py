@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
-from ._build import interpreted, native
+from ._build import native
 from ._checks import as_headers as _as_headers
 from ._checks import wrong_type
 from ._frame import VERSIONS, Frame, Version
@@ -63,14 +63,12 @@ _A = TypeVar("_A", bound="_Settlement")
 _T = TypeVar("_T", bound="_TransactionEvent")
 
 
-@interpreted
 class Event:
     """Base class of every event a connection sends or returns."""
 
     __slots__ = ()
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeat(Event):
     """An end-of-line between frames: a sign of life (1.2 §Heart-beating)."""
@@ -79,7 +77,6 @@ class HeartBeat(Event):
 HEARTBEAT = HeartBeat()
 
 
-@interpreted
 class FrameEvent(Event):
     """An event that is one STOMP frame on the wire.
 
@@ -187,9 +184,7 @@ def _wire(
 ) -> Callable[[_C], _C]:
     """Set an event class's wire constants (``command``, ``_typed``, ``_not_empty``).
 
-    Set after ``@dataclass`` rather than in the class body: mypyc hands a
-    compiled module's dataclass every attribute of its class body as a field,
-    ClassVars included.
+    Set after ``@dataclass``, so that the class body holds the fields alone.
     """
 
     def wire(cls: _C) -> _C:
@@ -321,7 +316,6 @@ def _check_heartbeat(heartbeat: tuple[int, int]) -> str:
 # -- client frames -------------------------------------------------------------
 
 
-@interpreted
 @_wire("CONNECT", typed=("accept-version", "host", "login", "passcode", "heart-beat"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connect(FrameEvent):
@@ -395,7 +389,6 @@ class Connect(FrameEvent):
         )
 
 
-@interpreted
 @_wire(
     "SEND",
     typed=("destination", "content-type", "transaction", "receipt"),
@@ -450,7 +443,6 @@ class Send(FrameEvent):
         )
 
 
-@interpreted
 @_wire("SUBSCRIBE", typed=("destination", "id", "ack", "receipt"), not_empty=("destination",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Subscribe(FrameEvent):
@@ -518,7 +510,6 @@ def _check_ack_mode(ack: str, version: Version) -> AckMode:
     )
 
 
-@interpreted
 @_wire("UNSUBSCRIBE", typed=("id", "destination", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Unsubscribe(FrameEvent):
@@ -559,7 +550,6 @@ class Unsubscribe(FrameEvent):
         )
 
 
-@interpreted
 @_wire(typed=("id", "message-id", "subscription", "transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _Settlement(FrameEvent):
@@ -642,7 +632,6 @@ class _Settlement(FrameEvent):
         )
 
 
-@interpreted
 @_wire("ACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Ack(_Settlement):
@@ -659,7 +648,6 @@ class Ack(_Settlement):
     """
 
 
-@interpreted
 @_wire("NACK")
 @dataclass(frozen=True, slots=True, repr=False)
 class Nack(_Settlement):
@@ -669,7 +657,6 @@ class Nack(_Settlement):
     """
 
 
-@interpreted
 @_wire(typed=("transaction", "receipt"))
 @dataclass(frozen=True, slots=True, repr=False)
 class _TransactionEvent(FrameEvent):
@@ -696,28 +683,24 @@ class _TransactionEvent(FrameEvent):
         )
 
 
-@interpreted
 @_wire("BEGIN")
 @dataclass(frozen=True, slots=True, repr=False)
 class Begin(_TransactionEvent):
     """BEGIN: start the transaction ``transaction``."""
 
 
-@interpreted
 @_wire("COMMIT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Commit(_TransactionEvent):
     """COMMIT: make the sends and acks of ``transaction`` take effect."""
 
 
-@interpreted
 @_wire("ABORT")
 @dataclass(frozen=True, slots=True, repr=False)
 class Abort(_TransactionEvent):
     """ABORT: drop the sends and acks of ``transaction``."""
 
 
-@interpreted
 @_wire("DISCONNECT", typed=("receipt",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Disconnect(FrameEvent):
@@ -739,7 +722,6 @@ class Disconnect(FrameEvent):
 # -- server frames -------------------------------------------------------------
 
 
-@interpreted
 @_wire("CONNECTED", typed=("version", "heart-beat", "session", "server"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Connected(FrameEvent):
@@ -793,7 +775,6 @@ class Connected(FrameEvent):
         )
 
 
-@interpreted
 @_wire(
     "MESSAGE",
     typed=("destination", "message-id", "subscription", "ack", "content-type"),
@@ -871,7 +852,6 @@ class Message(FrameEvent):
         )
 
 
-@interpreted
 @_wire("RECEIPT", typed=("receipt-id",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
@@ -890,7 +870,6 @@ class Receipt(FrameEvent):
         return cls(receipt_id=fields.require("receipt-id"), headers=fields.extra)
 
 
-@interpreted
 @_wire("ERROR", typed=("message", "receipt-id", "content-type"))
 @dataclass(frozen=True, slots=True, repr=False)
 class Error(FrameEvent):
@@ -938,13 +917,11 @@ class Error(FrameEvent):
 # -- connection outcomes ---------------------------------------------------------
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed(Event):
     """The peer ended the stream (``receive_data(None)``) and every frame before it was read."""
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class HeartBeatTimeout(Event):
     """Nothing arrived from the peer for longer than the heart-beat deadline.
@@ -964,7 +941,6 @@ class HeartBeatTimeout(Event):
 # other.  _errors re-exports both names.
 
 
-@interpreted
 class RemoteProtocolError(ProtocolError):
     """The peer sent something the protocol does not allow.
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._build import interpreted
-
 __all__ = ["Limits"]
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Upper bounds on incoming frames (1.2 §Size Limits).

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import enum
 
-from ._build import interpreted
-
 __all__ = ["ErrorKind", "LocalProtocolError", "ProtocolError"]
 
 
@@ -60,7 +58,6 @@ class ErrorKind(enum.Enum):
     BAD_WEBSOCKET = "bad WebSocket handshake or data"
 
 
-@interpreted
 class ProtocolError(Exception):
     """Base class of every error this library raises about the STOMP protocol.
 
@@ -93,7 +90,6 @@ class ProtocolError(Exception):
         return f"{type(self).__name__}({self.kind.name}, {self.message!r})"
 
 
-@interpreted
 class LocalProtocolError(ProtocolError):
     """We were asked to do something the protocol (or our state) does not allow.
 

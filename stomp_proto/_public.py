@@ -28,6 +28,6 @@ def present_as(module: str, *classes: type) -> None:
         original = cls.__module__
         try:
             cls.__module__ = module
-        except (AttributeError, TypeError):  # a compiled (mypyc) class may refuse
+        except (AttributeError, TypeError):  # an extension type refuses
             continue
         DEFINED_IN[cls] = original

@@ -25,7 +25,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
 
-from .._build import interpreted
 from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
 from .._connection import DEFAULT_TOLERANCE, ClientConnection
 from .._events import (
@@ -69,12 +68,10 @@ __all__ = [
 ]
 
 
-@interpreted
 class ClientError(Exception):
     """Base class of the errors the client adapters raise (besides protocol errors)."""
 
 
-@interpreted
 class BrokerError(ClientError):
     """The broker sent an ERROR frame; it closes the connection after it.
 
@@ -95,7 +92,6 @@ class BrokerError(ClientError):
         return self.error.message
 
 
-@interpreted
 class ConnectionLost(ClientError):
     """The connection ended: the peer closed it, the network failed, or it was never made."""
 
@@ -110,12 +106,10 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
     return type(exc).__name__
 
 
-@interpreted
 class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Reconnect schedule: waits grow from ``initial`` by ``factor`` up to ``maximum``.
@@ -211,7 +205,6 @@ class TracingHook(Protocol):
         ...
 
 
-@interpreted
 @dataclass(frozen=True, slots=True)
 class ConnectOptions:
     """How to reach and log in to a broker; shared by every adapter's ``connect``."""
