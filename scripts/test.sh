@@ -123,6 +123,8 @@ NOT_EVERY_PYTHON=(
     tests/test_stompman_interop.py
     tests/test_client_matrix.py
     tests/test_client_mistakes.py
+    # the conformance checker: hundreds of connections per run, real brokers among them
+    tests/test_checker.py
     # the PySpark data source
     tests/test_spark_integration.py
     tests/test_spark_kafka_parity.py

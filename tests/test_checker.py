@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
@@ -195,6 +196,26 @@ EXPECTED = {
 }
 
 
+#: Details of a case that never reached the broker's behaviour: its connection or its
+#: login did not come through in time.  On a loaded two-core CI machine, with the
+#: broker, the proxy and a dozen cases in one process, that can happen to a case that
+#: is fine; such a case runs once more on its own, and only a second failure counts.
+NOT_SET_UP = ("could not set the case up", "connection failed during the case")
+
+
+def once_more_alone(cases: list[dict[str, Any]], target_: Target) -> list[dict[str, Any]]:
+    """``cases`` (report dicts) with every one that failed to set up run again, alone."""
+    again = [
+        c["id"] for c in cases if c["verdict"] == "FAILED" and c["detail"].startswith(NOT_SET_UP)
+    ]
+    if not again:
+        return cases
+    rerun = {
+        c["id"]: c for c in run_check(target_, cases=tuple(again), workers=1).as_dict()["cases"]
+    }
+    return [rerun.get(c["id"], c) for c in cases]
+
+
 @pytest.fixture(scope="module")
 def upstream() -> object:
     with embedded_broker(strict=True) as port:
@@ -209,8 +230,10 @@ def test_unmutated_proxy_is_clean(upstream: int) -> None:
         # Without the size-limit cases (megabytes through two Python event loops in
         # this process) and with fewer cases at once: a loaded CI machine must not
         # turn a slow proxy into a verdict.
-        report = run_check(target("embedded", port), exclude=("size-limits",), workers=6)
-    got = {r.case.id: (str(r.verdict), r.detail) for r in report.results}
+        where = target("embedded", port)
+        report = run_check(where, exclude=("size-limits",), workers=6)
+        cases = once_more_alone(report.as_dict()["cases"], where)
+    got = {c["id"]: (c["verdict"], c["detail"]) for c in cases}
     assert not {k: v for k, v in got.items() if v[0] == "FAILED"}
     assert not {k: v for k, v in got.items() if k in every and v[0] != "OK"}
 
@@ -256,9 +279,12 @@ def test_a_fresh_run_gives_the_committed_verdicts(name: str) -> None:
     if name == "embedded":
         with embedded_broker(**EMBEDDED_OPTIONS) as port:
             fresh = run_check(target(name, port)).as_dict()
+            fresh["cases"] = once_more_alone(fresh["cases"], target(name, port))
     else:
         endpoint = real_broker(name.removesuffix("-ws"))  # skips (fails under CI) when down
-        fresh = run_check(target(name, None if name.endswith("-ws") else endpoint.port)).as_dict()
+        where = target(name, None if name.endswith("-ws") else endpoint.port)
+        fresh = run_check(where).as_dict()
+        fresh["cases"] = once_more_alone(fresh["cases"], where)
     old = verdicts(committed(name))
     new = verdicts(fresh)
     changed = {i: (old.get(i), new.get(i)) for i in set(old) | set(new) if old.get(i) != new.get(i)}
