@@ -188,6 +188,23 @@ def _probe(name: str) -> Endpoint | str:
     return Endpoint(name, port, login, passcode, vhost, server)
 
 
+def spark_settings(endpoint: Endpoint) -> Any:
+    """The Spark sources' ``ConnectionSettings`` for ``endpoint`` (a 20 s timeout).
+
+    Imported here, not at the top: the Spark-free tests import this module too.
+    """
+    from stomp_proto.spark._options import ConnectionSettings
+
+    return ConnectionSettings(
+        host="127.0.0.1",
+        port=endpoint.port,
+        login=endpoint.login,
+        passcode=endpoint.passcode,
+        vhost=endpoint.vhost,
+        timeout=20.0,
+    )
+
+
 def real_broker(name: str) -> Endpoint:
     """The endpoint of RabbitMQ or ActiveMQ; skips the test (fails it under CI) if it is down."""
     found = _probe(name)

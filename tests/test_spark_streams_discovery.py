@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from brokers import Endpoint, real_broker
+from brokers import Endpoint, real_broker, spark_settings
 
 from stomp_proto.spark._options import ConnectionSettings
 from stomp_proto.spark._streams._link import declare_streams
@@ -31,14 +31,7 @@ def rabbitmq() -> Endpoint:
 
 @pytest.fixture
 def connection(rabbitmq: Endpoint) -> ConnectionSettings:
-    return ConnectionSettings(
-        host="127.0.0.1",
-        port=rabbitmq.port,
-        login=rabbitmq.login,
-        passcode=rabbitmq.passcode,
-        vhost=rabbitmq.vhost,
-        timeout=20.0,
-    )
+    return spark_settings(rabbitmq)
 
 
 @pytest.fixture

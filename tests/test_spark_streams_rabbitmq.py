@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from brokers import Endpoint, real_broker
+from brokers import Endpoint, real_broker, spark_settings
 
 from stomp_proto import Frame, FrameEncoder, Message, Receipt, Send, Subscribe
 from stomp_proto.spark._options import ConnectionSettings
@@ -63,14 +63,7 @@ def rabbitmq() -> Endpoint:
 
 @pytest.fixture
 def settings(rabbitmq: Endpoint) -> ConnectionSettings:
-    return ConnectionSettings(
-        host="127.0.0.1",
-        port=rabbitmq.port,
-        login=rabbitmq.login,
-        passcode=rabbitmq.passcode,
-        vhost=rabbitmq.vhost,
-        timeout=20.0,
-    )
+    return spark_settings(rabbitmq)
 
 
 @pytest.fixture

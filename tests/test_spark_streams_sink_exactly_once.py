@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokers import Endpoint, in_ci, real_broker
+from brokers import Endpoint, in_ci, real_broker, spark_settings
 
 from stomp_proto.spark._options import ConnectionSettings
 from stomp_proto.spark._streams._guard import RowIds, guard_queue
@@ -50,14 +50,7 @@ def rabbitmq() -> Endpoint:
 
 @pytest.fixture
 def connection(rabbitmq: Endpoint) -> ConnectionSettings:
-    return ConnectionSettings(
-        host="127.0.0.1",
-        port=rabbitmq.port,
-        login=rabbitmq.login,
-        passcode=rabbitmq.passcode,
-        vhost=rabbitmq.vhost,
-        timeout=20.0,
-    )
+    return spark_settings(rabbitmq)
 
 
 def stream_contents(connection: ConnectionSettings, streams: tuple[str, ...]) -> list[Any]:
