@@ -89,7 +89,6 @@ with open(sys.argv[1], "w") as lock:
 
 
 @needs_root_and_apt
-@pytest.mark.serial  # holds the machine's package locks: other tests' apt-get would wait
 @pytest.mark.parametrize(("lock", "command"), LOCKS, ids=[lock for lock, _ in LOCKS])
 def test_apt_get_sh_waits_for_a_held_lock_then_succeeds(lock: str, command: list[str]) -> None:
     holder = subprocess.Popen(
@@ -144,3 +143,17 @@ def test_apt_get_sh_waits_for_a_held_lock_then_succeeds(lock: str, command: list
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def test_every_test_marked_serial_exists() -> None:
+    # A renamed module or test would silently leave the serial pass and run in parallel.
+    from conftest import SERIAL
+
+    missing = []
+    for entry in SERIAL:
+        module, _, name = entry.partition("::")
+        path = ROOT / "tests" / f"{module}.py"
+        if not path.is_file() or (name and f"def {name}(" not in path.read_text()):
+            missing.append(entry)
+    assert missing == []
+    assert len(SERIAL) >= 10
