@@ -265,8 +265,12 @@ class ConnectOptions:
         for name in ("login", "passcode", "websocket"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                shown = "***" if name == "passcode" else value
-                raise wrong_type(option(name), "a str or None", shown)
+                if name == "passcode":  # its type only: the value is a secret
+                    raise TypeError(
+                        f"{option(name)} must be a str or None, not {type(value).__name__} "
+                        "(the value is not shown)"
+                    )
+                raise wrong_type(option(name), "a str or None", value)
         if not isinstance(self.vhost, str):
             raise wrong_type(option("vhost"), "a str such as '/'", self.vhost)
         heartbeat = self.heartbeat
