@@ -34,7 +34,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
-from ._client._core import ClientError, ClientOptions, ConnectOptions
+from ._client._errors import ClientError
+from ._client._options import ClientOptions, ConnectOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version

@@ -15,7 +15,7 @@ import pytest
 
 import stomp_proto
 from stomp_proto import Backoff, BrokerURL
-from stomp_proto._client._core import ConnectOptions
+from stomp_proto._client._options import ConnectOptions
 
 
 def build(host: str | None = None, port: int | None = None, **options: Any) -> ConnectOptions:

@@ -51,20 +51,9 @@ from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
 from ._brokers import Brokers, FirstConnect
-from ._core import (
-    CONNECT_WAITER,
-    OUTBOX_DELAY,
-    BrokerError,
-    ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
-    End,
-    Outbox,
-    Resolve,
-    reason,
-    wide_window,
-)
+from ._core import CONNECT_WAITER, OUTBOX_DELAY, ClientCore, End, Outbox, Resolve, wide_window
+from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._options import ConnectOptions
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 

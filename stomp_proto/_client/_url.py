@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from ._client._core import Backoff
+from .._public import present_as
+from ._backoff import Backoff
 
 __all__ = ["BrokerURL", "merge_url"]
 
@@ -368,3 +369,8 @@ def _host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
         shown = f" {port_text!r}" if port_text.isdigit() else ""
         raise ValueError(f"{where}: the port{shown} is not a number from 1 to 65535")
     return unquote(host), int(port_text)
+
+
+# Tracebacks and reprs say stomp_proto.BrokerURL, the name users import, though the top
+# level loads this module only on first use.
+present_as("stomp_proto", BrokerURL)
