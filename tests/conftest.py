@@ -135,6 +135,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_tracing",
         "test_url",
         "test_url_secrets",
+        "test_client_lifecycle",
         "test_websocket",
     ),
     # the embedded broker and the command line

@@ -9,7 +9,14 @@ from __future__ import annotations
 from .._events import Error
 from .._public import present_as
 
-__all__ = ["BrokerError", "ClientError", "ConnectionLost", "HeartBeatLost", "reason"]
+__all__ = [
+    "BrokerError",
+    "ClientError",
+    "ConnectionLost",
+    "HeartBeatLost",
+    "ReconnectExhausted",
+    "reason",
+]
 
 
 class ClientError(Exception):
@@ -54,6 +61,26 @@ class HeartBeatLost(ConnectionLost):
     """Nothing arrived from the broker within the negotiated heart-beat deadline."""
 
 
+class ReconnectExhausted(ConnectionLost):
+    """The client gave up: every reconnect attempt of its :class:`~stomp_proto.Backoff`
+    failed (``attempts`` were used up).  The client is over; make a new one.
+
+    A transient loss is a plain :class:`ConnectionLost`, raised while the client
+    still reconnects; this one comes once the schedule is spent, and after it
+    every call raises it again.
+    """
+
+    def __init__(self, attempts: int, reasons: tuple[tuple[tuple[str, int], str], ...]) -> None:
+        #: How many reconnect attempts were made.
+        self.attempts = attempts
+        #: Each broker address tried, with the reason its last attempt failed.
+        self.reasons = reasons
+        tried = "; ".join(f"{host}:{port}: {why}" for (host, port), why in reasons)
+        super().__init__(f"gave up reconnecting after {attempts} attempts: {tried}")
+
+
 # Tracebacks and reprs say stomp_proto.ConnectionLost..., the names users import, though
 # the top level loads this module only on first use.
-present_as("stomp_proto", BrokerError, ClientError, ConnectionLost, HeartBeatLost)
+present_as(
+    "stomp_proto", BrokerError, ClientError, ConnectionLost, HeartBeatLost, ReconnectExhausted
+)

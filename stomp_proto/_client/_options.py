@@ -8,7 +8,7 @@ keyword arguments it takes.
 from __future__ import annotations
 
 import ssl as _ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -21,6 +21,8 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
+from ._errors import ClientError
+from ._lifecycle import ClientState
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -127,6 +129,8 @@ class ConnectOptions:
     randomize: bool = False
     #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
     tracing: TracingHook | None = None
+    #: Called with each new :class:`ClientState` (and the error behind it).
+    on_state_change: Callable[[ClientState, ClientError | None], object] | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -193,6 +197,13 @@ class ConnectOptions:
         check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
         check_limits(option("limits"), self.limits)
         check_bool(option("randomize"), self.randomize)
+        if self.on_state_change is not None and not callable(self.on_state_change):
+            raise wrong_type(
+                option("on_state_change"),
+                "a callable or None",
+                self.on_state_change,
+                "a function taking (ClientState, ClientError | None)",
+            )
 
     @classmethod
     def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
@@ -282,6 +293,10 @@ class ClientOptions(TypedDict, total=False):
     #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
     #: taken, trace context in the headers (see :doc:`tracing`); default none.
     tracing: TracingHook | None
+    #: Called as ``on_state_change(state, error)`` with each new :class:`ClientState`
+    #: (connected, reconnecting, closed, failed) in the client's own task or thread
+    #: (see :doc:`failover`); default none.
+    on_state_change: Callable[[ClientState, ClientError | None], object] | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top
