@@ -73,9 +73,10 @@ class Case:
     version: Version
     #: Where the clause is: ``1.2 §Heart-beating``.
     section: str
-    #: The clause, quoted from that section.
+    #: The clause, the spec's words only, quoted from that section.
     clause: str
-    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged.
+    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged (a MUST or SHOULD only
+    #: where the quoted words of this case's own version say so).
     level: str
     #: What the case checks, in one line.
     title: str
@@ -83,6 +84,8 @@ class Case:
     run: Callable[[Any], Outcome] = field(repr=False, compare=False)
     #: Needs a transport feature: "websocket" (runs only over WebSocket) or "".
     needs: str = ""
+    #: The checker's own note on the clause or its level (never the spec's words).
+    remark: str = ""
 
 
 GROUPS: dict[str, str] = {
@@ -112,6 +115,11 @@ _counters: dict[tuple[str, str], itertools.count[int]] = {}
 ALL: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 V11: tuple[Version, ...] = ("1.1", "1.2")
 V12: tuple[Version, ...] = ("1.2",)
+#: ``levels=`` for a rule that 1.0 and 1.1 state without a keyword ("will", "is"):
+#: a miss there is INFORMATIONAL.
+MAY_BEFORE_12: dict[str, str] = {"1.0": "MAY", "1.1": "MAY"}
+#: ``levels=`` for a MUST that STOMP 1.0 words as "should" or "recommended".
+SHOULD_IN_10: dict[str, str] = {"1.0": "SHOULD"}
 
 
 def case(
@@ -134,18 +142,19 @@ def case(
         title = (function.__doc__ or function.__name__).strip().splitlines()[0]
         for version in versions:
             number = next(_counters.setdefault((version, group), itertools.count(1)))
-            section, text = quoted.quote(version)
+            judged = quoted.judged(version, (levels or {}).get(version, level))
             CATALOGUE.append(
                 Case(
                     id=f"{version}/{group}/{number}",
                     group=group,
                     version=version,
-                    section=section,
-                    clause=text,
-                    level=(levels or {}).get(version, level),
+                    section=judged.section,
+                    clause=judged.text,
+                    level=judged.level,
                     title=title,
                     run=function,
                     needs=needs,
+                    remark=judged.remark,
                 )
             )
         return function

@@ -41,6 +41,7 @@ class Result:
             "group": self.case.group,
             "section": self.case.section,
             "clause": self.case.clause,
+            "remark": self.case.remark,
             "level": self.case.level,
             "title": self.case.title,
             "verdict": str(self.verdict),
