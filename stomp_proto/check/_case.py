@@ -37,6 +37,9 @@ class Verdict(enum.Enum):
     INFORMATIONAL = "INFORMATIONAL"
     #: An optional feature is absent (or the run's transport cannot test it).
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    #: The case could not run (CONNECT refused, no CONNECTED, the broker gone, a
+    #: checker error): no verdict on the broker, never counted as FAILED.
+    NOT_RUN = "NOT-RUN"
 
     def __str__(self) -> str:
         return self.value
@@ -180,6 +183,8 @@ class Probe:
         self._wires: list[Wire] = []
         self._tag = uuid.uuid4().hex[:10]
         self._names = itertools.count(1)
+        #: How many of the run's queues the case named.
+        self.queues = 0
 
     # -- outcomes --------------------------------------------------------------
 
@@ -211,6 +216,7 @@ class Probe:
 
     def queue(self, label: str = "q") -> str:
         """A destination no other case (nor run) uses."""
+        self.queues += 1
         return f"{self.target.prefix}{self._tag}.{label}{next(self._names)}"
 
     def name(self, label: str) -> str:
@@ -352,17 +358,17 @@ def describe(frame: RawFrame) -> str:
     return frame.command
 
 
-def run_case(case: Case, target: Target) -> tuple[Outcome, list[str], float]:
-    """Run one case; its outcome, wire log and duration in seconds."""
+def run_case(case: Case, target: Target) -> tuple[Outcome, list[str], float, int]:
+    """Run one case; its outcome, wire log, duration in seconds and queues named."""
     probe = Probe(case, target)
     started = time.monotonic()
     with probe.closing():
         try:
             outcome = case.run(probe)
         except Setup as exc:
-            outcome = Outcome(Verdict.FAILED, f"could not set the case up: {exc}")
+            outcome = Outcome(Verdict.NOT_RUN, f"could not set the case up: {exc}")
         except Unreachable as exc:
-            outcome = Outcome(Verdict.FAILED, f"connection failed during the case: {exc}")
-        except Exception as exc:  # a checker bug must show, not pass
-            outcome = Outcome(Verdict.FAILED, f"checker error: {type(exc).__name__}: {exc}")
-    return outcome, probe.log, time.monotonic() - started
+            outcome = Outcome(Verdict.NOT_RUN, f"connection failed during the case: {exc}")
+        except Exception as exc:  # a checker bug must show (the run exits 2), not pass
+            outcome = Outcome(Verdict.NOT_RUN, f"checker error: {type(exc).__name__}: {exc}")
+    return outcome, probe.log, time.monotonic() - started, probe.queues

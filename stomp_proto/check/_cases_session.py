@@ -8,7 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .._frame import Version
-from ._case import ALL, V11, V12, Outcome, Probe, Verdict, case, describe
+from ._case import ALL, V11, V12, Outcome, Probe, case, describe
+from ._common import beat_window, judge_gap, too_long
 from ._wire import RawFrame, Wire, build
 
 # -- connecting --------------------------------------------------------------------
@@ -255,25 +256,18 @@ def broker_sends_beats(p: Probe) -> Outcome:
     interval = _negotiated(wire, 1000)
     if interval == 0:
         return p.absent("the broker offers no heart-beats (sx = 0)")
+    window = beat_window(p, interval)
+    if window is None:
+        return too_long(p, interval)
     start = wire.now()
-    window = min(max(3.2 * interval / 1000, 1.5), 7.0)
     with ThreadPoolExecutor(len(wires)) as pool:
         stray = [f for got in pool.map(lambda w: w.quiet(window), wires) for f in got]
     worst = max(max(_gaps(w, start)) for w in wires) * 1000
     if not all(_beats_after(w, start) for w in wires):
-        if window * 1000 < 1.5 * interval + 250:
-            return p.info(f"the interval, {interval} ms, is too long to judge in {window:.1f} s")
         return p.broken(f"no heart-beat in {window:.1f} s at {interval} ms")
     if stray:
         return p.broken(f"frames instead of EOLs: {[f.command for f in stray]}")
-    if worst <= 1.5 * interval + 250:
-        return p.ok(f"interval {interval} ms, longest gap {worst:.0f} ms")
-    if worst <= 3 * interval:
-        # Late, but within what a tolerant receiver allows (ours: 2.5 intervals).
-        return Outcome(
-            Verdict.NON_STRICT, f"late: interval {interval} ms, longest gap {worst:.0f} ms"
-        )
-    return p.broken(f"interval {interval} ms, longest gap {worst:.0f} ms")
+    return judge_gap(p, interval, worst)
 
 
 @case("heart-beating", "heart-beat-rate", "MAY", V11)
