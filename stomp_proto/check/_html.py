@@ -39,8 +39,8 @@ line-height:1.35}
 h1{font-size:1.3em;margin:.3em 0}h2{font-size:1.1em;margin:1em 0 .3em}
 .meta{color:#444;font-size:.9em;margin:.2em 0}
 .warn{background:#fde2c8;padding:.4em;border-radius:4px}
-.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.85em}
-td,th{border:1px solid #ccc;padding:2px 5px;text-align:right}
+.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.8em}
+td,th{border:1px solid #ccc;padding:2px 3px;text-align:right}
 td:first-child,th:first-child{text-align:left}
 ul.triage{padding-left:0;list-style:none;margin:.2em 0}ul.triage li{margin:.15em 0}
 .v{display:inline-block;min-width:6.5em;padding:0 .3em;border-radius:3px;font-size:.85em;
