@@ -64,6 +64,17 @@ def unknown_version_in_list(p: Probe) -> Outcome:
     )
 
 
+def _error_then_close(p: Probe, wire: Wire, got: RawFrame | None, *, close: bool = True) -> Outcome:
+    """A refusal judged: an ERROR came (``got``), and the connection closed (if ``close``)."""
+    closed = wire.wait_closed()
+    state = ", closed" if closed else ", left open"
+    return p.check(
+        got is not None and (closed or not close),
+        ("ERROR" if got else "no ERROR") + state,
+        ok="ERROR" + state,
+    )
+
+
 @case("connecting", "negotiation-none", "MUST", V11, levels={"1.1": "SHOULD"})
 def no_common_version(p: Probe) -> Outcome:
     """accept-version with no version in common gives ERROR and the close."""
@@ -72,19 +83,8 @@ def no_common_version(p: Probe) -> Outcome:
     got = wire.expect("CONNECTED")
     if got is not None and got.command == "CONNECTED":
         return p.broken(f"CONNECTED version {got.get('version')!r}")
-    closed = wire.wait_closed()
-    if p.version == "1.1":
-        # 1.1 asks for the ERROR only; closing after it is 1.2's addition.
-        return p.check(
-            got is not None,
-            "no ERROR" + (", closed" if closed else ", left open"),
-            ok="ERROR" + (", closed" if closed else ", left open"),
-        )
-    return p.check(
-        got is not None and closed,
-        ("ERROR" if got else "no ERROR") + (", closed" if closed else ", left open"),
-        ok="ERROR, closed",
-    )
+    # 1.1 asks for the ERROR only; closing after it is 1.2's addition.
+    return _error_then_close(p, wire, got, close=p.version != "1.1")
 
 
 @case("connecting", "negotiation-none", "MAY", V11)
@@ -162,19 +162,7 @@ def wrong_passcode(p: Probe) -> Outcome:
     got = wire.expect("CONNECTED")
     if got is not None and got.command == "CONNECTED":
         return p.info("logged in anyway (no authentication, or anonymous access)")
-    closed = wire.wait_closed()
-    if p.version == "1.1":
-        # 1.1 asks for the ERROR only; closing after it is 1.2's addition.
-        return p.check(
-            got is not None,
-            "no ERROR" + (", closed" if closed else ", left open"),
-            ok="ERROR" + (", closed" if closed else ", left open"),
-        )
-    return p.check(
-        got is not None and closed,
-        ("ERROR" if got else "no ERROR") + (", closed" if closed else ", left open"),
-        ok="ERROR, closed",
-    )
+    return _error_then_close(p, wire, got)
 
 
 @case("connecting", "vhost", "MAY", V11)
