@@ -72,7 +72,7 @@ def nothing_before_sentinel(p: Probe, wire: Wire, destination: str) -> tuple[boo
 
 def beat_margin(interval: float) -> float:
     """The checker's error margin, in ms, for beats every ``interval`` ms."""
-    return max(250.0, interval / 4)
+    return max(500.0, interval / 2)
 
 
 def beat_window(p: Probe, interval: float) -> float | None:
