@@ -126,8 +126,9 @@ def _write_reports(report: Report, args: argparse.Namespace, out: TextIO, err: T
     except OSError as exc:  # checked before the run; the disk can still fill or vanish
         err.write(f"stomp-proto {args.command}: cannot write the report: {exc}\n")
         return EXIT_UNREACHABLE
-    if report.incomplete:
-        err.write(f"stomp-proto {args.command}: incomplete run: {report.incomplete}\n")
+    if report.incomplete or report.not_run():
+        why = report.incomplete or f"{len(report.not_run())} cases could not run"
+        err.write(f"stomp-proto {args.command}: incomplete run: {why}\n")
         return EXIT_UNREACHABLE
     return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
 
