@@ -143,6 +143,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_broker_core",
         "test_broker_server",
         "test_broker_vectors",
+        "test_checker_clauses",
         "test_cli",
         "test_hostile_peers",
     ),
