@@ -680,7 +680,9 @@ async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
     """Connect and log in, to the first broker that lets us (see FirstConnect);
     failures become ClientError subclasses."""
     first = FirstConnect(options, backend.now)
-    for timeout in first.attempts():
+    for wait, timeout in first.attempts():
+        if wait:
+            await backend.sleep(wait)
         client = AsyncClient(options, backend, first.brokers)
         try:
             await client._open(timeout)

@@ -1098,7 +1098,9 @@ def open_client(options: ConnectOptions) -> Client:
     """A connected, logged-in :class:`Client`, on the first broker that lets us (see
     FirstConnect); errors are ClientErrors (ConnectionLost...)."""
     first = FirstConnect(options, time.monotonic)
-    for timeout in first.attempts():
+    for wait, timeout in first.attempts():
+        if wait:
+            time.sleep(wait)
         client = Client(options, first.brokers)
         try:
             client._open(timeout)
