@@ -423,3 +423,14 @@ async def test_connect_errors_keep_their_cause(h: Harness) -> None:
         async with h.connect(free_port()):
             pass
     assert isinstance(caught.value.__cause__, OSError), repr(caught.value.__cause__)
+
+
+@on_every_adapter(versions=(None,))
+async def test_the_three_clients_say_a_refused_connection_in_the_same_words(h: Harness) -> None:
+    # asyncio, trio and a socket word a refused connection each their own way; the
+    # clients give the system's words for the error number, the same in all three.
+    port = free_port()
+    with pytest.raises(ConnectionLost) as caught:
+        async with h.connect(port):
+            pass
+    assert str(caught.value) == f"cannot connect to {HOST}:{port}: [Errno 111] Connection refused"

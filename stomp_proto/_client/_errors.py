@@ -6,6 +6,8 @@ the Spark source's) can name these errors without importing a client.
 
 from __future__ import annotations
 
+import os
+
 from .._events import Error
 from .._public import present_as
 
@@ -48,13 +50,41 @@ class ConnectionLost(ClientError):
 
 
 def reason(exc: BaseException, timeout: float | None = None) -> str:
-    """What went wrong, in words, never empty (an asyncio timeout has no text of its own)."""
+    """What went wrong, in words, never empty (an asyncio timeout has no text of its own).
+
+    A system error reads the same whichever client met it: asyncio says "Connect
+    call failed (address)", trio "all attempts to connect ... failed" around the
+    real error, a socket "Connection refused"; each becomes ``[Errno 111]
+    Connection refused``, the system's own words for the error number.
+    """
+    system = _system_error(exc)
+    if system is not None:
+        return system
     text = str(exc)
     if text:
         return text
     if isinstance(exc, TimeoutError):
         return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
     return type(exc).__name__
+
+
+def _system_error(exc: BaseException) -> str | None:
+    """``[Errno N] text`` of the system error at the bottom of ``exc``, else None."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        seen += 1
+        if isinstance(current, BaseExceptionGroup) and len(current.exceptions) == 1:
+            current = current.exceptions[0]
+            continue
+        if isinstance(current, OSError) and isinstance(current.errno, int):
+            # A negative number is a resolver's (socket.gaierror): its own text.
+            words = os.strerror(current.errno) if current.errno > 0 else current.strerror
+            return f"[Errno {current.errno}] {words}"
+        if not isinstance(current, OSError):
+            return None
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class HeartBeatLost(ConnectionLost):
