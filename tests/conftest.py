@@ -139,6 +139,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the embedded broker and the command line
     "broker": (
         "test_broker_core",
+        "test_broker_metrics",
         "test_broker_server",
         "test_broker_vectors",
         "test_cli",
