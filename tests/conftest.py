@@ -158,6 +158,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # real brokers and other projects' clients
     "interop": (
+        "test_browser_stompjs",
         "test_chaos_rabbitmq",
         "test_checker",
         "test_client_matrix",
