@@ -153,6 +153,10 @@ class _VanishingCore(BrokerCore):
         return Outbox()
 
 
+#: The keywords of ``Broker`` that are not ``BrokerCore``'s.
+SERVER_OPTIONS = ("ssl", "websocket", "allowed_origins", "metrics")
+
+
 class ServiceLoop:
     """An asyncio event loop in a daemon thread, hosting brokers and fake servers."""
 
@@ -181,8 +185,8 @@ class ServiceLoop:
         broker = Broker(HOST, port, **options)
         if vanishing:
             broker.core = _VanishingCore(
-                # the core's options (ssl and websocket are the server's)
-                **{k: v for k, v in options.items() if k not in ("ssl", "websocket")}
+                # the core's options (the others are the server's)
+                **{k: v for k, v in options.items() if k not in SERVER_OPTIONS}
             )
         await broker.start()
         self.brokers.append(broker)

@@ -141,6 +141,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the embedded broker and the command line
     "broker": (
         "test_broker_core",
+        "test_broker_metrics",
         "test_broker_server",
         "test_broker_vectors",
         "test_checker_clauses",
@@ -160,6 +161,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # real brokers and other projects' clients
     "interop": (
+        "test_browser_stompjs",
         "test_chaos_rabbitmq",
         "test_checker",
         "test_client_matrix",
