@@ -79,7 +79,10 @@ class AcceleratedBuildHook(BuildHookInterface):  # type: ignore[misc]
         return list(ACCELERATE_REQUIRES) if self._wanted() else []
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return
         if not self._wanted():
+            _say("STOMP_PROTO_NO_EXTENSIONS is set: pure-Python build")
             return
         if version == "editable":
             _say(

@@ -166,6 +166,8 @@ def accelerate_wheel(pure: Path, out_dir: Path, *, quiet: bool = True) -> Path:
             archive.extractall(root)
         build(root, quiet=quiet)
         dist_info = root / f"{name}-{version}.dist-info"
+        # hatch_build.py's word on why the pure wheel is pure no longer holds.
+        (dist_info / "extra_metadata" / "native-build.txt").unlink(missing_ok=True)
         metadata = (dist_info / "WHEEL").read_text().splitlines()
         metadata = [
             line.replace("true", "false") if line.startswith("Root-Is-Purelib:") else line

@@ -91,7 +91,4 @@ def describe() -> str:
     note = _install_note()
     if note:
         return f"pure build: {note}"
-    return (
-        "pure build: no native module beside the sources "
-        "(python scripts/build_accelerated.py --inplace builds it in a checkout)"
-    )
+    return "pure build: this copy has no native module (a pure wheel, or the sources)"

@@ -446,6 +446,7 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 
     destination = "/queue/demo"
     body = b"x" * args.size
+    print(f"stomp_proto {__version__}, {describe_build()}", file=out)
     async with Broker("127.0.0.1", 0) as broker:
         print(f"embedded broker on 127.0.0.1:{broker.port}", file=out)
         async with (
