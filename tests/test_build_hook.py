@@ -33,20 +33,29 @@ if os.environ.get("CI") != "true":
 pytestmark = pytest.mark.timeout(600)
 
 
+def python(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` with this interpreter, run to completion (bounded), output kept."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+
+
 def build_wheel(out: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], Path | None]:
     """Build a wheel of the checkout into ``out`` under ``env``; the run and the wheel."""
     environ = {**os.environ, **env}
     for name in ("STOMP_PROTO_NO_EXTENSIONS", "STOMP_PROTO_ACCELERATE", "CC"):
         if name not in env:
             environ.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), "."],
+    done = python(
+        *("-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), "."),
         cwd=ROOT,
         env=environ,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
     )
     wheels = list(out.glob("*.whl"))
     return done, (wheels[0] if len(wheels) == 1 else None)
@@ -73,16 +82,9 @@ def installed_version_line(wheel: Path, target: Path) -> str:
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     env.pop("STOMP_PROTO_NO_EXTENSIONS", None)
-    done = subprocess.run(
-        # -P: the working directory (the checkout's stomp_proto) stays off sys.path.
-        [sys.executable, "-P", "-m", "stomp_proto", "--version"],
-        cwd=target,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    # -P: the working directory (the checkout's stomp_proto) stays off sys.path.
+    done = python("-P", "-m", "stomp_proto", "--version", cwd=target, env=env)
+    assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
