@@ -43,12 +43,6 @@ ACCELERATE_REQUIRES = ["cython>=3.0,<4", "setuptools>=65"]
 #: Where the wheel records why it is pure (under its .dist-info/extra_metadata/).
 NOTE_NAME = "native-build.txt"
 
-#: How to get the fast build, after the reason it was not built.
-HOW_TO_GET_IT = (
-    "for the fast build install a C compiler and the Python headers "
-    "(Debian: apt-get install gcc python3-dev) and reinstall"
-)
-
 
 def _flag(name: str) -> str:
     return os.environ.get(name, "")
@@ -103,20 +97,26 @@ class AcceleratedBuildHook(BuildHookInterface):  # type: ignore[misc]
             except build_accelerated.NativeBuildError:
                 if required:
                     raise
-                problem = "the C build failed; `pip install -v` shows why"
+                problem = build_accelerated.ToolchainProblem(
+                    "the C build failed; `pip install -v` shows why",
+                    build_accelerated.COMPILER_REMEDY,
+                )
         if problem is not None:
             if required:
-                raise RuntimeError(f"STOMP_PROTO_ACCELERATE=1 but {problem}")
-            self._fall_back(problem, build_data)
+                raise RuntimeError(f"STOMP_PROTO_ACCELERATE=1 but {problem.missing}")
+            self._fall_back(problem.missing, problem.remedy, build_data)
             return
         for path in files:
             build_data["force_include"][str(path)] = path.relative_to(self._work).as_posix()
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
-    def _fall_back(self, problem: str, build_data: dict[str, Any]) -> None:
+    def _fall_back(self, missing: str, remedy: str, build_data: dict[str, Any]) -> None:
         """Keep the pure wheel; say why, on stderr and in the wheel's metadata."""
-        line = f"native fast path not built ({problem}): pure-Python build; {HOW_TO_GET_IT}"
+        line = (
+            f"native fast path not built ({missing}): pure-Python build; "
+            f"for the fast build {remedy} and reinstall"
+        )
         _say(line)
         note = self._work / NOTE_NAME
         note.write_text(line + "\n", encoding="utf-8")

@@ -40,6 +40,7 @@ import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
@@ -70,22 +71,38 @@ class NativeBuildError(RuntimeError):
     """The native build failed; the message ends with the compiler's last output."""
 
 
-def toolchain_problem() -> str | None:
-    """What this interpreter lacks to build MODULES, in a few words, or None.
+#: What to do when the compiler or the headers are missing, or the compile fails.
+COMPILER_REMEDY = (
+    "install a C compiler and the Python headers (Debian: apt-get install gcc python3-dev)"
+)
+
+
+class ToolchainProblem(NamedTuple):
+    missing: str  #: what this interpreter lacks, in a few words
+    remedy: str  #: what to do about it
+
+
+def toolchain_problem() -> ToolchainProblem | None:
+    """What this interpreter lacks to build MODULES, and the remedy, or None.
 
     Asked before a build that may fall back to the pure package, so that the fallback
     can say why; a compiler that is there but fails is found by the build itself.
     """
-    for module, name in (("Cython", "Cython"), ("setuptools", "setuptools")):
+    for module in ("Cython", "setuptools"):
         if importlib.util.find_spec(module) is None:
-            return f"{name} is not installed"
+            # pip installs both into the build's own environment, unless told not to.
+            return ToolchainProblem(
+                f"{module} is not installed",
+                "install Cython and setuptools (or build without --no-build-isolation)",
+            )
     # setuptools compiles with $CC when it is set, else with the compiler Python was built with.
     command = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     if not command or shutil.which(command[0]) is None:
-        return f"no C compiler ({command[0] if command else 'CC is empty'})"
+        name = command[0] if command else "CC is empty"
+        return ToolchainProblem(f"no C compiler ({name})", COMPILER_REMEDY)
     include = sysconfig.get_paths()["include"]
     if not Path(include, "Python.h").is_file():
-        return f"no Python headers (no Python.h in {include})"
+        return ToolchainProblem(f"no Python headers (no Python.h in {include})", COMPILER_REMEDY)
     return None
 
 
