@@ -16,8 +16,8 @@ there (``hatch_build.py``); when it could not, the wheel records why, and
 
 from __future__ import annotations
 
+import importlib
 import os
-from importlib import metadata
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -47,10 +47,9 @@ def native() -> ModuleType | None:
         _looked = True
         if not os.environ.get(NO_EXTENSIONS):
             try:
-                from . import _speedups  # type: ignore[attr-defined]
+                _native = importlib.import_module("._speedups", __package__)
             except ImportError as exc:
-                _speedups, _import_error = None, exc
-            _native = _speedups
+                _native, _import_error = None, exc
     return _native
 
 
@@ -64,6 +63,9 @@ def loaded_build() -> BuildName:
 
 def _install_note() -> str | None:
     """What the install of this very copy of the package recorded about its native build."""
+    # Here, not at the top: importlib.metadata brings in email, and email brings socket.
+    from importlib import metadata
+
     package = Path(__file__).resolve().parent
     try:
         dist = metadata.distribution("stomp-proto")

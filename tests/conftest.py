@@ -134,6 +134,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_threads_read_role",
         "test_tracing",
         "test_url",
+        "test_url_secrets",
+        "test_client_lifecycle",
         "test_websocket",
     ),
     # the embedded broker and the command line
@@ -141,6 +143,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_broker_core",
         "test_broker_server",
         "test_broker_vectors",
+        "test_checker_clauses",
         "test_cli",
         "test_hostile_peers",
     ),

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
 from ._backend import Stream
-from ._core import ConnectOptions
+from ._options import ConnectOptions
 
 __all__ = ["AsyncioBackend"]
 
