@@ -16,8 +16,9 @@ included - runs accelerated, and after ``--clean`` it is pure Python again.
 builds in one run).  ``--wheel`` takes the pure wheel that ``python -m build`` made,
 adds the extension module and writes a wheel tagged for this interpreter and
 platform (``stomp_proto-VERSION-cp311-cp311-linux_x86_64.whl``, say): a local build,
-not a manylinux one.  hatch_build.py calls :func:`build` for
-``STOMP_PROTO_ACCELERATE=1 python -m build`` (and cibuildwheel).
+not a manylinux one.  hatch_build.py calls :func:`toolchain_problem` and :func:`build`
+on every wheel build (``pip install .``, ``python -m build``, cibuildwheel), and
+scripts/build_wheels.sh repairs its wheels to manylinux ones.
 
 Needs Cython and setuptools (``pip install cython setuptools``) and a C compiler with
 the Python headers (``scripts/ensure-toolchain.sh`` installs gcc and python3-dev from
@@ -29,6 +30,9 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import importlib.util
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,6 +40,7 @@ import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
@@ -60,6 +65,45 @@ setup(
     script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp],
 )
 """
+
+
+class NativeBuildError(RuntimeError):
+    """The native build failed; the message ends with the compiler's last output."""
+
+
+#: What to do when the compiler or the headers are missing, or the compile fails.
+COMPILER_REMEDY = (
+    "install a C compiler and the Python headers (Debian: apt-get install gcc python3-dev)"
+)
+
+
+class ToolchainProblem(NamedTuple):
+    missing: str  #: what this interpreter lacks, in a few words
+    remedy: str  #: what to do about it
+
+
+def toolchain_problem() -> ToolchainProblem | None:
+    """What this interpreter lacks to build MODULES, and the remedy, or None.
+
+    Asked before a build that may fall back to the pure package, so that the fallback
+    can say why; a compiler that is there but fails is found by the build itself.
+    """
+    for module in ("Cython", "setuptools"):
+        if importlib.util.find_spec(module) is None:
+            # pip installs both into the build's own environment, unless told not to.
+            return ToolchainProblem(
+                f"{module} is not installed",
+                "install Cython and setuptools (or build without --no-build-isolation)",
+            )
+    # setuptools compiles with $CC when it is set, else with the compiler Python was built with.
+    command = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    if not command or shutil.which(command[0]) is None:
+        name = command[0] if command else "CC is empty"
+        return ToolchainProblem(f"no C compiler ({name})", COMPILER_REMEDY)
+    include = sysconfig.get_paths()["include"]
+    if not Path(include, "Python.h").is_file():
+        return ToolchainProblem(f"no Python headers (no Python.h in {include})", COMPILER_REMEDY)
+    return None
 
 
 def built_files(root: Path) -> list[Path]:
@@ -94,11 +138,11 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
         )
     if result.returncode:
         output = (result.stdout or "") + (result.stderr or "")
-        raise SystemExit(f"native build failed (exit {result.returncode})\n{output[-4000:]}")
+        raise NativeBuildError(f"native build failed (exit {result.returncode})\n{output[-4000:]}")
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     missing = [m for m in MODULES if not (root / PACKAGE / f"{m}{suffix}").exists()]
     if missing:
-        raise SystemExit(f"native build did not produce {missing}")
+        raise NativeBuildError(f"native build did not produce {missing}")
     return built_files(root)
 
 
@@ -139,6 +183,8 @@ def accelerate_wheel(pure: Path, out_dir: Path, *, quiet: bool = True) -> Path:
             archive.extractall(root)
         build(root, quiet=quiet)
         dist_info = root / f"{name}-{version}.dist-info"
+        # hatch_build.py's word on why the pure wheel is pure no longer holds.
+        (dist_info / "extra_metadata" / "native-build.txt").unlink(missing_ok=True)
         metadata = (dist_info / "WHEEL").read_text().splitlines()
         metadata = [
             line.replace("true", "false") if line.startswith("Root-Is-Purelib:") else line
@@ -168,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--verbose", action="store_true", help="show the compiler's output")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except NativeBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.clean:
         for path in clean(ROOT):
             print(f"removed {path.relative_to(ROOT)}")

@@ -180,6 +180,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_docs_pages",
         "test_docs_inventory",
         "test_accelerated_build",
+        "test_build_hook",
         "test_packaging",
         "test_scripts",
     ),
