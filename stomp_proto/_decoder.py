@@ -145,6 +145,7 @@ class FrameDecoder:
         "_line_start",
         "_need",
         "_pos",
+        "_reading",
         "_scan",
         "_strict",
         "_unescaping",
@@ -177,6 +178,8 @@ class FrameDecoder:
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._fast: object | None = None
+        # True while next_frame reads the buffer (see _reentered).
+        self._reading = False
         self._reset_head()
         self.version = version
 
@@ -189,6 +192,8 @@ class FrameDecoder:
 
     @version.setter
     def version(self, version: Version) -> None:
+        if self._reading:
+            raise self._reentered("the version setter")
         if not isinstance(version, str):
             raise wrong_type("FrameDecoder version", "'1.0', '1.1' or '1.2'", version)
         if version not in VERSIONS:
@@ -261,6 +266,8 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
+        if self._reading:
+            raise self._reentered("receive_data")
         check_data(data)  # one type() per read, not per frame
         need = self._need
         if need and data is not None and not self._eof:
@@ -333,6 +340,9 @@ class FrameDecoder:
             return None
         if self._error is not None:
             raise self._error
+        if self._reading:
+            raise self._reentered("next_frame")
+        self._reading = True
         try:
             if self._command is None:
                 return self._next_head()
@@ -343,6 +353,23 @@ class FrameDecoder:
             # peer's error.
             self._error = as_remote(exc)
             raise self._error from None
+        finally:
+            self._reading = False
+
+    def _reentered(self, what: str) -> LocalProtocolError:
+        """The error for a call made while next_frame is reading the buffer.
+
+        Reading a frame allocates objects, and an allocation can start a garbage
+        collection that runs finalizers (``__del__``, weakref callbacks): one
+        that fed this decoder then would move the buffer under the offsets being
+        read (and under the native scanner's pointer).  Such a call is refused,
+        and changes nothing: the frame being read is returned whole.
+        """
+        return LocalProtocolError(
+            ErrorKind.BAD_STATE,
+            f"{what} called while the decoder is reading a frame (from a finalizer or "
+            "a callback run during next_frame); call it once next_frame has returned",
+        )
 
     def _check_truncated(self) -> None:
         """Called when more data is needed: at end of stream that is an error."""

@@ -19,13 +19,18 @@ the same objects faster:
 
 Bounds: the buffer is read through a ``const unsigned char *`` and its length;
 every index used is checked against that length right where it is read (the
-``_at`` helper, and loops bounded by ``end``), since the input is hostile.  No
-Python code runs while the pointer is held, so the buffer cannot move.  Time
+``_at`` helper, and loops bounded by ``end``), since the input is hostile.  The
+scan allocates, and an allocation can run Python code (a garbage collection's
+finalizers): so the scan holds a buffer export of the bytearray, which makes
+any resize raise BufferError instead of moving the memory, and sets the
+decoder's ``_reading`` flag, which makes ``receive_data`` refuse re-entry with
+the pure decoder's LocalProtocolError.  Time
 and memory: every search starts where the pure decoder's would (its ``_scan``),
 so a head arriving byte by byte is still read a bounded number of times.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -277,7 +282,7 @@ cdef class HeadScanner:
     cdef Py_ssize_t max_line_length, max_headers, max_head, max_frame_size, max_body_size
     # The decoder's slots, read and written through their descriptors.
     cdef object s_buf, s_pos, s_scan, s_line_start, s_body_start, s_head_lines
-    cdef object s_command, s_need, s_error
+    cdef object s_command, s_need, s_error, s_reading
 
     def __init__(self, decoder):
         cls = type(decoder)
@@ -306,6 +311,7 @@ cdef class HeadScanner:
         self.s_command = cls._command
         self.s_need = cls._need
         self.s_error = cls._error
+        self.s_reading = cls._reading
 
     cdef inline void _consumed(self, object decoder, Py_ssize_t at) except *:
         mark = at  # one int object for the four marks
@@ -328,9 +334,20 @@ cdef class HeadScanner:
             stomp_slot_get(self.s_command, decoder) is not None
             or stomp_slot_get(self.s_need, decoder)
             or stomp_slot_get(self.s_error, decoder) is not None
+            or stomp_slot_get(self.s_reading, decoder)
         ):
             return None
         cdef bytearray buf = stomp_slot_get(self.s_buf, decoder)
+        cdef Py_buffer view
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        stomp_slot_set(self.s_reading, decoder, True)
+        try:
+            return self._next(decoder, <const unsigned char *>view.buf, view.len)
+        finally:
+            stomp_slot_set(self.s_reading, decoder, False)
+            PyBuffer_Release(&view)
+
+    cdef object _next(self, object decoder, const unsigned char *data, Py_ssize_t end):
         cdef Py_ssize_t pos = stomp_slot_get(self.s_pos, decoder)
         cdef Py_ssize_t scan
         if self.lenient:
@@ -338,8 +355,6 @@ cdef class HeadScanner:
             scan = <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) + 1
         else:
             scan = stomp_slot_get(self.s_scan, decoder)
-        cdef Py_ssize_t end = PyByteArray_GET_SIZE(buf)
-        cdef const unsigned char *data = <const unsigned char *>PyByteArray_AS_STRING(buf)
         cdef int first = _at(data, end, pos)
         if first < 0:
             return None

@@ -94,6 +94,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_decoder_fastpaths",
         "test_decoder_linear",
         "test_decoder_memory",
+        "test_decoder_reentry",
         "test_decoder_spec",
         "test_encoder",
         "test_encoder_fastpaths",
