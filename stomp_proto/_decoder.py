@@ -55,8 +55,8 @@ from ._limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["FrameDecoder"]
 
-# The accelerated build's scanner (stomp_proto/_speedups.pyx), or None: the pure build.
-_native = native()
+# The native twin (stomp_proto/_decoder_native.pyx), or None: the pure build.
+_native = native("_decoder_native")
 
 # Frame(...) without the Python-level __new__ of NamedTuple: a C call on the hot path.
 _new_frame = tuple.__new__

@@ -106,6 +106,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_heartbeat",
         "test_layers",
         "test_limits",
+        "test_native_touches",
         "test_native_differential",
         "test_roundtrip",
         "test_server_connection",

@@ -72,9 +72,7 @@ def builds() -> list[str]:
 
 @pytest.mark.parametrize("build", builds())
 @pytest.mark.parametrize("action", ["receive_data", "next_frame", "version"])
-def test_decoder_refuses_calls_from_a_finalizer_run_while_it_reads(
-    build: str, action: str
-) -> None:
+def test_decoder_refuses_calls_from_a_finalizer_run_while_it_reads(build: str, action: str) -> None:
     env = dict(os.environ)
     env.pop("STOMP_PROTO_NO_EXTENSIONS", None)
     if build == "pure":

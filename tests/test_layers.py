@@ -86,8 +86,8 @@ CORE_MODULES = (
 def test_the_core_has_no_import_cycle() -> None:
     # Not even a lazy one or one for type checking only: each module of the core
     # imports only modules below it (_errors and _events once imported each other).
-    # The native module (_speedups.pyx) is the exception by design: it imports the
-    # events it builds, and they look it up once they are defined.
+    # The native twins (_*_native.pyx) are the exception by design: the events' twin
+    # imports the events it builds, and they look it up once they are defined.
     graph = {
         name: {
             m
