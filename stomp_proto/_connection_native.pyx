@@ -107,7 +107,9 @@ def client_next_event(conn):
     if fast is None:
         return None
     item = (<HeadScanner>fast).scan(decoder)
-    if item is None or type(item) is BEAT_TYPE:
+    if item is None or item is NotImplemented:
+        return None
+    if type(item) is BEAT_TYPE:
         return item
     if (
         (<tuple>item)[0] != "MESSAGE"

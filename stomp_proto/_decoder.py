@@ -329,11 +329,12 @@ class FrameDecoder:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
         fast = self._fast
         if fast is not None:
-            # The accelerated build: a whole well-formed frame at the front of the
-            # buffer comes from native code; anything else (more data needed, an
-            # error, a large body) is left to the code below, on the same state.
+            # The accelerated build: frames, heart-beats and "more data needed"
+            # come from native code, which resumes as this code does; anything
+            # else (an error, a limit, a large body) is NotImplemented there and
+            # left to the code below, on the same state.
             item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
-            if item is not None:
+            if item is not NotImplemented:
                 return item
         if self._need and not self._eof:
             # A large body is still arriving: the one question asked per read.

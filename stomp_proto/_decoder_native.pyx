@@ -3,11 +3,12 @@
 """The native twin of ``_decoder.py``: the fast path of ``FrameDecoder.next_frame``.
 
 The pure decoder stays the reference: :class:`HeadScanner` either gives
-exactly what the pure code gives for the same state, or returns ``None``
-("not mine") and changes nothing, and the decoder then runs its own code on
-the same state.  So every error, limit and message comes from the pure code,
-and this module only has to recognise the common, well-formed case and build
-the same objects faster.
+exactly what the pure code gives for the same state - a frame, a heart-beat,
+or ``None`` while more data is needed, with the same state left behind - or
+``NotImplemented`` ("not mine"), and the decoder then runs its own code on the
+same state.  So every error, limit and message comes from the pure code, and
+this module only has to recognise the common, well-formed case, keep the
+decoder's marks as the pure code keeps them, and build the same objects faster.
 
 Bounds: the buffer is read through a ``const unsigned char *`` and its length;
 every index used is checked against that length right where it is read (the
@@ -17,8 +18,10 @@ finalizers): so the scan holds a buffer export of the bytearray, which makes
 any resize raise BufferError instead of moving the memory, and sets the
 decoder's ``_reading`` flag, which makes ``receive_data`` refuse re-entry with
 the pure decoder's LocalProtocolError.  Time and memory: every search starts
-where the pure decoder's would (its ``_scan``), so a head arriving byte by byte
-is still read a bounded number of times.
+where the pure decoder's would (its ``_scan``), and the lines of a partial head
+are checked once each, as they complete, so a head or body arriving byte by
+byte is still read a bounded number of times; a body waits in the buffer until
+its NUL is in and is then copied once.
 """
 
 cimport cython
@@ -40,9 +43,10 @@ from ._frame import COMMANDS, UNESCAPED_COMMANDS, Frame
 #: (tests/test_native_touches.py checks that each exists on the pure build).
 TOUCHES = {
     "FrameDecoder": (
-        "_bodiless", "_body_start", "_buf", "_command", "_commands", "_crlf", "_error",
-        "_handshake", "_head_lines", "_limits", "_line_start", "_need", "_pos", "_reading",
-        "_scan", "_strict", "_unescaping", "_unescaping_cr", "_verbatim",
+        "_big", "_bodiless", "_body_limit", "_body_start", "_buf", "_command", "_commands",
+        "_content_length", "_crlf", "_eof", "_error", "_handshake", "_head_lines", "_headers",
+        "_limits", "_line_start", "_need", "_pos", "_reading", "_scan", "_strict",
+        "_unescaping", "_unescaping_cr", "_verbatim",
     ),
 }
 
@@ -181,11 +185,20 @@ cdef class HeadScanner:
     """The fast path of one ``FrameDecoder`` under its current rules.
 
     The decoder makes one whenever its rules change (version, handshake,
-    verbatim text) and calls :meth:`next_frame` before its own ``next_frame``
-    work; a result of ``None`` hands the same state to the pure code.  It knows
-    strict mode, and the lenient mode that keeps text verbatim (the lenient
-    server's, which the embedded broker runs); the decoder makes none for the
-    lenient client, which rewrites commands and values.
+    verbatim text) and asks :meth:`next_frame` before its own ``next_frame``
+    code.  The answer is what the pure code would answer - a frame, a
+    heart-beat, or None while more data is needed, with the decoder's state
+    moved on exactly as the pure code moves it - or ``NotImplemented``: the
+    pure code takes over, on the same state (every error and limit, the large
+    bodies, the rare cases).  It resumes as the pure ``_scan`` does: a head
+    arriving in pieces is checked line by line as its lines complete (strict
+    mode; lenient heads in pieces are the pure code's), and once a head is
+    read its frame waits in the decoder's state (``_command``, ``_headers``,
+    ``_content_length`` ...) until the body is in, which is then copied once.
+
+    It knows strict mode, and the lenient mode that keeps text verbatim (the
+    lenient server's, which the embedded broker runs); the decoder makes none
+    for the lenient client, which rewrites commands and values.
     """
 
     # Its fields and methods are declared in _decoder_native.pxd.
@@ -215,17 +228,32 @@ cdef class HeadScanner:
         self.s_body_start = cls._body_start
         self.s_head_lines = cls._head_lines
         self.s_command = cls._command
+        self.s_headers = cls._headers
+        self.s_content_length = cls._content_length
+        self.s_body_limit = cls._body_limit
         self.s_need = cls._need
+        self.s_big = cls._big
+        self.s_eof = cls._eof
         self.s_error = cls._error
         self.s_reading = cls._reading
 
     cdef void consumed(self, object decoder, Py_ssize_t at) except *:
+        # A frame whose head and body came in one call: the head's marks move on
+        # (its _command and the like were never set).
         mark = at  # one int object for the four marks
         stomp_slot_set(self.s_pos, decoder, mark)
         stomp_slot_set(self.s_scan, decoder, mark)
         stomp_slot_set(self.s_line_start, decoder, mark)
         stomp_slot_set(self.s_body_start, decoder, mark)
         stomp_slot_set(self.s_head_lines, decoder, 0)
+
+    cdef void body_taken(self, object decoder, Py_ssize_t at) except *:
+        # A frame whose head waited for its body: as the pure _reset_head.
+        self.consumed(decoder, at)
+        stomp_slot_set(self.s_command, decoder, None)
+        stomp_slot_set(self.s_headers, decoder, ())
+        stomp_slot_set(self.s_content_length, decoder, -1)
+        stomp_slot_set(self.s_body_limit, decoder, 0)
 
     cdef void beat(self, object decoder, Py_ssize_t at) except *:
         # As the pure decoder does for a heart-beat: the head's other marks stay.
@@ -235,23 +263,28 @@ cdef class HeadScanner:
         stomp_slot_set(self.s_line_start, decoder, mark)
 
     def next_frame(self, decoder):
-        """The next frame or heart-beat, or None: the pure code takes over from here."""
+        """The next frame or heart-beat, None for "more data needed", or
+        NotImplemented: the pure code takes over from here."""
         return self.scan(decoder)
 
     cdef object scan(self, object decoder):
         if (
-            stomp_slot_get(self.s_command, decoder) is not None
-            or stomp_slot_get(self.s_need, decoder)
-            or stomp_slot_get(self.s_error, decoder) is not None
+            stomp_slot_get(self.s_error, decoder) is not None
             or stomp_slot_get(self.s_reading, decoder)
         ):
-            return None
+            return NotImplemented
+        if stomp_slot_get(self.s_need, decoder):
+            # A large body is arriving in its own object; only its end (or the
+            # stream's) is the pure code's.
+            return NotImplemented if stomp_slot_get(self.s_eof, decoder) else None
         cdef bytearray buf = stomp_slot_get(self.s_buf, decoder)
         cdef Py_buffer view
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         stomp_slot_set(self.s_reading, decoder, True)
         try:
-            return self.next_item(decoder, <const unsigned char *>view.buf, view.len)
+            if stomp_slot_get(self.s_command, decoder) is None:
+                return self.next_item(decoder, <const unsigned char *>view.buf, view.len)
+            return self.waiting_body(decoder, <const unsigned char *>view.buf, view.len)
         finally:
             stomp_slot_set(self.s_reading, decoder, False)
             PyBuffer_Release(&view)
@@ -266,16 +299,22 @@ cdef class HeadScanner:
             scan = stomp_slot_get(self.s_scan, decoder)
         cdef int first = byte_at(data, end, pos)
         if first < 0:
-            return None
+            return self.more(decoder)
         if first == LF:
             self.beat(decoder, pos + 1)
             return BEAT
         if first == CR and self.crlf:
-            if byte_at(data, end, pos + 1) == LF:
+            second = byte_at(data, end, pos + 1)
+            if second < 0:
+                return self.more(decoder)
+            if second == LF:
                 self.beat(decoder, pos + 2)
                 return BEAT
-            return None
         return self.frame_at(decoder, data, end, pos, scan)
+
+    cdef object more(self, object decoder):
+        """None, "more data needed"; at the end of the stream the pure code says why not."""
+        return NotImplemented if stomp_slot_get(self.s_eof, decoder) else None
 
     cdef object frame_at(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
@@ -283,7 +322,8 @@ cdef class HeadScanner:
     ):
         # The blank line, searched where the pure decoder would search it: LF LF,
         # or LF CR LF under CRLF rules; in lenient mode a line of blanks.
-        cdef Py_ssize_t stop = min(end, pos + self.max_head)
+        cdef Py_ssize_t window = pos + self.max_head
+        cdef Py_ssize_t stop = min(end, window)
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
         cdef Py_ssize_t head_end = -1, body_start = -1, j
         cdef const unsigned char *found
@@ -309,11 +349,15 @@ cdef class HeadScanner:
                 head_end, body_start = i, i + 3
                 break
             i += 1
-        if head_end < 0 or head_end - pos > self.max_line_length:
-            # Incomplete, past a limit, or a long line to check in order: the pure code.
-            return None
+        if head_end < 0:
+            if self.lenient:
+                return NotImplemented
+            return self.partial_head(decoder, data, end, pos, scan, window)
+        if head_end - pos > self.max_line_length:
+            # A long head may hold a long line, to check in order: the pure code.
+            return NotImplemented
         if memchr(data + pos, 0, head_end - pos) != NULL:
-            return None
+            return NotImplemented
 
         # The command line.
         cdef const unsigned char *lf = <const unsigned char *>memchr(data + pos, LF, head_end - pos)
@@ -323,7 +367,7 @@ cdef class HeadScanner:
             text_end -= 1
         command = _known(&COMMANDS_TABLE, COMMAND_NAMES, data + pos, text_end - pos)
         if command is None or command not in self.commands:
-            return None
+            return NotImplemented
 
         cdef Py_ssize_t room = self.max_frame_size - (body_start - pos)
         cdef Py_ssize_t body_limit = self.max_body_size if self.max_body_size <= room else room
@@ -343,14 +387,14 @@ cdef class HeadScanner:
             if self.crlf and text_end > start and data[text_end - 1] == CR:
                 text_end -= 1
             if not self.lenient and self.crlf and memchr(data + start, CR, text_end - start) != NULL:
-                return None  # a CR inside a line (1.2 wants it escaped)
+                return NotImplemented  # a CR inside a line (1.2 wants it escaped)
             at = <const unsigned char *>memchr(data + start, COLON, text_end - start)
             if at == NULL or at == data + start:
-                return None  # no colon, or an empty name
+                return NotImplemented  # no colon, or an empty name
             colon = at - data
             count += 1
             if count > self.max_headers:
-                return None
+                return NotImplemented
             escaped = unescape and memchr(data + start, BACKSLASH, text_end - start) != NULL
             if escaped:
                 name = _unescape(data + start, colon - start, self.unescaping_cr)
@@ -361,7 +405,7 @@ cdef class HeadScanner:
                     name = _text(data + start, colon - start)
                 value = _text(data + colon + 1, text_end - colon - 1)
             if name is None or value is None:
-                return None
+                return NotImplemented
             if length < 0 and colon - start == 14 and (
                 memcmp(data + start, b"content-length", 14) == 0
             ):
@@ -379,40 +423,154 @@ cdef class HeadScanner:
                         value_end -= 1
                 digits = value_end - k
                 if digits < 1 or digits > MOST_DIGITS:
-                    return None
+                    return NotImplemented
                 length = 0
                 for d in range(k, value_end):
                     c = data[d]
                     if c < 48 or c > 57:
-                        return None
+                        return NotImplemented
                     length = length * 10 + (c - 48)
             pairs.append(stomp_pair(name, value))
         if length > body_limit or (length > 0 and command in self.bodiless):
-            return None
+            return NotImplemented
 
-        cdef Py_ssize_t nul
-        if length >= LARGE_BODY:
-            return None
+        if length > body_limit or (length > 0 and command in self.bodiless):
+            return NotImplemented
+        headers = tuple(pairs)
+        # Immutable all the way down (str, and tuples of str): no cycle can pass
+        # through it, so the collector need not visit it.
+        stomp_untrack(headers)
+        return self.take_body(
+            decoder, data, end, command, headers, body_start, length, body_limit, body_start, False
+        )
+
+    cdef object partial_head(
+        self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
+        Py_ssize_t scan, Py_ssize_t window,
+    ):
+        """The pure _check_partial_head (strict mode), for a head whose blank line has
+        not arrived: None with the marks moved on, or NotImplemented where it would
+        raise (it then raises, on the same state)."""
+        if stomp_slot_get(self.s_eof, decoder):
+            return NotImplemented
+        cdef Py_ssize_t stop = min(end, window)
+        cdef Py_ssize_t i = scan - 1 if scan - 1 > pos else pos
+        if i < stop and memchr(data + i, 0, stop - i) != NULL:
+            return NotImplemented  # a NUL in the head
+        if end >= window:
+            return NotImplemented  # past the head's limit
+        # The lines completed since the last call (_check_lines), then the growing one.
+        cdef Py_ssize_t start = stomp_slot_get(self.s_line_start, decoder)
+        cdef Py_ssize_t lines = stomp_slot_get(self.s_head_lines, decoder)
+        cdef Py_ssize_t length, lf_at
+        cdef const unsigned char *lf
+        cdef const unsigned char *colon
+        i = scan if scan > start else start
+        while i < end:
+            lf = <const unsigned char *>memchr(data + i, LF, end - i)
+            if lf == NULL:
+                break
+            lf_at = lf - data
+            length = lf_at - start
+            if self.crlf and length and data[lf_at - 1] == CR:
+                length -= 1
+            if length > self.max_line_length:
+                return NotImplemented
+            if start == pos:
+                command = _known(&COMMANDS_TABLE, COMMAND_NAMES, data + start, length)
+                if command is None or command not in self.commands:
+                    return NotImplemented
+            else:
+                colon = <const unsigned char *>memchr(data + start, COLON, length)
+                if colon == NULL or colon == data + start:
+                    return NotImplemented  # no colon, or an empty name
+            lines += 1
+            if lines > self.max_headers + 1:
+                return NotImplemented
+            start = lf_at + 1
+            i = start
+        length = end - start
+        if self.crlf and length and data[end - 1] == CR:
+            length -= 1
+        if length > self.max_line_length:
+            return NotImplemented
+        stomp_slot_set(self.s_line_start, decoder, start)
+        stomp_slot_set(self.s_head_lines, decoder, lines)
+        stomp_slot_set(self.s_scan, decoder, end)
+        return None
+
+    cdef object waiting_body(self, object decoder, const unsigned char *data, Py_ssize_t end):
+        """The body of the frame whose head the decoder holds, if it is all in."""
+        if stomp_slot_get(self.s_big, decoder) is not None:
+            return NotImplemented  # a large body's end: the pure code's
+        return self.take_body(
+            decoder, data, end,
+            stomp_slot_get(self.s_command, decoder),
+            stomp_slot_get(self.s_headers, decoder),
+            stomp_slot_get(self.s_body_start, decoder),
+            stomp_slot_get(self.s_content_length, decoder),
+            stomp_slot_get(self.s_body_limit, decoder),
+            stomp_slot_get(self.s_scan, decoder),
+            True,
+        )
+
+    cdef object take_body(
+        self, object decoder, const unsigned char *data, Py_ssize_t end, object command,
+        object headers, Py_ssize_t start, Py_ssize_t length, Py_ssize_t body_limit,
+        Py_ssize_t scan, bint held,
+    ):
+        """The frame once its body is in (one copy), as the pure _next_body; else None
+        with the head held in the decoder's state (``held``: it is there already), or
+        NotImplemented where the pure code raises or starts a large body."""
+        cdef Py_ssize_t nul, stop
+        cdef const unsigned char *found
         if length >= 0:
-            nul = body_start + length
-            if byte_at(data, end, nul) != 0:
+            nul = start + length
+            if nul >= end:
+                if nul > end and end - start >= LARGE_BODY:
+                    return self.hold(decoder, command, headers, start, length, body_limit, held)
+                if stomp_slot_get(self.s_eof, decoder):
+                    return self.hold(decoder, command, headers, start, length, body_limit, held)
+                self.hold(decoder, command, headers, start, length, body_limit, held)
                 return None
+            if data[nul] != 0:
+                return self.hold(decoder, command, headers, start, length, body_limit, held)
         else:
-            stop = min(end, body_start + body_limit + 1)
-            if body_start >= stop:
-                return None
-            found = <const unsigned char *>memchr(data + body_start, 0, stop - body_start)
+            # No content-length: the body ends at the first NUL, within the body limit.
+            if end > start and data[start] != 0 and command in self.bodiless:
+                return self.hold(decoder, command, headers, start, length, body_limit, held)
+            stop = min(end, start + body_limit + 1)
+            found = NULL
+            if scan < stop:
+                found = <const unsigned char *>memchr(data + scan, 0, stop - scan)
             if found == NULL:
+                if end > start + body_limit or stomp_slot_get(self.s_eof, decoder):
+                    return self.hold(decoder, command, headers, start, length, body_limit, held)
+                self.hold(decoder, command, headers, start, length, body_limit, held)
+                stomp_slot_set(self.s_scan, decoder, end)
                 return None
             nul = found - data
-            if nul > body_start and command in self.bodiless:
-                return None
-        body = PyBytes_FromStringAndSize(<const char *>data + body_start, nul - body_start)
-        headers = tuple(pairs)
+        body = PyBytes_FromStringAndSize(<const char *>data + start, nul - start)
         frame = new_frame(FRAME, command, headers, body)
-        # Immutable all the way down (str, bytes, tuples of them): no cycle can
-        # pass through them, so the collector need not visit them.
-        stomp_untrack(headers)
         stomp_untrack(frame)
-        self.consumed(decoder, nul + 1)
+        if held:
+            self.body_taken(decoder, nul + 1)
+        else:
+            self.consumed(decoder, nul + 1)
         return frame
+
+    cdef object hold(
+        self, object decoder, object command, object headers, Py_ssize_t start,
+        Py_ssize_t length, Py_ssize_t body_limit, bint held,
+    ):
+        """The head read, its body not taken: the state the pure _whole_head leaves
+        for _next_body; NotImplemented, for the callers that hand over to it."""
+        if not held:
+            stomp_slot_set(self.s_command, decoder, command)
+            stomp_slot_set(self.s_headers, decoder, headers)
+            stomp_slot_set(self.s_content_length, decoder, length)
+            stomp_slot_set(self.s_body_limit, decoder, body_limit)
+            mark = start
+            stomp_slot_set(self.s_body_start, decoder, mark)
+            stomp_slot_set(self.s_scan, decoder, mark)
+        return NotImplemented
