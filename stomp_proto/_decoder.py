@@ -121,7 +121,10 @@ class FrameDecoder:
     Any problem in the input raises :class:`RemoteProtocolError`; frames
     returned before it stay valid.  After an error the decoder is finished:
     ``next_frame`` raises the same error again and ``receive_data`` raises
-    :class:`LocalProtocolError`.
+    :class:`LocalProtocolError`.  So does a call to ``receive_data``,
+    ``next_frame`` or the ``version`` setter made while ``next_frame`` is
+    reading a frame (by a finalizer that a garbage collection runs then): it
+    changes nothing, and the frame being read is returned whole.
     """
 
     __slots__ = (
