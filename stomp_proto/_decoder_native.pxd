@@ -32,10 +32,6 @@ cdef class HeadScanner:
         object headers, Py_ssize_t start, Py_ssize_t length, Py_ssize_t body_limit,
         Py_ssize_t scan, bint held,
     )
-    cdef object hold(
-        self, object decoder, object command, object headers, Py_ssize_t start,
-        Py_ssize_t length, Py_ssize_t body_limit, bint held,
-    )
     cdef void consumed(self, object decoder, Py_ssize_t at) except *
     cdef void body_taken(self, object decoder, Py_ssize_t at) except *
     cdef void beat(self, object decoder, Py_ssize_t at) except *

@@ -519,37 +519,43 @@ cdef class HeadScanner:
         object headers, Py_ssize_t start, Py_ssize_t length, Py_ssize_t body_limit,
         Py_ssize_t scan, bint held,
     ):
-        """The frame once its body is in (one copy), as the pure _next_body; else None
-        with the head held in the decoder's state (``held``: it is there already), or
-        NotImplemented where the pure code raises or starts a large body."""
-        cdef Py_ssize_t nul, stop
-        cdef const unsigned char *found
+        """The frame once its body is in (one copy), as the pure _next_body; else the
+        head waits in the decoder's state (``held``: it is there already) and the
+        answer is None, or NotImplemented where the pure code raises or moves a large
+        body out of the buffer."""
+        cdef Py_ssize_t nul = -1, stop
+        cdef const unsigned char *found = NULL
+        cdef bint more = False  # the body is not all in, and nothing is wrong so far
         if length >= 0:
-            nul = start + length
-            if nul >= end:
-                if nul > end and end - start >= LARGE_BODY:
-                    return self.hold(decoder, command, headers, start, length, body_limit, held)
-                if stomp_slot_get(self.s_eof, decoder):
-                    return self.hold(decoder, command, headers, start, length, body_limit, held)
-                self.hold(decoder, command, headers, start, length, body_limit, held)
-                return None
-            if data[nul] != 0:
-                return self.hold(decoder, command, headers, start, length, body_limit, held)
-        else:
+            if start + length < end:
+                if data[start + length] == 0:
+                    nul = start + length
+            elif start + length == end or end - start < LARGE_BODY:
+                more = True
+        elif not (end > start and data[start] != 0 and command in self.bodiless):
             # No content-length: the body ends at the first NUL, within the body limit.
-            if end > start and data[start] != 0 and command in self.bodiless:
-                return self.hold(decoder, command, headers, start, length, body_limit, held)
             stop = min(end, start + body_limit + 1)
-            found = NULL
             if scan < stop:
                 found = <const unsigned char *>memchr(data + scan, 0, stop - scan)
-            if found == NULL:
-                if end > start + body_limit or stomp_slot_get(self.s_eof, decoder):
-                    return self.hold(decoder, command, headers, start, length, body_limit, held)
-                self.hold(decoder, command, headers, start, length, body_limit, held)
+            if found != NULL:
+                nul = found - data
+            elif end <= start + body_limit:
+                more = True
+        if nul < 0:
+            if not held:
+                # What the pure _whole_head leaves for its _next_body.
+                stomp_slot_set(self.s_command, decoder, command)
+                stomp_slot_set(self.s_headers, decoder, headers)
+                stomp_slot_set(self.s_content_length, decoder, length)
+                stomp_slot_set(self.s_body_limit, decoder, body_limit)
+                mark = start
+                stomp_slot_set(self.s_body_start, decoder, mark)
+                stomp_slot_set(self.s_scan, decoder, mark)
+            if not more or stomp_slot_get(self.s_eof, decoder):
+                return NotImplemented
+            if length < 0:
                 stomp_slot_set(self.s_scan, decoder, end)
-                return None
-            nul = found - data
+            return None
         body = PyBytes_FromStringAndSize(<const char *>data + start, nul - start)
         frame = new_frame(FRAME, command, headers, body)
         stomp_untrack(frame)
@@ -558,19 +564,3 @@ cdef class HeadScanner:
         else:
             self.consumed(decoder, nul + 1)
         return frame
-
-    cdef object hold(
-        self, object decoder, object command, object headers, Py_ssize_t start,
-        Py_ssize_t length, Py_ssize_t body_limit, bint held,
-    ):
-        """The head read, its body not taken: the state the pure _whole_head leaves
-        for _next_body; NotImplemented, for the callers that hand over to it."""
-        if not held:
-            stomp_slot_set(self.s_command, decoder, command)
-            stomp_slot_set(self.s_headers, decoder, headers)
-            stomp_slot_set(self.s_content_length, decoder, length)
-            stomp_slot_set(self.s_body_limit, decoder, body_limit)
-            mark = start
-            stomp_slot_set(self.s_body_start, decoder, mark)
-            stomp_slot_set(self.s_scan, decoder, mark)
-        return NotImplemented
