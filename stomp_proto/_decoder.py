@@ -330,6 +330,9 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
+        if self._need and not self._eof:
+            # A large body is still arriving: the one question asked per read.
+            return None
         fast = self._fast
         if fast is not None:
             # The accelerated build: frames, heart-beats and "more data needed"
@@ -339,9 +342,6 @@ class FrameDecoder:
             item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
             if item is not NotImplemented:
                 return item
-        if self._need and not self._eof:
-            # A large body is still arriving: the one question asked per read.
-            return None
         if self._error is not None:
             raise self._error
         if self._reading:
