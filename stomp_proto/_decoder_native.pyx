@@ -345,7 +345,9 @@ cdef class HeadScanner:
             elif byte_at(data, stop, i + 1) == LF:
                 head_end, body_start = i, i + 2
                 break
-            elif self.crlf and byte_at(data, stop, i + 1) == CR and byte_at(data, stop, i + 2) == LF:
+            elif (
+                self.crlf and byte_at(data, stop, i + 1) == CR and byte_at(data, stop, i + 2) == LF
+            ):
                 head_end, body_start = i, i + 3
                 break
             i += 1
@@ -386,7 +388,10 @@ cdef class HeadScanner:
             text_end = line_end
             if self.crlf and text_end > start and data[text_end - 1] == CR:
                 text_end -= 1
-            if not self.lenient and self.crlf and memchr(data + start, CR, text_end - start) != NULL:
+            if (
+                not self.lenient and self.crlf
+                and memchr(data + start, CR, text_end - start) != NULL
+            ):
                 return NotImplemented  # a CR inside a line (1.2 wants it escaped)
             at = <const unsigned char *>memchr(data + start, COLON, text_end - start)
             if at == NULL or at == data + start:

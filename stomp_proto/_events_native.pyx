@@ -81,7 +81,9 @@ cdef class EventKind:
 
 
 #: The events built here (each class's _from_frame is mirrored in build_event).
-cdef dict KINDS = {cls: EventKind(cls) for cls in (Message, Receipt, Error, Connected, Send, Ack, Nack)}
+cdef dict KINDS = {
+    cls: EventKind(cls) for cls in (Message, Receipt, Error, Connected, Send, Ack, Nack)
+}
 
 
 cdef EventKind kind_of(object cls):
