@@ -6,8 +6,8 @@
 
 On a wheel build (``pip install .``, an install from the sdist, ``python -m build``)
 the hook asks for Cython and setuptools in the build environment, builds the native
-fast path (``stomp_proto/_speedups.pyx``, by ``scripts/build_accelerated.py``, on a
-copy of the package), adds the extension module to the wheel beside the ``.py``
+fast path (the twins ``stomp_proto/_*_native.pyx``, by ``scripts/build_accelerated.py``, on a
+copy of the package), adds the extension modules to the wheel beside the ``.py``
 sources, and tags the wheel for the interpreter and platform that built it.
 
 Where that cannot be done (no C compiler, no Python headers, no Cython) the wheel is

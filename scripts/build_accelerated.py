@@ -1,17 +1,20 @@
 """Build the accelerated stomp_proto: the pure package plus its native fast path.
 
-    python scripts/build_accelerated.py --inplace     # _speedups.*.so beside the sources
+    python scripts/build_accelerated.py --inplace     # _*_native.*.so beside the sources
     python scripts/build_accelerated.py --clean       # remove what --inplace built
     python scripts/build_accelerated.py --target DIR  # copy stomp_proto to DIR and build it there
     python scripts/build_accelerated.py --wheel dist/stomp_proto-*-py3-none-any.whl
                                                       # its accelerated wheel, beside it
 
-The native code is one Cython module, ``stomp_proto/_speedups.pyx``, compiled to C
-and then to one extension module, ``stomp_proto/_speedups.<abi>.so``.  Every other
-module stays the Python source: the decoder, the encoder and the events pick the
-extension module at import (``stomp_proto._build.native``) and run their own code
-for whatever it leaves to them, so after ``--inplace`` the whole package - tests
-included - runs accelerated, and after ``--clean`` it is pure Python again.
+The native code is four Cython modules, each the twin of a pure module
+(``stomp_proto/_decoder_native.pyx`` beside ``_decoder.py``, and the events', the
+encoder's and the connection's; ``stomp_proto._build`` lists them in NATIVE_MODULES),
+sharing ``_native_shared.pxd``; each is compiled to C and then to one extension
+module, ``stomp_proto/_decoder_native.<abi>.so`` and so on.  Every other module stays
+the Python source: each pure module picks its twin at import
+(``stomp_proto._build.native``) and runs its own code for whatever the twin leaves to
+it, so after ``--inplace`` the whole package - tests included - runs accelerated, and
+after ``--clean`` it is pure Python again.
 ``--target`` leaves the working tree alone (the benchmarks use it to time both
 builds in one run).  ``--wheel`` takes the pure wheel that ``python -m build`` made,
 adds the extension module and writes a wheel tagged for this interpreter and
@@ -28,6 +31,7 @@ Debian).  The generated C and the object files go to a temporary directory.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import hashlib
 import importlib.util
@@ -44,8 +48,24 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
+
+
+def _native_modules() -> tuple[str, ...]:
+    """stomp_proto._build.NATIVE_MODULES, read from the source (this script imports
+    nothing from the package it builds)."""
+    tree = ast.parse((ROOT / PACKAGE / "_build.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "NATIVE_MODULES" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, tuple)
+            return value
+    raise SystemExit("stomp_proto/_build.py has no NATIVE_MODULES")
+
+
 #: The native modules, as paths under stomp_proto/ without ".pyx".
-MODULES = ("_speedups",)
+MODULES = _native_modules()
 
 # Bounds checks stay on (the .pyx says so in its header as well): this parses
 # hostile input.  -O2 and no -ffast-math: nothing here is floating point.
@@ -61,8 +81,8 @@ extensions = [
 ]
 setup(
     name="stomp_proto_accelerated",
-    ext_modules=cythonize(extensions, build_dir=temp, language_level=3, quiet=True),
-    script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp],
+    ext_modules=cythonize(extensions, build_dir=temp, language_level=3, quiet=True, nthreads=2),
+    script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp, "-j", "2"],
 )
 """
 

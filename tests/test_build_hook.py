@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from stomp_proto._build import NATIVE_MODULES
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTE = "extra_metadata/native-build.txt"
 
@@ -144,7 +146,8 @@ def test_with_a_compiler_the_wheel_holds_the_native_module(tmp_path: Path) -> No
     assert wheel.name.split("-")[2:4] == [python, python]
     names = wheel_names(wheel)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    assert f"stomp_proto/_speedups{suffix}" in names
+    for twin in NATIVE_MODULES:
+        assert f"stomp_proto/{twin}{suffix}" in names
     assert not [name for name in names if name.endswith(NOTE)]
     assert our_lines(done.stderr) == []
     version = installed_version_line(wheel, tmp_path / "site")
