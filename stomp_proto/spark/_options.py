@@ -164,6 +164,8 @@ class ConnectionSettings:
     hosts: tuple[tuple[str, int], ...] = ()
     #: Try ``hosts`` in a random order.
     randomize: bool = False
+    #: ``stomp-streams``: seconds a call keeps retrying a broker that is down or restarting.
+    retry_timeout: float = 60.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ConnectionSettings:
@@ -205,7 +207,13 @@ class ConnectionSettings:
             timeout=read.number("timeout", 30.0, minimum=0.001),
             versions=versions,
             connect_headers=read.headers("connectHeaders"),
+            retry_timeout=read.number("retryTimeout", 60.0),
         )
+
+    @property
+    def broker(self) -> str:
+        """The broker's ``host:port`` (each of them, for a failover ``url``), for messages."""
+        return ", ".join(f"{host}:{port}" for host, port in self.hosts or ((self.host, self.port),))
 
     def open_socket(self) -> socket.socket:
         """A connected socket to the broker (TLS when asked), Nagle off; blocking,
