@@ -77,7 +77,7 @@ def session(args: argparse.Namespace, name: str) -> Any:
     if args.master.startswith("local"):
         from stomp_proto.spark import local_session
 
-        return local_session(name, cores=int(args.master[6:-1] or 2))
+        return local_session(name, cores=int(args.master[6:-1] or 2), ui=False)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

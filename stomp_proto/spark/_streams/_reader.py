@@ -24,6 +24,8 @@ from typing import Any
 from .._options import ConnectionSettings
 from ._link import MissingStreamError, ProbeResult, probe_streams, read_range
 from ._offsets import (
+    EARLIEST,
+    LATEST,
     DataLossError,
     StreamRange,
     StreamsReaderSettings,
@@ -61,6 +63,8 @@ class StreamsPlanner:
         #: The highest tail each stream was seen with: a probe that times out under
         #: load must not make a stream look empty (its offsets never go back).
         self._tails: dict[str, int] = {}
+        #: The streams whose tails some probe looked for (empty ones included).
+        self._tails_probed: set[str] = set()
         #: First kept offsets from the latest probe (None: the stream was empty).
         self._firsts: dict[str, int | None] = {}
         #: Trigger.AvailableNow: the ends the query stops at.
@@ -99,6 +103,8 @@ class StreamsPlanner:
                     first=old.first if old.first is not None else r.first,
                     tail=max((t for t in (old.tail, r.tail) if t is not None), default=None),
                 )
+        if tails:
+            self._tails_probed.update(found)
         for stream, result in found.items():
             if result.tail is not None:
                 self._tails[stream] = max(self._tails.get(stream, -1), result.tail)
@@ -152,12 +158,19 @@ class StreamsPlanner:
                 others = self.latest() if spec.default == "latest" else self.earliest()
                 starts.update({s: others[s] for s in rest})
             return {s: starts[s] for s in streams}
-        if spec.kind == "offsets" and all(s in spec.offsets for s in streams):
-            return {s: spec.offsets[s] for s in streams}
-        base = self.latest() if spec.default == "latest" and spec.kind == "offsets" else None
-        if base is None:
-            base = self.earliest()
-        return {s: spec.offsets.get(s, base[s]) for s in streams}
+        if spec.kind == "offsets":
+            left_out = LATEST if spec.default == "latest" else EARLIEST
+            return self._resolve({s: spec.offsets.get(s, left_out) for s in streams})
+        return self.earliest()
+
+    def _resolve(self, offsets: Mapping[str, int]) -> dict[str, int]:
+        """``offsets`` with Kafka's ``-2`` (earliest) and ``-1`` (latest) made real."""
+        latest = self.latest() if LATEST in offsets.values() else {}
+        earliest = self.earliest() if EARLIEST in offsets.values() else {}
+        return {
+            s: latest[s] if o == LATEST else earliest[s] if o == EARLIEST else o
+            for s, o in offsets.items()
+        }
 
     def _starts_at(self, streams: Sequence[str], seconds: int) -> dict[str, int]:
         """Where each stream's first chunk written at or after ``seconds`` starts."""
@@ -182,12 +195,21 @@ class StreamsPlanner:
         latest = self.latest()
         spec = self.settings.ending
         if spec.kind == "offsets":
-            return {s: min(spec.offsets.get(s, latest[s]), latest[s]) for s in latest}
+            ends = {s: spec.offsets.get(s, LATEST) for s in latest}
+            return {s: latest[s] if o == LATEST else min(o, latest[s]) for s, o in ends.items()}
         return latest
 
     def reported_latest(self) -> dict[str, int]:
-        """Each stream's next offset after the highest tail seen so far (no new probe):
-        what Spark shows as the source's ``latestOffset`` in a query's progress."""
+        """Each stream's next offset after the highest tail seen so far: what Spark shows
+        as the source's ``latestOffset`` in a query's progress.
+
+        No new probe, except for a stream whose tail this planner has not seen yet:
+        the first batch after a restart from a checkpoint is replayed from Spark's
+        offset log, without a ``latestOffset`` call, and would otherwise report no
+        lag at all, whatever the backlog.
+        """
+        if any(s not in self._tails_probed for s in self._streams):
+            self.probe(firsts=False)
         return {s: self._tails.get(s, -1) + 1 for s in self._streams}
 
     def discover(self, known: Iterable[str] = ()) -> list[str]:
@@ -288,6 +310,7 @@ def read_partition(
         partition=settings.partition_of(part.stream),
         timestamp_header=settings.timestamp_header,
         key_binary=settings.key_binary,
+        topic=settings.topic_of(part.stream) if settings.kafka_schema else None,
     )
     limit = settings.batch_rows
     for got in read_range(

@@ -2,9 +2,11 @@
 
 Each task sends over one connection.  Rows go to ``/amq/queue/<stream>``:
 
-* the stream a ``stream`` column names, when the row has one;
-* else ``streams[crc32(key) % N]`` when there is a ``key`` column;
-* else the stream of the Spark partition writing the row.
+* with the ``stream`` (or ``streams``) option, ``streams[crc32(key) % N]``
+  when there is a ``key`` column, else the stream of the Spark partition
+  writing the row; a ``stream`` column is then ignored, as Kafka's sink
+  ignores a ``topic`` column when the ``topic`` option is given;
+* without it, the stream the row's ``stream`` column names.
 
 RabbitMQ drops a SEND to a stream that does not exist without a word (even
 one with a receipt), so every stream is declared or checked
@@ -14,9 +16,9 @@ by a ``stream`` column by the task, on a short side connection, before
 sending to it.
 
 A transaction's COMMIT receipt is no publisher confirm on RabbitMQ 3.10 (it
-came before the last SEND's), so there is no transaction: the last SEND to
-each stream asks for a receipt, and the task succeeds once all those
-receipts are in.
+came before the last SEND's), so there is no transaction: the last SEND of a
+chunk (an Arrow batch) to each stream asks for a receipt, and the next chunk
+is read once all those receipts are in.
 
 Every row carries an id (``x-row-id``) that is the same in a retry of the
 same task.  With ``exactlyOnce`` (the default) the task runs under the
@@ -85,10 +87,18 @@ def plan_stream_columns(
             raise ValueError(f"the {what} column {name!r} must be {' or '.join(allowed)}")
         return name
 
+    # Kafka's rule: the option, when given, wins over the column, so a copy of a
+    # stream's rows (which carry a stream column) never lands back in its source.
+    stream = None if settings.streams else optional(settings.stream_column, (STRING,), "stream")
+    if not settings.streams and stream is None:
+        raise ValueError(
+            "the stomp-streams sink needs the 'stream' (or 'streams') option, or a "
+            f"{settings.stream_column!r} column of type string naming each row's stream"
+        )
     return StreamColumns(
         body=body,
         key=optional(settings.key_column, (STRING, BINARY), "key"),
-        stream=optional(settings.stream_column, (STRING,), "stream"),
+        stream=stream,
         headers=optional(settings.headers_column, (HEADER_MAP,), "headers"),
     )
 
