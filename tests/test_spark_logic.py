@@ -364,7 +364,7 @@ def test_a_bad_option_fails_when_the_source_is_made_naming_it(
 
 def test_a_read_without_streams_fails_at_its_schema_a_write_may_route_by_its_column() -> None:
     source = data_source("stomp-streams", {})  # a sink whose rows name their streams
-    with pytest.raises(ValueError, match="needs 'stream' and 'partitions'.*or 'streams'"):
+    with pytest.raises(ValueError, match=r"needs 'stream' and 'partitions'.*or 'streams'"):
         source.schema()
 
 
@@ -925,5 +925,5 @@ def test_reader_keeps_heart_beats_while_idle() -> None:
 
 def test_ending_offsets_on_a_streaming_read_is_refused_naming_it() -> None:
     source = data_source("stomp-streams", {"stream": "s", "endingOffsets": "latest"})
-    with pytest.raises(ValueError, match="'endingOffsets' is for batch reads .* availableNow"):
+    with pytest.raises(ValueError, match=r"'endingOffsets' is for batch reads.*availableNow"):
         source.streamReader(None)

@@ -652,9 +652,9 @@ def test_the_stream_option_wins_over_a_stream_column_as_kafkas_topic_option_does
     assert by_column.streams == ()
     assert plan_stream_columns(columns, by_column).stream == "stream"
     assert route((), ["a", None], ["x-1", "y-0"], 2, task_partition=0) == ["x-1", "y-0"]
-    with pytest.raises(ValueError, match="row 1 .* null 'stream' column"):
+    with pytest.raises(ValueError, match=r"row 1 .* null 'stream' column"):
         route((), None, ["x-1", None], 2, task_partition=0)
-    with pytest.raises(ValueError, match="needs the 'stream' .* option, or a 'stream' column"):
+    with pytest.raises(ValueError, match=r"needs the 'stream' .* option, or a 'stream' column"):
         plan_stream_columns([("body", "binary")], by_column)
 
 
@@ -664,10 +664,8 @@ def test_the_stream_option_wins_over_a_stream_column_as_kafkas_topic_option_does
 def test_kafka_options_are_explained_and_sparks_own_options_pass(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from stomp_proto.spark._options import warn_unknown_options
+    from stomp_proto.spark._options import option_names, warn_unknown_options
     from stomp_proto.spark._streams._offsets import KAFKA_OPTIONS
-
-    from stomp_proto.spark._options import option_names
 
     known = (*option_names()["connection"], *streams_option_names()["streams-read"])
     options = {
@@ -773,7 +771,7 @@ def test_what_is_retried_and_what_fails_at_once() -> None:
     ):
         calls: list[int] = []
 
-        def fails(final: BaseException = final) -> None:
+        def fails(final: BaseException = final, calls: list[int] = calls) -> None:
             calls.append(1)
             raise final
 
