@@ -63,8 +63,6 @@ class StreamsPlanner:
         #: The highest tail each stream was seen with: a probe that times out under
         #: load must not make a stream look empty (its offsets never go back).
         self._tails: dict[str, int] = {}
-        #: The streams whose tails some probe looked for (empty ones included).
-        self._tails_probed: set[str] = set()
         #: First kept offsets from the latest probe (None: the stream was empty).
         self._firsts: dict[str, int | None] = {}
         #: Trigger.AvailableNow: the ends the query stops at.
@@ -103,8 +101,6 @@ class StreamsPlanner:
                     first=old.first if old.first is not None else r.first,
                     tail=max((t for t in (old.tail, r.tail) if t is not None), default=None),
                 )
-        if tails:
-            self._tails_probed.update(found)
         for stream, result in found.items():
             if result.tail is not None:
                 self._tails[stream] = max(self._tails.get(stream, -1), result.tail)
@@ -200,16 +196,8 @@ class StreamsPlanner:
         return latest
 
     def reported_latest(self) -> dict[str, int]:
-        """Each stream's next offset after the highest tail seen so far: what Spark shows
-        as the source's ``latestOffset`` in a query's progress.
-
-        No new probe, except for a stream whose tail this planner has not seen yet:
-        the first batch after a restart from a checkpoint is replayed from Spark's
-        offset log, without a ``latestOffset`` call, and would otherwise report no
-        lag at all, whatever the backlog.
-        """
-        if any(s not in self._tails_probed for s in self._streams):
-            self.probe(firsts=False)
+        """Each stream's next offset after the highest tail seen so far (no new probe):
+        what Spark shows as the source's ``latestOffset`` in a query's progress."""
         return {s: self._tails.get(s, -1) + 1 for s in self._streams}
 
     def discover(self, known: Iterable[str] = ()) -> list[str]:
