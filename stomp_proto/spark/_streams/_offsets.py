@@ -137,34 +137,44 @@ def _offsets_json(
     """``{"<stream>": offset}``, or Kafka's ``{"<stream>": {"<partition>": offset}}`` for
     the streams ``<stream>-<partition>``; ``-2`` is earliest, ``-1`` latest (as in Kafka)."""
     form = 'a JSON object of stream to offset, like {"orders-0": 42} or {"orders": {"0": 42}}'
+    lowest = EARLIEST if "earliest" in allowed else LATEST
+    meaning = "-2 (earliest), -1 (latest)" if lowest == EARLIEST else "-1 (latest)"
+    offsets: dict[str, int] = {}
+    for stream, offset in _per_stream(name, text, streams, form):
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < lowest:
+            raise ValueError(
+                f"option {name!r}: the offset of {stream!r} must be a whole number "
+                f">= 0, or {meaning}; not {offset!r}"
+            )
+        offsets[stream] = offset
+    return offsets
+
+
+def _per_stream(
+    name: str, text: str, streams: Sequence[str], form: str
+) -> list[tuple[str, object]]:
+    """The ``(stream, value)`` pairs of a JSON object by stream, ``{"orders-0": v}``, or in
+    Kafka's shape by topic and partition, ``{"orders": {"0": v}}``; ValueError naming
+    ``name`` for bad JSON or a stream that is not read."""
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"option {name!r} must be {form}, not {text!r} ({exc})") from None
     if not isinstance(parsed, dict):
         raise ValueError(f"option {name!r} must be {form}, not {text!r}")
-    lowest = EARLIEST if "earliest" in allowed else LATEST
-    meaning = "-2 (earliest), -1 (latest)" if lowest == EARLIEST else "-1 (latest)"
-    offsets: dict[str, int] = {}
+    pairs: list[tuple[str, object]] = []
     for key, value in parsed.items():
-        pairs = (
-            [(f"{key}-{p}", o) for p, o in value.items()]
-            if isinstance(value, dict)
-            else [(key, value)]
-        )
-        for stream, offset in pairs:
-            if stream not in streams:
-                raise ValueError(
-                    f"option {name!r} names stream {stream!r}, which is not read "
-                    f"(the streams are: {', '.join(streams)})"
-                )
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < lowest:
-                raise ValueError(
-                    f"option {name!r}: the offset of {stream!r} must be a whole number "
-                    f">= 0, or {meaning}; not {offset!r}"
-                )
-            offsets[stream] = offset
-    return offsets
+        if isinstance(value, dict):
+            pairs += [(f"{key}-{p}", v) for p, v in value.items()]
+        else:
+            pairs.append((key, value))
+    for stream, _ in pairs:
+        if stream not in streams:
+            raise ValueError(
+                f"option {name!r} names stream {stream!r}, which is not read "
+                f"(the streams are: {', '.join(streams)})"
+            )
+    return pairs
 
 
 def _milliseconds(name: str, value: object) -> int:
@@ -215,27 +225,8 @@ def kafka_starting_spec(
     if text is None:
         return None
     name = "startingOffsetsByTimestamp"
-    form = '{"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"option {name!r} must be a JSON object {form}, not {text!r}")
-    times: dict[str, int] = {}
-    for key, value in parsed.items():
-        pairs = (
-            [(f"{key}-{p}", ms) for p, ms in value.items()]
-            if isinstance(value, dict)
-            else [(key, value)]
-        )
-        for stream, ms in pairs:
-            if stream not in streams:
-                raise ValueError(
-                    f"option {name!r} names stream {stream!r}, which is not read "
-                    f"(the streams are: {', '.join(streams)})"
-                )
-            times[stream] = _milliseconds(name, ms)
+    form = 'a JSON object {"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
+    times = {s: _milliseconds(name, ms) for s, ms in _per_stream(name, text, streams, form)}
     if fallback.kind not in ("earliest", "latest"):
         raise ValueError(
             f"option {name!r}: the streams it leaves out start at 'startingOffsets', "
