@@ -141,10 +141,11 @@ def test_a_query_and_a_write_ride_out_a_10_s_outage_exactly_once(
         *check(broker, "run", *common), "--out", str(out), "--checkpoint", str(checkpoint),
         "--per-trigger", "400",
     ]  # fmt: skip
-    # A write that lasts: 6,000 rows in 20 chunks, 0.3 s apart.
+    # A write that lasts: 6,000 rows in 30 chunks, 1 s apart (stopping the broker alone can
+    # take several seconds on a loaded machine).
     write = check(
-        broker, "publish", *common, "--first", "12000", "--count", "6000", "--chunk", "300",
-        "--pace", "0.3",
+        broker, "publish", *common, "--first", "12000", "--count", "6000", "--chunk", "200",
+        "--pace", "1.0",
     )  # fmt: skip
     query_log, write_log = tmp_path / "query.log", tmp_path / "write.log"
     with query_log.open("w") as qout, write_log.open("w") as wout:
