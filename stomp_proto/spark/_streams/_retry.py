@@ -90,7 +90,7 @@ class Retry:
         spent = now - self._first
         if spent >= bound:
             raise BrokerUnavailableError(
-                f"stomp-streams: {self.what}: the broker at {broker} failed for {spent:.0f} s "
+                f"stomp-streams: {self.what}: the broker at {broker} failed for {spent:.1f} s "
                 f"({self.failures + 1} tries; retryTimeout={bound:g} s): {reason(exc)}"
             ) from exc
         self.failures += 1
