@@ -131,6 +131,8 @@ NOT_EVERY_PYTHON=(
     tests/test_spark_logic.py
     tests/test_spark_streams_discovery.py
     tests/test_spark_streams_exactly_once.py
+    tests/test_spark_streams_broker_restart.py
+    tests/test_spark_docs_examples.py
     tests/test_spark_streams_logic.py
     tests/test_spark_streams_rabbitmq.py
     tests/test_spark_streams_rows.py

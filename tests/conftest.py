@@ -156,6 +156,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_spark_logic",
         "test_spark_streams_discovery",
         "test_spark_streams_exactly_once",
+        "test_spark_streams_broker_restart",
+        "test_spark_docs_examples",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",
         "test_spark_streams_rows",
