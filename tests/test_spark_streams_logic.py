@@ -742,7 +742,7 @@ def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
 
 def test_what_is_retried_and_what_fails_at_once() -> None:
     from stomp_proto import Error
-    from stomp_proto._client._core import BrokerError, ConnectionLost
+    from stomp_proto._client._errors import BrokerError, ConnectionLost
     from stomp_proto.spark._streams._link import MissingStreamError
     from stomp_proto.spark._streams._retry import retrying
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..._client._core import BrokerError, ConnectionLost, reason
+from ..._client._errors import BrokerError, ConnectionLost, reason
 from .._options import ConnectionSettings
 
 __all__ = ["BrokerUnavailableError", "Retry", "retryable", "retrying"]
