@@ -264,6 +264,8 @@ class ClientCore(Generic[S]):
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
         self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
+        #: Whether the application sent DISCONNECT: the end of the session is then no loss.
+        self.leaving = False
         #: Whether a SEND without a receipt went out on this connection with no
         #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
         self._unvouched = False
@@ -394,6 +396,7 @@ class ClientCore(Generic[S]):
 
     def disconnect_event(self) -> tuple[Disconnect, str]:
         receipt = self.next_id("disconnect")
+        self.leaving = True  # the broker may close the connection as it confirms it
         return Disconnect(receipt=receipt), receipt
 
     def commit_event(self, transaction: str) -> tuple[Commit, str]:
@@ -521,6 +524,8 @@ class ClientCore(Generic[S]):
     def session_lost(self, error: ClientError, now: float) -> ClientError | None:
         """The session in use ended with ``error``: None to reconnect, else the error the
         client ends with."""
+        if self.leaving:  # the application is leaving: the end it asked for, no loss
+            return error
         again = self.again(error, now)
         self.life.lost(error, again=again)
         if again:
