@@ -45,6 +45,7 @@ from ._core import (
     ConnectionLost,
     ConnectOptions,
     End,
+    PlainSettle,
     Resolve,
     reason,
 )
@@ -483,7 +484,10 @@ class AsyncClient:
         return waiter
 
     async def _send(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it."""
         try:
@@ -493,7 +497,10 @@ class AsyncClient:
             raise
 
     async def _write(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
 
@@ -522,10 +529,7 @@ class AsyncClient:
                 conn = session.conn
                 if conn.state is ConnectionState.CLOSED or session.error is not None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)  # before the write: its answer may come during it
+                data = self._core.frame(conn, event, settles)
                 await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)

@@ -61,6 +61,7 @@ from ._core import (
     ConnectOptions,
     End,
     Outbox,
+    PlainSettle,
     Resolve,
     reason,
     wide_window,
@@ -880,7 +881,7 @@ class Client:
 
     def _send(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -895,7 +896,7 @@ class Client:
 
     def _write(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -916,10 +917,7 @@ class Client:
                 stream = self._stream
                 if conn.state is ConnectionState.CLOSED or stream is None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)
+                data = self._core.frame(conn, event, settles)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
