@@ -771,7 +771,7 @@ class ClientCore(Generic[S]):
         which checks that itself and, in the accelerated build, makes the
         frame natively without an event.
         """
-        if type(event) is PlainSettle:
+        if isinstance(event, PlainSettle):
             message = event.message
             return conn.nack(message) if event.nack else conn.ack(message)
         if settles is not None:
