@@ -20,6 +20,39 @@ __all__ = ["TrioBackend"]
 _WRITE_BATCH = 64 * 1024
 
 
+class _Lock:
+    """A lock without trio.Lock's costs when it is free.
+
+    ``trio.Lock.acquire`` always lets other tasks run first, and its
+    bookkeeping (the owner, a breaker for a lost owner) costs as much as
+    writing a small frame; the client takes its write lock once per frame.
+    A free lock is taken at once; a held one is waited for in order: each
+    release hands it to the oldest waiter, so none can be passed over.
+    """
+
+    __slots__ = ("_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiters = trio.lowlevel.ParkingLot()
+
+    def locked(self) -> bool:
+        return self._held
+
+    async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        # Cancelled while parked: not handed the lock.  Unparked: handed it (still held).
+        await self._waiters.park()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._waiters:
+            self._waiters.unpark()
+        else:
+            self._held = False
+
+
 class _TrioStream:
     """A trio stream; small frames are gathered and written together.
 
@@ -38,7 +71,7 @@ class _TrioStream:
         self._pending: list[bytes] = []
         self._pending_size = 0
         self._flush_started = False
-        self._lock = trio.Lock()
+        self._lock = _Lock()
         self._error: OSError | None = None
 
     async def receive(self) -> bytes:
@@ -157,27 +190,6 @@ class _Flag:
 
     async def wait(self) -> None:
         await self._event.wait()
-
-
-class _Lock:
-    """trio.Lock without the scheduling pass when it is free.
-
-    ``trio.Lock.acquire`` always lets other tasks run first; the client takes
-    its write lock once per frame, and that pass would cost as much as the
-    frame.  A free lock is taken at once; a held one is waited for as usual.
-    """
-
-    def __init__(self) -> None:
-        self._lock = trio.Lock()
-
-    async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 class _Task:
