@@ -143,6 +143,9 @@ class AsyncSubscription:
         return self
 
     async def __anext__(self) -> Message:
+        messages = self._messages
+        if messages and self._tracing is None and len(messages) < self._limit:
+            return messages.popleft()  # get()'s common case, without a second coroutine
         message = await self.get()
         if message is None:
             raise StopAsyncIteration
@@ -345,7 +348,9 @@ class AsyncClient:
                     continue
                 route = self._core.route(event)
                 if type(route) is Message:
-                    await self._deliver(route, stream, conn)
+                    full = self._deliver(route)
+                    if full is not None:
+                        await self._deliver_when_room(full, route, stream, conn)
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -385,20 +390,35 @@ class AsyncClient:
             if data:
                 await stream.send(data)
 
-    async def _deliver(self, message: Message, stream: Stream, conn: ClientConnection) -> None:
+    def _deliver(self, message: Message) -> AsyncSubscription | None:
+        """Hand ``message`` to its subscription's buffer, or to ``unsolicited``.
+
+        The common case, room in the buffer, takes no await.  Returns the
+        subscription when its buffer is full (see :meth:`_deliver_when_room`).
+        A message for a subscription that has ended is dropped, unacknowledged:
+        the broker delivers it again.
+        """
         subscription, receipt = self._core.target(message)
         if subscription is None:
             if not self.unsolicited.put_nowait(message):
                 self.unsolicited.get_nowait()
                 self.unsolicited.put_nowait(message)
-            return
+            return None
         if receipt is not None:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
-        # The common case: room in the buffer, no timeout to arm.  A message
-        # for a subscription that has ended is dropped, unacknowledged: the
-        # broker delivers it again.
+        if subscription._ended or subscription._put_nowait(message):
+            return None
+        return subscription
+
+    async def _deliver_when_room(
+        self,
+        subscription: AsyncSubscription,
+        message: Message,
+        stream: Stream,
+        conn: ClientConnection,
+    ) -> None:
         while not subscription._ended and not subscription._put_nowait(message):
             # A full buffer pauses reading (back-pressure) but not heart-beats.
             try:
