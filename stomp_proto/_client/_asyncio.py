@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import cast
@@ -187,6 +188,51 @@ class _Stream(asyncio.BufferedProtocol):
         await asyncio.shield(self._closed)
 
 
+class _Lock:
+    """asyncio.Lock's behaviour at a lower cost when it is free.
+
+    The client takes its write lock once per frame; ``asyncio.Lock`` costs a
+    coroutine more per acquisition.  A free lock is taken at once; a held one
+    is waited for in order: each release hands it to the oldest waiter.
+    """
+
+    __slots__ = ("_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def locked(self) -> bool:
+        return self._held
+
+    async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed the lock, then cancelled: hand it on
+            elif waiter in self._waiters:  # (a release may have dropped it already)
+                self._waiters.remove(waiter)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the lock is the waiter's now (still held)
+                return
+        self._held = False
+
+
 class _Waiter:
     def __init__(self) -> None:
         self._future: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
@@ -276,8 +322,8 @@ class AsyncioBackend:
     def flag(self) -> asyncio.Event:
         return asyncio.Event()
 
-    def lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
+    def lock(self) -> _Lock:
+        return _Lock()
 
     def spawn(self, function: Callable[[], Awaitable[None]]) -> _Task:
         return _Task(function)
