@@ -10,7 +10,7 @@ from typing import cast
 
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
-from ._backend import Stream
+from ._backend import HandOverLock, Stream
 from ._core import ConnectOptions
 
 __all__ = ["AsyncioBackend"]
@@ -188,49 +188,35 @@ class _Stream(asyncio.BufferedProtocol):
         await asyncio.shield(self._closed)
 
 
-class _Lock:
-    """asyncio.Lock's behaviour at a lower cost when it is free.
+class _Lock(HandOverLock):
+    """The write lock (see :class:`HandOverLock`): waiters wait on futures."""
 
-    The client takes its write lock once per frame; ``asyncio.Lock`` costs a
-    coroutine more per acquisition.  A free lock is taken at once; a held one
-    is waited for in order: each release hands it to the oldest waiter.
-    """
-
-    __slots__ = ("_held", "_waiters")
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._held = False
+        super().__init__()
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    def locked(self) -> bool:
-        return self._held
-
-    async def __aenter__(self) -> None:
-        if not self._held:
-            self._held = True
-            return
+    async def _wait(self) -> None:
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self._release()  # handed the lock, then cancelled: hand it on
+                await self.__aexit__()  # handed the lock, then cancelled: hand it on
             elif waiter in self._waiters:  # (a release may have dropped it already)
                 self._waiters.remove(waiter)
             raise
 
-    async def __aexit__(self, *exc: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
+    def _hand_over(self) -> bool:
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)  # the lock is the waiter's now (still held)
-                return
-        self._held = False
+                waiter.set_result(None)
+                return True
+        return False
 
 
 class _Waiter:

@@ -10,7 +10,7 @@ import trio
 
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
-from ._backend import Stream
+from ._backend import HandOverLock, Stream
 from ._core import ConnectOptions
 
 __all__ = ["TrioBackend"]
@@ -20,37 +20,26 @@ __all__ = ["TrioBackend"]
 _WRITE_BATCH = 64 * 1024
 
 
-class _Lock:
-    """A lock without trio.Lock's costs when it is free.
+class _Lock(HandOverLock):
+    """The write locks (see :class:`HandOverLock`): waiters park.
 
-    ``trio.Lock.acquire`` always lets other tasks run first, and its
-    bookkeeping (the owner, a breaker for a lost owner) costs as much as
-    writing a small frame; the client takes its write lock once per frame.
-    A free lock is taken at once; a held one is waited for in order: each
-    release hands it to the oldest waiter, so none can be passed over.
+    Cancelled while parked, a waiter is not handed the lock; unparked, it holds it.
     """
 
-    __slots__ = ("_held", "_waiters")
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._held = False
+        super().__init__()
         self._waiters = trio.lowlevel.ParkingLot()
 
-    def locked(self) -> bool:
-        return self._held
-
-    async def __aenter__(self) -> None:
-        if not self._held:
-            self._held = True
-            return
-        # Cancelled while parked: not handed the lock.  Unparked: handed it (still held).
+    async def _wait(self) -> None:
         await self._waiters.park()
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._waiters:
-            self._waiters.unpark()
-        else:
-            self._held = False
+    def _hand_over(self) -> bool:
+        if not self._waiters:
+            return False
+        self._waiters.unpark()
+        return True
 
 
 class _TrioStream:
