@@ -12,6 +12,7 @@ pure-Python source alone - the reference, and the fallback.
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 from typing import Literal
@@ -36,10 +37,9 @@ def native() -> ModuleType | None:
         _looked = True
         if not os.environ.get(NO_EXTENSIONS):
             try:
-                from . import _speedups  # type: ignore[attr-defined]
+                _native = importlib.import_module("._speedups", __package__)
             except ImportError:
-                _speedups = None
-            _native = _speedups
+                _native = None
     return _native
 
 

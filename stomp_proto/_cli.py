@@ -34,7 +34,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
-from ._client._core import ClientError, ClientOptions, ConnectOptions
+from ._client._errors import ClientError
+from ._client._options import ClientOptions, ConnectOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
@@ -401,10 +402,10 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         heartbeat=args.heartbeat,
         limits=broker_limits(args),
     ) as broker:
-        where = f"{broker.host}:{broker.port}"
-        if args.websocket:
-            where += f" (WebSocket: {'wss' if context else 'ws'}://{where}{args.websocket})"
-        print(f"stomp_proto broker listening on {where}", file=err, flush=True)
+        # The broker's own INFO line says where it listens; below INFO it is said here,
+        # so that the line is printed once whatever the level.
+        if not logging.getLogger("stomp_proto").isEnabledFor(logging.INFO):
+            print(f"STOMP broker listening on {broker.host}:{broker.port}", file=err, flush=True)
         await broker.serve_forever()
 
 

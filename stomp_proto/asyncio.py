@@ -24,15 +24,9 @@ from typing import Unpack
 
 from ._client._async import AsyncClient, AsyncSubscription, open_client
 from ._client._asyncio import AsyncioBackend
-from ._client._core import (
-    Backoff,
-    BrokerError,
-    ClientError,
-    ClientOptions,
-    ConnectionLost,
-    ConnectOptions,
-    HeartBeatLost,
-)
+from ._client._backoff import Backoff
+from ._client._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._client._options import ClientOptions, ConnectOptions
 from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
 

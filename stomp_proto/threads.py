@@ -23,15 +23,9 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from ._client._core import (
-    Backoff,
-    BrokerError,
-    ClientError,
-    ClientOptions,
-    ConnectionLost,
-    ConnectOptions,
-    HeartBeatLost,
-)
+from ._client._backoff import Backoff
+from ._client._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._client._options import ClientOptions, ConnectOptions
 from ._client._threads import READER_THREAD as READER_THREAD  # the background thread's name
 from ._client._threads import Client, Subscription, open_client
 from ._public import present_as

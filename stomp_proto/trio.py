@@ -26,15 +26,9 @@ from typing import Unpack
 import trio
 
 from ._client._async import AsyncClient, AsyncSubscription, open_client
-from ._client._core import (
-    Backoff,
-    BrokerError,
-    ClientError,
-    ClientOptions,
-    ConnectionLost,
-    ConnectOptions,
-    HeartBeatLost,
-)
+from ._client._backoff import Backoff
+from ._client._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._client._options import ClientOptions, ConnectOptions
 from ._client._trio import TrioBackend
 from ._closing import trio_drain_and_close as drain_and_close
 from ._public import present_as

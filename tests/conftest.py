@@ -134,6 +134,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_threads_read_role",
         "test_tracing",
         "test_url",
+        "test_url_secrets",
         "test_uvloop",
         "test_websocket",
     ),

@@ -143,9 +143,7 @@ def decode(
     """
     one = run(whole(data), version, strict=strict, limits=limits, eof=eof)
     byte = run(bytewise(data), version, strict=strict, limits=limits, eof=eof)
-    assert same_outcome(one, byte), (
-        f"whole feed: {one.summary()}\n1-byte feed: {byte.summary()}"
-    )
+    assert same_outcome(one, byte), f"whole feed: {one.summary()}\n1-byte feed: {byte.summary()}"
     if one.error is not None:
         raise one.error
     return one.events

@@ -103,6 +103,15 @@ def broker() -> Iterator[BrokerProcess]:
     yield running
     code, _, err = stop(running.process)
     assert code == EXIT_INTERRUPTED, err
+    assert err.count(f"listening on {HOST}:{running.port}") == 1, err
+
+
+@pytest.mark.parametrize("level", ["info", "warning"])
+def test_the_broker_says_where_it_listens_once(level: str) -> None:
+    running = start_broker("--log-level", level, "--websocket", "/ws")
+    code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert err.count("listening on") == 1, err
     assert f"listening on {HOST}:{running.port}" in err
 
 
@@ -338,7 +347,7 @@ def test_a_url_as_host() -> None:
         pytest.param(["--host", "stomp://a@h", "--login", "b"], "'login'", id="url-and-login"),
         pytest.param(["--host", "stomp://h/v", "--vhost", "w"], "'vhost'", id="url-and-vhost"),
         pytest.param(["--host", "stomp://h", "--tls"], "not TLS", id="plain-url-and-tls"),
-        pytest.param(["--host", "stomp://h:x"], "port 'x'", id="bad-port-in-url"),
+        pytest.param(["--host", "stomp://h:x"], "the port is not", id="bad-port-in-url"),
         pytest.param(["--host", "failover:(stomp://h)?nope=1"], "'nope'", id="bad-failover-option"),
     ],
 )

@@ -27,7 +27,8 @@ from adapter_harness import (
 from brokers import USERS, real_broker
 
 from stomp_proto._client._brokers import Brokers, FirstConnect
-from stomp_proto._client._core import ClientCore, ConnectOptions
+from stomp_proto._client._core import ClientCore
+from stomp_proto._client._options import ConnectOptions
 
 #: Reconnect at once-ish: the test waits on events, never on the clock.
 FAST = Backoff(initial=0.05, maximum=0.2, jitter=0.0)

@@ -126,8 +126,9 @@ HEADERS = Limits(max_headers=3)
 
 
 def test_max_headers_is_accepted() -> None:
-    assert_ok(b"SEND\na:1\nb:2\nc:3\n\n\x00", HEADERS, [F("SEND", [("a", "1"), ("b", "2"),
-                                                                     ("c", "3")])])
+    assert_ok(
+        b"SEND\na:1\nb:2\nc:3\n\n\x00", HEADERS, [F("SEND", [("a", "1"), ("b", "2"), ("c", "3")])]
+    )
 
 
 def test_one_header_over_max_headers_is_too_large() -> None:

@@ -387,7 +387,7 @@ def test_range_read_resumes_after_the_last_offset_received(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from stomp_proto import Error, Message
-    from stomp_proto._client._core import BrokerError
+    from stomp_proto._client._errors import BrokerError
     from stomp_proto.spark._streams import _link
 
     begins: list[int] = []

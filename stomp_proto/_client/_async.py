@@ -37,18 +37,9 @@ from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
-from ._core import (
-    CONNECT_WAITER,
-    BrokerError,
-    ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
-    End,
-    PlainSettle,
-    Resolve,
-    reason,
-)
+from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
+from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._options import ConnectOptions
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .._events import Event, Message
 
 if TYPE_CHECKING:
-    from ._core import ConnectOptions
+    from ._options import ConnectOptions
 
 __all__ = [
     "Backend",

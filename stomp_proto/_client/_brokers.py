@@ -17,43 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from .._errors import ProtocolError
+from ._errors import ClientError, ConnectionLost, reason
+from ._options import Address, ConnectOptions
 
-if TYPE_CHECKING:
-    from ._core import ClientError, ConnectOptions
-
-__all__ = ["Address", "Brokers", "FirstConnect", "check_addresses"]
-
-#: One broker: (host, port).
-Address = tuple[str, int]
-
-
-def check_addresses(hosts: object) -> tuple[Address, ...]:
-    """``hosts`` as given to ``connect(hosts=...)``, checked: a non-empty list of (host, port)."""
-    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
-        raise TypeError(
-            "hosts is a list of (host, port) pairs, e.g. [('b1', 61613), ('b2', 61613)]"
-        )
-    if not hosts:
-        raise ValueError("hosts is empty: give at least one (host, port)")
-    checked = []
-    for number, address in enumerate(hosts, 1):
-        if (
-            not isinstance(address, Sequence)
-            or isinstance(address, (str, bytes))
-            or len(address) != 2
-        ):
-            raise TypeError(f"hosts entry {number} is not a (host, port) pair: {address!r}")
-        host, port = address
-        if not isinstance(host, str) or not host:
-            raise ValueError(f"hosts entry {number}: the host is not a non-empty str")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise ValueError(f"hosts entry {number}: the port {port!r} is not from 1 to 65535")
-        checked.append((host, port))
-    return tuple(checked)
+__all__ = ["Brokers", "FirstConnect"]
 
 
 class Brokers:
@@ -138,16 +108,12 @@ class FirstConnect:
     def failed(self, exc: BaseException) -> None:
         """The attempt at the current address failed with ``exc``; re-raised unless it
         is a failure to connect (cancellation, KeyboardInterrupt, a bug go through)."""
-        from ._core import ClientError
-
         if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
             raise exc
         self._failures.append((self.brokers.current, exc, self._timeout))
 
     def error(self) -> BaseException:
         """The error of a first connect where every address failed."""
-        from ._core import ClientError, ConnectionLost, reason
-
         if len(self._failures) == 1:
             (host, port), exc, timeout = self._failures[0]
             if isinstance(exc, ClientError) and not isinstance(exc, ConnectionLost):
@@ -164,5 +130,3 @@ class FirstConnect:
             )
         error.__cause__ = self._failures[-1][1]
         return error
-
-

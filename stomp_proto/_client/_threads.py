@@ -54,18 +54,15 @@ from ._brokers import Brokers, FirstConnect
 from ._core import (
     CONNECT_WAITER,
     OUTBOX_DELAY,
-    BrokerError,
     ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
     End,
     Outbox,
     PlainSettle,
     Resolve,
-    reason,
     wide_window,
 )
+from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._options import ConnectOptions
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 

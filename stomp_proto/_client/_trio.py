@@ -11,7 +11,7 @@ import trio
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
 from ._backend import HandOverLock, Stream
-from ._core import ConnectOptions
+from ._options import ConnectOptions
 
 __all__ = ["TrioBackend"]
 

@@ -638,7 +638,7 @@ class BrokerCore:
 
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
         if self._users is not None and not self._login_ok(event.login, event.passcode):
-            self._refuse(session, None, LOGIN_FAILED, "login failed", outbox)
+            self._refuse(session, None, LOGIN_FAILED, "the login or the passcode is wrong", outbox)
             return
         # Offer beats only in the directions the client asked for, so that the
         # header says what will actually happen.

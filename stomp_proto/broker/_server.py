@@ -203,7 +203,11 @@ class Broker:
             self._accept, self.host, self._requested_port, ssl=self._ssl
         )
         self._port = self._server.sockets[0].getsockname()[1]
-        log.info("STOMP broker listening on %s:%d", self.host, self._port)
+        where = f"{self.host}:{self._port}"
+        if self.websocket is not None:
+            scheme = "wss" if self._ssl is not None else "ws"
+            where += f" (WebSocket: {scheme}://{where}{self.websocket})"
+        log.info("STOMP broker listening on %s", where)
 
     async def serve_forever(self) -> None:
         """Wait until the broker is closed (by :meth:`close`, or by cancelling this)."""

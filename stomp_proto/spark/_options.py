@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._client._core import Backoff
+from .._client._backoff import Backoff
+from .._client._url import BrokerURL
 from .._events import AckMode, Connect
 from .._frame import VERSIONS, Version
-from .._url import BrokerURL
 
 __all__ = [
     "CaptureSettings",

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..._client._core import BrokerError, ConnectionLost
+from ..._client._errors import BrokerError, ConnectionLost
 from ..._connection import ClientConnection
 from ..._decoder import FrameDecoder
 from ..._encoder import FrameEncoder
