@@ -120,6 +120,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_careless_calls",
         "test_adapter_faults",
         "test_adapters",
+        "test_async_writers",
         "test_chaos",
         "test_client_core",
         "test_client_faults",
