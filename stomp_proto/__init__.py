@@ -56,6 +56,9 @@ _ON_FIRST_USE = {
     "ClientError": "._client._errors",
     "ConnectionLost": "._client._errors",
     "HeartBeatLost": "._client._errors",
+    "ReconnectExhausted": "._client._errors",
+    "ClientState": "._client._lifecycle",
+    "ClientStats": "._client._lifecycle",
     "ClientOptions": "._client._options",
     "TracingHook": "._client._options",
     "BrokerURL": "._client._url",
@@ -66,7 +69,14 @@ _ON_FIRST_USE = {
 
 if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client._backoff import Backoff
-    from ._client._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+    from ._client._errors import (
+        BrokerError,
+        ClientError,
+        ConnectionLost,
+        HeartBeatLost,
+        ReconnectExhausted,
+    )
+    from ._client._lifecycle import ClientState, ClientStats
     from ._client._options import ClientOptions, TracingHook
     from ._client._url import BrokerURL
     from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
@@ -121,6 +131,8 @@ __all__ = [
     "ClientConnection",
     "ClientError",
     "ClientOptions",
+    "ClientState",
+    "ClientStats",
     "Commit",
     "Connect",
     "Connected",
@@ -145,6 +157,7 @@ __all__ = [
     "Nack",
     "ProtocolError",
     "Receipt",
+    "ReconnectExhausted",
     "RemoteProtocolError",
     "Send",
     "ServerConnection",

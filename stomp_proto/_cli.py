@@ -2,6 +2,9 @@
 
     stomp-proto broker [--port 61613]              run the embedded broker
     stomp-proto broker --websocket /ws             ... with STOMP over WebSocket too
+    stomp-proto broker --websocket /ws --allowed-origin http://localhost:8000
+                                                   ... for web pages from there too
+    stomp-proto broker --no-metrics                without GET /metrics on its port
     stomp-proto broker --heartbeat 5000,5000 --max-frame-size 1048576 --log-level debug
     stomp-proto send /queue/a hello world          one message per argument
     stomp-proto send /queue/a --file data.bin      the file as one message
@@ -101,6 +104,15 @@ def _websocket_path(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _origin(text: str) -> str:
+    from ._websocket import check_origin
+
+    try:
+        return check_origin(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 #: What --timeout covers for commands that do not say otherwise.
 CONNECT_TIMEOUT_HELP = (
     "seconds allowed for connecting and for each answer awaited from the broker "
@@ -193,6 +205,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=_websocket_path,
         metavar="PATH",
         help="also serve STOMP over WebSocket at this path (e.g. /ws), on the same port",
+    )
+    broker.add_argument(
+        "--allowed-origin",
+        type=_origin,
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages of this origin (scheme://host[:port], '*' for any) use the "
+        "WebSocket; repeat for more (by default only the broker's own origin, and clients "
+        "that send no Origin, such as non-browser ones)",
+    )
+    broker.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="do not serve GET /metrics (Prometheus text format) on the broker's port",
     )
     broker.add_argument(
         "--strict",
@@ -398,6 +426,8 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         ssl=context,
         users=users,
         websocket=args.websocket,
+        allowed_origins=args.allowed_origin,
+        metrics=args.metrics,
         strict=args.strict,
         heartbeat=args.heartbeat,
         limits=broker_limits(args),
@@ -405,7 +435,7 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         # The broker's own INFO line says where it listens; below INFO it is said here,
         # so that the line is printed once whatever the level.
         if not logging.getLogger("stomp_proto").isEnabledFor(logging.INFO):
-            print(f"STOMP broker listening on {broker.host}:{broker.port}", file=err, flush=True)
+            print(f"STOMP broker listening on {broker.listening_on}", file=err, flush=True)
         await broker.serve_forever()
 
 

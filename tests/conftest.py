@@ -136,14 +136,17 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_tracing",
         "test_url",
         "test_url_secrets",
+        "test_client_lifecycle",
         "test_uvloop",
         "test_websocket",
     ),
     # the embedded broker and the command line
     "broker": (
         "test_broker_core",
+        "test_broker_metrics",
         "test_broker_server",
         "test_broker_vectors",
+        "test_checker_clauses",
         "test_cli",
         "test_hostile_peers",
     ),
@@ -160,6 +163,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # real brokers and other projects' clients
     "interop": (
+        "test_browser_stompjs",
         "test_chaos_rabbitmq",
         "test_checker",
         "test_client_matrix",

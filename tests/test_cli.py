@@ -275,6 +275,7 @@ def test_demo() -> None:
         pytest.param(["send", "/queue/x", "a", "--port", "many"], id="bad-port"),
         pytest.param(["send", "/queue/x", "a", "--header", "novalue"], id="bad-header"),
         pytest.param(["broker", "--user", "nopassword"], id="bad-user"),
+        pytest.param(["broker", "--allowed-origin", "a.example"], id="bad-origin"),
         pytest.param(["frobnicate"], id="unknown-command"),
     ],
 )
@@ -473,3 +474,51 @@ def test_broker_heartbeat_limit_and_the_log_of_a_refusal() -> None:
             assert " INFO " in refusals[0] and "max_body_size" in refusals[0]
         else:
             assert refusals == [], err
+
+
+def _http(port: int, request: str, head_only: bool = False) -> bytes:
+    """The answer to ``request``: all of it, or (``head_only``) up to the end of its head."""
+    with socket.create_connection((HOST, port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while not (head_only and b"\r\n\r\n" in answer) and (chunk := sock.recv(65536)):
+            answer += chunk
+    return answer
+
+
+def _upgrade_from(port: int, origin: str) -> bytes:
+    return _http(
+        port,
+        f"GET /ws HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n",
+        head_only=True,
+    )
+
+
+def test_broker_allowed_origins_and_metrics() -> None:
+    """--allowed-origin lets that page in, others get 403 and a log line naming
+    their origin; GET /metrics answers on the same port unless --no-metrics."""
+    running = start_broker(
+        "--websocket", "/ws", "--allowed-origin", "http://a.example:8000",
+        "--allowed-origin", "http://b.example",
+    )  # fmt: skip
+    try:
+        assert _upgrade_from(running.port, "http://b.example").startswith(b"HTTP/1.1 101 ")
+        assert _upgrade_from(running.port, "http://evil.example").startswith(b"HTTP/1.1 403 ")
+        metrics = _http(running.port, f"GET /metrics HTTP/1.1\r\nHost: {HOST}\r\n\r\n")
+    finally:
+        code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert "metrics: http://" in err
+    refusals = [line for line in err.splitlines() if "evil.example" in line]
+    assert len(refusals) == 1 and f"from {HOST}:" in refusals[0] and "not allowed" in refusals[0]
+    assert metrics.startswith(b"HTTP/1.1 200 OK")
+    assert b'stomp_broker_websocket_upgrades_refused_total{status="403"} 1' in metrics
+    quiet = start_broker("--no-metrics")
+    try:
+        # Plain STOMP only: the request is no STOMP frame.
+        answer = _http(quiet.port, f"GET /metrics HTTP/1.1\r\nHost: {HOST}\r\n\r\n")
+    finally:
+        stop(quiet.process)
+    assert answer.startswith(b"ERROR\n")

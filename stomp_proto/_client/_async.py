@@ -39,6 +39,7 @@ from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
 from ._websocket_stream import WebSocketStream
 
@@ -234,6 +235,16 @@ class AsyncClient:
         """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
         return self._core.brokers.current
 
+    @property
+    def state(self) -> ClientState:
+        """Where the client stands: connected, reconnecting, closed or failed."""
+        return self._core.life.state
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
+        return self._core.life.stats
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
@@ -242,6 +253,7 @@ class AsyncClient:
         ``timeout``: seconds for it; by default the options' timeout.
         """
         session = _Session(self._core.conn, self._backend.waiter())
+        self._core.life.attempt(self._backend.now())
         try:
             async with self._backend.timeout(self._options.timeout if timeout is ... else timeout):
                 await self._connect(session)
@@ -249,7 +261,7 @@ class AsyncClient:
             session.current = False
             await session.abandon()
             raise
-        self._core.reconnects.started(self._backend.now())
+        self._core.session_started(self._backend.now())
         self._ready.set()
 
     async def _connect(self, session: _Session) -> None:
@@ -317,6 +329,7 @@ class AsyncClient:
             await self._session.abandon()
         self._fail_waiters(ConnectionLost("the client is closed"))
         self._finish(None)
+        self._core.life.closed()
 
     # -- reading -----------------------------------------------------------------
 
@@ -434,8 +447,9 @@ class AsyncClient:
             return
         if self._reconnecting:
             return  # the attempt in progress sees it (session.error)
-        if not self._core.again(error, self._backend.now()):
-            self._finish(error)
+        ending = self._core.session_lost(error, self._backend.now())
+        if ending is not None:
+            self._finish(ending)
             return
         self._reconnecting = True
         self._reconnector = self._backend.spawn(lambda: self._reconnect(error))
@@ -450,13 +464,15 @@ class AsyncClient:
                     return
                 except BrokerError as exc:  # a refused login, or a refused restore
                     error = exc
+                    self._core.life.failed(exc)
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
                     why = reason(exc, self._options.timeout)
+                    self._core.life.failed(exc, self._options.timeout)
                     error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
-            self._finish(error)
+            self._finish(self._core.life.gave_up(error))
         finally:
             self._reconnecting = False
 
@@ -687,7 +703,9 @@ async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
     """Connect and log in, to the first broker that lets us (see FirstConnect);
     failures become ClientError subclasses."""
     first = FirstConnect(options, backend.now)
-    for timeout in first.attempts():
+    for wait, timeout in first.attempts():
+        if wait:
+            await backend.sleep(wait)
         client = AsyncClient(options, backend, first.brokers)
         try:
             await client._open(timeout)

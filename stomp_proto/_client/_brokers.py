@@ -73,7 +73,8 @@ class FirstConnect:
     left to reuse), all sharing :attr:`brokers`::
 
         first = FirstConnect(options, clock)
-        for timeout in first.attempts():
+        for wait, timeout in first.attempts():
+            sleep(wait)
             client = Client(options, first.brokers)
             try:
                 client._open(timeout)
@@ -85,7 +86,7 @@ class FirstConnect:
         raise first.error()
     """
 
-    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options")
+    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options", "rounds")
 
     def __init__(self, options: ConnectOptions, clock: Callable[[], float]) -> None:
         self.options = options
@@ -94,16 +95,35 @@ class FirstConnect:
         self._failures: list[tuple[Address, BaseException, float | None]] = []
         #: The current attempt's timeout (how long a timed-out one waited).
         self._timeout: float | None = None
+        #: Rounds through the addresses begun (more than one with ``retry_first_connect``).
+        self.rounds = 0
 
-    def attempts(self) -> Iterator[float | None]:
-        """The timeout of each attempt, one per address; the brokers point at it."""
-        total = self.options.timeout
-        deadline = None if total is None else self._clock() + total
-        for left in range(len(self.brokers), 0, -1):
-            if self._failures:
-                self.brokers.advance()
-            self._timeout = None if deadline is None else max(0.0, deadline - self._clock()) / left
-            yield self._timeout
+    def attempts(self) -> Iterator[tuple[float, float | None]]:
+        """``(wait first, timeout)`` of each attempt, one per address; the brokers point
+        at it.
+
+        With ``retry_first_connect``, a round in which every address failed is
+        followed by another after the next wait of the ``reconnect`` schedule, each
+        round with the whole ``timeout``, until the schedule is spent.
+        """
+        backoff = self.options.reconnect if self.options.retry_first_connect else None
+        delays = iter(()) if backoff is None else backoff.delays()
+        wait = 0.0
+        while True:
+            self.rounds += 1
+            total = self.options.timeout
+            deadline = None if total is None else self._clock() + total
+            for left in range(len(self.brokers), 0, -1):
+                if self._failures:
+                    self.brokers.advance()
+                now = self._clock()
+                self._timeout = None if deadline is None else max(0.0, deadline - now) / left
+                yield wait, self._timeout
+                wait = 0.0
+            next_wait = next(delays, None)
+            if next_wait is None:
+                return
+            wait = next_wait
 
     def failed(self, exc: BaseException) -> None:
         """The attempt at the current address failed with ``exc``; re-raised unless it
@@ -120,6 +140,13 @@ class FirstConnect:
                 return exc  # a BrokerError (a refused login) stays one
             why = reason(exc, timeout)
             error: ClientError = ConnectionLost(f"cannot connect to {host}:{port}: {why}")
+        elif self.rounds > 1:  # retried: the last reason at each address
+            last = {address: reason(exc, timeout) for address, exc, timeout in self._failures}
+            reasons = "; ".join(f"{host}:{port}: {why}" for (host, port), why in last.items())
+            error = ConnectionLost(
+                f"cannot connect in {len(self._failures)} attempts ({self.rounds} rounds): "
+                f"{reasons}"
+            )
         else:
             reasons = "; ".join(
                 f"{host}:{port}: {reason(exc, timeout)}"

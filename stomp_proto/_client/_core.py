@@ -46,6 +46,7 @@ from .._events import (
 from ._backoff import Backoff
 from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
 
 log = logging.getLogger("stomp_proto.client")
@@ -289,6 +290,8 @@ class ClientCore(Generic[S]):
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
+        #: The client's state, counts and log lines (see :class:`Lifecycle`).
+        self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
         #: Whether a SEND without a receipt went out on this connection with no
         #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
         self._unvouched = False
@@ -561,6 +564,20 @@ class ClientCore(Generic[S]):
             handle._end(failure)
             self.refused = True
         return failure
+
+    def session_started(self, now: float) -> None:
+        """A session is up: its subscriptions restored, calls may go through."""
+        self.reconnects.started(now)
+        self.life.connected(now)
+
+    def session_lost(self, error: ClientError, now: float) -> ClientError | None:
+        """The session in use ended with ``error``: None to reconnect, else the error the
+        client ends with."""
+        again = self.again(error, now)
+        self.life.lost(error, again=again)
+        if again:
+            return None
+        return error if self.options.reconnect is None else self.life.gave_up(error)
 
     def again(self, error: ClientError, now: float) -> bool:
         """The session (or an attempt at one) ended with ``error``: whether to reconnect.

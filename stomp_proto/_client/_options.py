@@ -8,7 +8,7 @@ keyword arguments it takes.
 from __future__ import annotations
 
 import ssl as _ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -21,6 +21,8 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
+from ._errors import ClientError
+from ._lifecycle import ClientState
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -110,7 +112,7 @@ class ConnectOptions:
     timeout: float | None = 30.0
     #: Reconnect after the session ends (a lost connection, a heart-beat timeout
     #: or an ERROR), restoring subscriptions; None: never.  The first connect
-    #: is not retried.
+    #: is retried only with ``retry_first_connect``.
     reconnect: Backoff | None = None
     #: Messages buffered per subscription before reading from the socket pauses.
     max_pending_messages: int = 1000
@@ -127,6 +129,10 @@ class ConnectOptions:
     randomize: bool = False
     #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
     tracing: TracingHook | None = None
+    #: Retry the first connect on the ``reconnect`` schedule, as a reconnect would be.
+    retry_first_connect: bool = False
+    #: Called with each new :class:`ClientState` (and the error behind it).
+    on_state_change: Callable[[ClientState, ClientError | None], object] | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -193,6 +199,19 @@ class ConnectOptions:
         check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
         check_limits(option("limits"), self.limits)
         check_bool(option("randomize"), self.randomize)
+        check_bool(option("retry_first_connect"), self.retry_first_connect)
+        if self.retry_first_connect and self.reconnect is None:
+            raise ValueError(
+                f"{option('retry_first_connect')} retries on the reconnect schedule: "
+                "give reconnect=Backoff(...) too"
+            )
+        if self.on_state_change is not None and not callable(self.on_state_change):
+            raise wrong_type(
+                option("on_state_change"),
+                "a callable or None",
+                self.on_state_change,
+                "a function taking (ClientState, ClientError | None)",
+            )
 
     @classmethod
     def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
@@ -262,7 +281,7 @@ class ClientOptions(TypedDict, total=False):
     timeout: float | None
     #: Reconnect after the session ends (a lost connection, a heart-beat timeout or
     #: an ERROR) on this schedule, restoring subscriptions; default ``None``: never.
-    #: The first connect is not retried.
+    #: The first connect is retried only with ``retry_first_connect``.
     reconnect: Backoff | None
     #: Messages buffered per subscription before reading pauses; default 1000.
     max_pending_messages: int
@@ -282,6 +301,14 @@ class ClientOptions(TypedDict, total=False):
     #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
     #: taken, trace context in the headers (see :doc:`tracing`); default none.
     tracing: TracingHook | None
+    #: Retry the first connect on the ``reconnect`` schedule (which must be given) when
+    #: every address failed, each round with the whole ``timeout``; default ``False``:
+    #: the first connect fails at once.  For services that start beside their broker.
+    retry_first_connect: bool
+    #: Called as ``on_state_change(state, error)`` with each new :class:`ClientState`
+    #: (connected, reconnecting, closed, failed) in the client's own task or thread
+    #: (see :doc:`failover`); default none.
+    on_state_change: Callable[[ClientState, ClientError | None], object] | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top
