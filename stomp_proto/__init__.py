@@ -113,8 +113,9 @@ present_as(
     ServerConnection,
 )
 
-# Which build of the sans-IO core is loaded: "accelerated" (the native fast path of
-# stomp_proto/_speedups.pyx) or "pure".  Documented in docs/api.rst.
+# Which build of the sans-IO core is loaded: "accelerated" (the native twins of the
+# core modules, stomp_proto/_*_native.pyx; see _build.py) or "pure".  Documented in
+# docs/api.rst.
 BUILD: Literal["pure", "accelerated"] = loaded_build()
 
 __all__ = [

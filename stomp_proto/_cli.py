@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
+from ._build import describe as describe_build
 from ._client._errors import ClientError
 from ._client._options import ClientOptions, ConnectOptions
 from ._errors import ProtocolError
@@ -180,11 +181,32 @@ def check_connection_arguments(args: argparse.Namespace) -> str | None:
     return None
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version and which build runs (and why, when pure), on one line.
+
+    argparse's own version action would wrap the line, and would ask which build
+    runs on every start rather than when the option is given.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the version and which build runs, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {__version__} ({describe_build()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stomp-proto", description="STOMP 1.0/1.1/1.2 tools built on stomp_proto."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     broker = commands.add_parser("broker", help="run the embedded broker")
@@ -455,6 +477,7 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 
     destination = "/queue/demo"
     body = b"x" * args.size
+    print(f"stomp_proto {__version__}, {describe_build()}", file=out)
     async with Broker("127.0.0.1", 0) as broker:
         print(f"embedded broker on 127.0.0.1:{broker.port}", file=out)
         async with (

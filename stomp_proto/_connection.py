@@ -146,8 +146,8 @@ class _PendingAcks:
         return tuple(self._by_subscription.get(subscription, ()))
 
 
-#: The accelerated build's per-message steps (stomp_proto/_speedups.pyx), or None.
-_native = native()
+#: The native twin (stomp_proto/_connection_native.pyx), or None: the pure build.
+_native = native("_connection_native")
 
 
 class _Connection:

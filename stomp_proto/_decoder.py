@@ -55,8 +55,8 @@ from ._limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["FrameDecoder"]
 
-# The accelerated build's scanner (stomp_proto/_speedups.pyx), or None: the pure build.
-_native = native()
+# The native twin (stomp_proto/_decoder_native.pyx), or None: the pure build.
+_native = native("_decoder_native")
 
 # Frame(...) without the Python-level __new__ of NamedTuple: a C call on the hot path.
 _new_frame = tuple.__new__
@@ -121,7 +121,10 @@ class FrameDecoder:
     Any problem in the input raises :class:`RemoteProtocolError`; frames
     returned before it stay valid.  After an error the decoder is finished:
     ``next_frame`` raises the same error again and ``receive_data`` raises
-    :class:`LocalProtocolError`.
+    :class:`LocalProtocolError`.  So does a call to ``receive_data``,
+    ``next_frame`` or the ``version`` setter made while ``next_frame`` is
+    reading a frame (by a finalizer that a garbage collection runs then): it
+    changes nothing, and the frame being read is returned whole.
     """
 
     __slots__ = (
@@ -145,6 +148,7 @@ class FrameDecoder:
         "_line_start",
         "_need",
         "_pos",
+        "_reading",
         "_scan",
         "_strict",
         "_unescaping",
@@ -177,6 +181,8 @@ class FrameDecoder:
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._fast: object | None = None
+        # True while next_frame reads the buffer (see _reentered).
+        self._reading = False
         self._reset_head()
         self.version = version
 
@@ -189,6 +195,8 @@ class FrameDecoder:
 
     @version.setter
     def version(self, version: Version) -> None:
+        if self._reading:
+            raise self._reentered("the version setter")
         if not isinstance(version, str):
             raise wrong_type("FrameDecoder version", "'1.0', '1.1' or '1.2'", version)
         if version not in VERSIONS:
@@ -261,6 +269,8 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
+        if self._reading:
+            raise self._reentered("receive_data")
         check_data(data)  # one type() per read, not per frame
         need = self._need
         if need and data is not None and not self._eof:
@@ -320,19 +330,23 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
-        fast = self._fast
-        if fast is not None:
-            # The accelerated build: a whole well-formed frame at the front of the
-            # buffer comes from native code; anything else (more data needed, an
-            # error, a large body) is left to the code below, on the same state.
-            item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
-            if item is not None:
-                return item
         if self._need and not self._eof:
             # A large body is still arriving: the one question asked per read.
             return None
+        fast = self._fast
+        if fast is not None:
+            # The accelerated build: frames, heart-beats and "more data needed"
+            # come from native code, which resumes as this code does; anything
+            # else (an error, a limit, a large body) is NotImplemented there and
+            # left to the code below, on the same state.
+            item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
+            if item is not NotImplemented:
+                return item
         if self._error is not None:
             raise self._error
+        if self._reading:
+            raise self._reentered("next_frame")
+        self._reading = True
         try:
             if self._command is None:
                 return self._next_head()
@@ -343,6 +357,23 @@ class FrameDecoder:
             # peer's error.
             self._error = as_remote(exc)
             raise self._error from None
+        finally:
+            self._reading = False
+
+    def _reentered(self, what: str) -> LocalProtocolError:
+        """The error for a call made while next_frame is reading the buffer.
+
+        Reading a frame allocates objects, and an allocation can start a garbage
+        collection that runs finalizers (``__del__``, weakref callbacks): one
+        that fed this decoder then would move the buffer under the offsets being
+        read (and under the native scanner's pointer).  Such a call is refused,
+        and changes nothing: the frame being read is returned whole.
+        """
+        return LocalProtocolError(
+            ErrorKind.BAD_STATE,
+            f"{what} called while the decoder is reading a frame (from a finalizer or "
+            "a callback run during next_frame); call it once next_frame has returned",
+        )
 
     def _check_truncated(self) -> None:
         """Called when more data is needed: at end of stream that is an error."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 from adapter_harness import HOST, ServiceLoop, free_port
 
+import stomp_proto
 from stomp_proto import Limits
 from stomp_proto._cli import broker_limits, build_parser
 from stomp_proto.broker import Broker
@@ -261,6 +262,8 @@ def test_demo() -> None:
     assert "messages/s" in demo.stdout
     assert "500 messages" in demo.stdout
     assert "latency" in demo.stdout
+    # The first line names the build that ran (the subprocess imports this stomp_proto).
+    assert f", {stomp_proto.BUILD} build" in demo.stdout.splitlines()[0]
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -363,6 +366,21 @@ def test_version() -> None:
     result = cli("--version")
     assert result.returncode == EXIT_OK
     assert result.stdout.startswith("stomp-proto ")
+    # ... and which build runs, on the one line.
+    assert f"({stomp_proto.BUILD} build" in result.stdout
+    assert result.stdout.count("\n") == 1
+
+
+def test_version_says_why_the_build_is_pure_when_forced() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "stomp_proto", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        env={**os.environ, "STOMP_PROTO_NO_EXTENSIONS": "1"},
+    )
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "(pure build: STOMP_PROTO_NO_EXTENSIONS is set)" in result.stdout
 
 
 # -- what real clients send, with their default settings (issue 14) ------------------------

@@ -89,8 +89,8 @@ def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
     # Not even a lazy one or one for type checking only: each module imports only
     # modules below it.  (_errors and _events once imported each other; so did the
     # client core and its failover list, and the URL parser and the client core.)
-    # The native module (_speedups.pyx) is the exception by design: it imports the
-    # events it builds, and they look it up once they are defined.
+    # The native twins (_*_native.pyx) are the exception by design: the events' twin
+    # imports the events it builds, and they look it up once they are defined.
     graph = package_graph(PACKAGE, "stomp_proto")
     cycle = import_cycle(graph)
     assert cycle is None, f"import cycle: {' -> '.join(cycle or ())}"
