@@ -542,8 +542,13 @@ def run(
     *,
     version: Version | None = None,
     timeout: float = SCENARIO_TIMEOUT,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> None:
-    """Run ``scenario`` on ``adapter``, bounded, then check that nothing was left behind."""
+    """Run ``scenario`` on ``adapter``, bounded, then check that nothing was left behind.
+
+    ``loop_factory``: the event loop an asyncio scenario runs on (another
+    implementation, such as uvloop's); by default asyncio's own.
+    """
     recorder = LogRecorder()
     service = ServiceLoop()
     harness = Harness(adapter, version, service)
@@ -553,7 +558,8 @@ def run(
             if adapter == "trio":
                 trio.run(harness._main_trio, scenario, timeout)
             else:
-                asyncio.run(harness._main_asyncio(scenario, timeout))
+                with asyncio.Runner(loop_factory=loop_factory) as runner:
+                    runner.run(harness._main_asyncio(scenario, timeout))
         finally:
             leftovers = service.close()
             # Now, so that an unclosed transport or a never-awaited coroutine is

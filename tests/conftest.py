@@ -122,6 +122,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_careless_calls",
         "test_adapter_faults",
         "test_adapters",
+        "test_async_writers",
         "test_chaos",
         "test_client_core",
         "test_client_faults",
@@ -138,6 +139,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_url",
         "test_url_secrets",
         "test_client_lifecycle",
+        "test_uvloop",
         "test_websocket",
     ),
     # the embedded broker and the command line

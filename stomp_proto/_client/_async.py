@@ -37,7 +37,7 @@ from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
-from ._core import CONNECT_WAITER, ClientCore, End, Resolve
+from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
 from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
@@ -135,6 +135,9 @@ class AsyncSubscription:
         return self
 
     async def __anext__(self) -> Message:
+        messages = self._messages
+        if messages and self._tracing is None and len(messages) < self._limit:
+            return messages.popleft()  # get()'s common case, without a second coroutine
         message = await self.get()
         if message is None:
             raise StopAsyncIteration
@@ -349,7 +352,9 @@ class AsyncClient:
                     continue
                 route = self._core.route(event)
                 if type(route) is Message:
-                    await self._deliver(route, stream, conn)
+                    full = self._deliver(route)
+                    if full is not None:
+                        await self._deliver_when_room(full, route, stream, conn)
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -389,20 +394,35 @@ class AsyncClient:
             if data:
                 await stream.send(data)
 
-    async def _deliver(self, message: Message, stream: Stream, conn: ClientConnection) -> None:
+    def _deliver(self, message: Message) -> AsyncSubscription | None:
+        """Hand ``message`` to its subscription's buffer, or to ``unsolicited``.
+
+        The common case, room in the buffer, takes no await.  Returns the
+        subscription when its buffer is full (see :meth:`_deliver_when_room`).
+        A message for a subscription that has ended is dropped, unacknowledged:
+        the broker delivers it again.
+        """
         subscription, receipt = self._core.target(message)
         if subscription is None:
             if not self.unsolicited.put_nowait(message):
                 self.unsolicited.get_nowait()
                 self.unsolicited.put_nowait(message)
-            return
+            return None
         if receipt is not None:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
-        # The common case: room in the buffer, no timeout to arm.  A message
-        # for a subscription that has ended is dropped, unacknowledged: the
-        # broker delivers it again.
+        if subscription._ended or subscription._put_nowait(message):
+            return None
+        return subscription
+
+    async def _deliver_when_room(
+        self,
+        subscription: AsyncSubscription,
+        message: Message,
+        stream: Stream,
+        conn: ClientConnection,
+    ) -> None:
         while not subscription._ended and not subscription._put_nowait(message):
             # A full buffer pauses reading (back-pressure) but not heart-beats.
             try:
@@ -491,7 +511,10 @@ class AsyncClient:
         return waiter
 
     async def _send(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it."""
         try:
@@ -501,7 +524,10 @@ class AsyncClient:
             raise
 
     async def _write(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
 
@@ -530,10 +556,7 @@ class AsyncClient:
                 conn = session.conn
                 if conn.state is ConnectionState.CLOSED or session.error is not None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)  # before the write: its answer may come during it
+                data = self._core.frame(conn, event, settles)
                 await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)

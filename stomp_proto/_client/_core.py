@@ -120,6 +120,21 @@ class Reconnects:
         return next(self._delays, None)
 
 
+class PlainSettle:
+    """The ACK (``nack``: NACK) of ``message`` with no transaction and no receipt.
+
+    What a consumer acknowledging each message sends: :meth:`ClientCore.frame`
+    has ``ClientConnection.ack()`` make its frame, rather than an :class:`Ack`
+    event the connection would check and encode.
+    """
+
+    __slots__ = ("message", "nack")
+
+    def __init__(self, message: Message, nack: bool) -> None:
+        self.message = message
+        self.nack = nack
+
+
 #: Subscriptions left on one connection that the core remembers, so that
 #: messages still on their way to them are dropped, not taken for strangers'.
 LEFT_REMEMBERED = 1024
@@ -230,6 +245,19 @@ def wide_window(subscribe: Subscribe) -> bool:
         if name in _WINDOW_HEADERS:
             return value.isdigit() and int(value) >= 2 * OUTBOX_FRAMES
     return False
+
+
+def _header_pairs(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    """:func:`as_headers`, without its ABC checks for what a sender passes most: a dict of str."""
+    if type(headers) is dict:
+        pairs = tuple(headers.items())
+        for name, value in pairs:
+            if type(name) is not str or type(value) is not str:
+                return as_headers(headers)  # it converts or refuses them, as it says
+        return pairs
+    return as_headers(headers)
 
 
 class ClientCore(Generic[S]):
@@ -350,14 +378,16 @@ class ClientCore(Generic[S]):
 
         A ``str`` body is sent as UTF-8 text.
         """
-        check_bool("send() receipt", receipt)
-        if isinstance(body, str):
-            body = body.encode("utf-8")
-            if content_type is None:
-                content_type = "text/plain;charset=utf-8"
-        elif isinstance(body, (bytearray, memoryview)):
-            body = bytes(body)
-        # Anything else is not sendable: Send refuses it, saying so.
+        if receipt is not False:
+            check_bool("send() receipt", receipt)
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+                if content_type is None:
+                    content_type = "text/plain;charset=utf-8"
+            elif isinstance(body, (bytearray, memoryview)):
+                body = bytes(body)
+            # Anything else is not sendable: Send refuses it, saying so.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,
@@ -365,24 +395,46 @@ class ClientCore(Generic[S]):
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=as_headers(headers or ()),
+            headers=_header_pairs(headers) if headers else (),
             content_length=content_length,
         )
         return event, receipt_id
 
     def settle_event(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
-    ) -> tuple[Ack | Nack, str | None]:
+    ) -> tuple[Ack | Nack | PlainSettle, str | None]:
         """The ACK (or NACK) of ``message``, and its receipt id if one is wanted.
 
         The connection writes the headers of the negotiated version; the
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
         """
+        if receipt is False and transaction is None and type(message) is Message:
+            return PlainSettle(message, nack), None  # the common case: see frame()
         check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
+
+    def frame(
+        self, conn: ClientConnection, event: FrameEvent | PlainSettle, settles: Message | None
+    ) -> bytes:
+        """The bytes of ``event`` from ``conn``, the current connection (the adapters
+        call this under their write lock, and write the bytes next).
+
+        ``settles``: the message an ACK or NACK is for; it must have come on
+        ``conn``.  A :class:`PlainSettle` is made by ``conn.ack()`` (``nack()``),
+        which checks that itself and, in the accelerated build, makes the
+        frame natively without an event.
+        """
+        if isinstance(event, PlainSettle):
+            message = event.message
+            return conn.nack(message) if event.nack else conn.ack(message)
+        if settles is not None:
+            conn.check_delivered(settles)
+        data = conn.send(event)
+        self.written(event)  # before the write: its answer may come during it
+        return data
 
     @staticmethod
     def may_hold(receipt: str | None, buffered: int, wide_window: bool) -> bool:

@@ -51,7 +51,16 @@ from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
 from ._brokers import Brokers, FirstConnect
-from ._core import CONNECT_WAITER, OUTBOX_DELAY, ClientCore, End, Outbox, Resolve, wide_window
+from ._core import (
+    CONNECT_WAITER,
+    OUTBOX_DELAY,
+    ClientCore,
+    End,
+    Outbox,
+    PlainSettle,
+    Resolve,
+    wide_window,
+)
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
 from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
@@ -892,7 +901,7 @@ class Client:
 
     def _send(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -907,7 +916,7 @@ class Client:
 
     def _write(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -928,10 +937,7 @@ class Client:
                 stream = self._stream
                 if conn.state is ConnectionState.CLOSED or stream is None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)
+                data = self._core.frame(conn, event, settles)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
