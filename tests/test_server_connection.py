@@ -714,3 +714,12 @@ def test_iterator_is_live_and_its_error_sticky() -> None:
     with pytest.raises(RemoteProtocolError) as again:
         next(events)
     assert again.value is first.value
+
+
+def test_content_length_of_thousands_of_leading_zeros() -> None:
+    # 1.2 §Header content-length: an octet count in decimal digits; the grammar
+    # bounds neither its digits nor its zeros.
+    server = connected_server("1.2")
+    zeros = b"0" * 5000
+    [send] = feed(server, b"SEND\ndestination:/q\ncontent-length:" + zeros + b"2\n\nhi\x00")
+    assert isinstance(send, Send) and send.body == b"hi"
