@@ -503,22 +503,29 @@ class FrameDecoder:
         if nul >= 0:
             raise self._refuse_nul(nul)
         if end >= window:
-            # The lines completed inside the window come first: fed in pieces,
-            # they would have been checked before the window filled up.
+            # What fed in pieces would have been checked before the window
+            # filled up comes first: the lines completed inside it, then the
+            # line still growing as it stood one byte before the window's end.
             self._check_lines(window)
+            self._check_growing_line(window - 1)
             size = window - self._pos
             raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
-        # The line still growing; a trailing CR may be the start of a CRLF.
+        self._check_growing_line(end)
+        self._scan = end
+        self._check_truncated()
+
+    def _check_growing_line(self, end: int) -> None:
+        """Apply max_line_length to the line that has no LF before ``end`` yet."""
+        # A trailing CR may be the start of a CRLF.
         length = end - self._line_start
-        if self._crlf and length and buf[end - 1] == _CR:
+        if self._crlf and length > 0 and self._buf[end - 1] == _CR:
             length -= 1
+        limits = self._limits
         if length > limits.max_line_length:
             raise _too_large(
                 limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
             )
-        self._scan = end
-        self._check_truncated()
 
     def _check_lines(self, end: int) -> None:
         """Check the head lines completed before ``end`` and not checked yet, in order.
