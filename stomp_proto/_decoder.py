@@ -79,6 +79,7 @@ _BODILESS_COMMANDS = COMMANDS - BODY_COMMANDS
 _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+_BLANKS = re.compile(rb"[ \t\r]*")
 
 
 def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
@@ -126,6 +127,7 @@ class FrameDecoder:
 
     __slots__ = (
         "_big",
+        "_blank_lf",
         "_bodiless",
         "_body_limit",
         "_body_start",
@@ -177,6 +179,9 @@ class FrameDecoder:
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._fast: object | None = None
+        # Lenient mode: the LF before a line that holds only blanks up to _scan
+        # (a blank line may end there); stale when not _line_start - 1.
+        self._blank_lf = -1
         self._reset_head()
         self.version = version
 
@@ -305,6 +310,7 @@ class FrameDecoder:
         self._scan -= pos
         self._line_start -= pos
         self._body_start -= pos
+        self._blank_lf -= pos
 
     # -- output --------------------------------------------------------------
 
@@ -395,9 +401,16 @@ class FrameDecoder:
             blank = _BLANK_LINE_12.search(buf, start, stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
         else:
-            # The draft strips trailing blanks, so a line of blanks is the blank line.
-            blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
-            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            # The draft strips trailing blanks, so a line of blanks is the blank
+            # line.  Resumed at _scan, as the other searches are; a line of
+            # blanks that was still growing there is followed where it stopped.
+            if self._blank_lf == self._line_start - 1 >= pos:
+                head_end, body_start = self._end_of_blank_line(buf, stop)
+            else:
+                blank = _LENIENT_BLANK_LINE.search(buf, self._scan, stop)
+                head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            if head_end < 0:
+                self._note_blank_line(buf, stop)
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -419,6 +432,33 @@ class FrameDecoder:
             # check runs first, over the lines not checked yet.
             self._check_lines(head_end + 1)
             raise
+
+    def _end_of_blank_line(self, buf: bytearray, stop: int) -> tuple[int, int]:
+        """Lenient mode, the line growing at _scan being blanks so far: where the
+        head ends and its body starts, or ``(-1, -1)``."""
+        scan = self._scan
+        run_end = _BLANKS.match(buf, scan, stop).end()  # type: ignore[union-attr]
+        if run_end < stop and buf[run_end] == _LF:
+            return self._blank_lf, run_end + 1
+        # A byte that is not a blank: the next blank line starts at a later LF.
+        blank = _LENIENT_BLANK_LINE.search(buf, run_end, stop)
+        return (blank.start(), blank.end()) if blank else (-1, -1)
+
+    def _note_blank_line(self, buf: bytearray, stop: int) -> None:
+        """Lenient mode, no blank line before ``stop``: note whether the last line,
+        still growing, holds only blanks - a blank line in the making."""
+        scan = self._scan
+        lf = buf.rfind(b"\n", scan, stop)
+        if lf < 0:
+            # The same line as before: still blanks only if it was, and is.
+            if self._blank_lf != self._line_start - 1 or self._blank_lf < self._pos:
+                return
+            lf = self._blank_lf
+            start = scan
+        else:
+            start = lf + 1
+        ends = _BLANKS.match(buf, start, stop).end() == stop  # type: ignore[union-attr]
+        self._blank_lf = lf if ends else -1
 
     def _whole_head(
         self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
