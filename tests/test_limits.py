@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import HB, Outcome, bytewise, cut, run, same_outcome, sized, whole
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stomp_proto import ErrorKind, Frame, Limits, Version
@@ -207,6 +207,15 @@ _small_limits = st.builds(
 )
 
 
+@example(  # lenient mode's blank line of blanks, longer than max_line_length
+    command=b" \n",
+    head=b"\r ",
+    body=b"\n\x00",
+    limits=Limits(max_line_length=1, max_head_size=5, max_frame_size=5),
+    version="1.0",
+    strict=False,
+    cuts=[],
+)
 @given(
     command=st.sampled_from([b"SEND\n", b"MESSAGE\r\n", b" \n", b"", b"send\n"]),
     head=_heads,
