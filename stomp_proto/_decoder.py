@@ -419,10 +419,13 @@ class FrameDecoder:
         nul = buf.find(b"\0", pos, head_end)
         if nul >= 0:
             raise self._refuse_nul(nul)
-        if head_end - pos > limits.max_line_length:
-            # A long head may hold a long line: check lines in order, as for
-            # partial heads (one more LF ends the last line).
+        if body_start - pos > limits.max_line_length:
+            # A long head may hold a long line, and so may lenient mode's blank
+            # line (of blanks): check lines in order, as for partial heads (one
+            # more LF ends the last line), then the blank line as it stood before
+            # its LF arrived.
             self._check_lines(head_end + 1)
+            self._check_growing_line(body_start - 1)
         try:
             return self._whole_head(buf, pos, end, head_end, body_start)
         except LocalProtocolError:
