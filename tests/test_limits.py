@@ -181,7 +181,9 @@ def test_head_growing_by_many_short_lines_fails_at_limit() -> None:
 
 @pytest.mark.parametrize("strict", [True, False])
 @pytest.mark.parametrize(
-    "data", [b"SEND\n" + b"x" * 200, b"SEND\nk:" + b"x" * 200, b"x" * 200], ids=["header", "value", "command"]
+    "data",
+    [b"SEND\n" + b"x" * 200, b"SEND\nk:" + b"x" * 200, b"x" * 200],
+    ids=["header", "value", "command"],
 )
 def test_long_line_in_a_long_head_names_max_line_length_however_split(
     data: bytes, strict: bool
