@@ -152,8 +152,9 @@ def test_the_differential_target_fails_where_the_builds_differ(
 ) -> None:
     """It compares two packages: the pure twin beside the one installed, and one
     changed (its encoder) makes the seeds fail."""
-    import stomp_proto
     from fuzzing.differential import pure_twin
+
+    import stomp_proto
 
     twin = pure_twin()
     assert twin.BUILD == "pure" and twin.FrameEncoder is not stomp_proto.FrameEncoder

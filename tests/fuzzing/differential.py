@@ -162,8 +162,10 @@ def _limits(api: ModuleType, script: Script) -> Any:
     )
 
 
-def _chunks(script: Script, stream: bytes) -> Iterator[bytes]:
+def _chunks(script: Script) -> Iterator[bytes]:
+    """The rest of the script, whole or in random pieces (the next byte seeds them)."""
     seed = script.byte()
+    stream = script.rest()
     if not seed:
         yield stream
         return
@@ -193,7 +195,7 @@ def decoder(api: ModuleType, script: Script, trace: Trace) -> None:
     trace[-1] = "made"  # not the object's address
     frames: Any = made
     by_iteration = bool(config & 8)
-    for chunk in [*_chunks(script, script.rest()), None]:
+    for chunk in [*_chunks(script), None]:
         if attempt(trace, lambda chunk=chunk: frames.receive_data(chunk)) is FAILED:
             return
         drained = (lambda: list(frames)) if by_iteration else (lambda: _drain(frames.next_frame))
@@ -237,7 +239,7 @@ def server(api: ModuleType, script: Script, trace: Trace) -> None:
     config = script.byte()
     conn = api.ServerConnection(strict=not config & 4, limits=_limits(api, script))
     events = iter(conn)
-    for chunk in [*_chunks(script, script.rest()), None]:
+    for chunk in [*_chunks(script), None]:
         attempt(trace, lambda chunk=chunk: conn.receive_data(chunk))
         while True:
             event = attempt(trace, lambda: next(events, None))
