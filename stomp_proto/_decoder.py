@@ -404,13 +404,17 @@ class FrameDecoder:
             # The draft strips trailing blanks, so a line of blanks is the blank
             # line.  Resumed at _scan, as the other searches are; a line of
             # blanks that was still growing there is followed where it stopped.
-            if self._blank_lf == self._line_start - 1 >= pos:
+            scan = self._scan
+            growing_blanks = self._blank_lf == self._line_start - 1 >= pos
+            if growing_blanks:
                 head_end, body_start = self._end_of_blank_line(buf, stop)
             else:
-                blank = _LENIENT_BLANK_LINE.search(buf, self._scan, stop)
+                blank = _LENIENT_BLANK_LINE.search(buf, scan, stop)
                 head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
             if head_end < 0:
-                self._note_blank_line(buf, stop)
+                lf = buf.rfind(b"\n", scan, stop)
+                if lf >= 0 or growing_blanks:
+                    self._note_blank_line(buf, lf, stop)
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -447,17 +451,16 @@ class FrameDecoder:
         blank = _LENIENT_BLANK_LINE.search(buf, run_end, stop)
         return (blank.start(), blank.end()) if blank else (-1, -1)
 
-    def _note_blank_line(self, buf: bytearray, stop: int) -> None:
+    def _note_blank_line(self, buf: bytearray, lf: int, stop: int) -> None:
         """Lenient mode, no blank line before ``stop``: note whether the last line,
-        still growing, holds only blanks - a blank line in the making."""
-        scan = self._scan
-        lf = buf.rfind(b"\n", scan, stop)
+        still growing, holds only blanks - a blank line in the making.
+
+        ``lf`` is the last LF after _scan; -1 when there is none and the line
+        growing at _scan was blanks so far (otherwise nothing changes).
+        """
         if lf < 0:
-            # The same line as before: still blanks only if it was, and is.
-            if self._blank_lf != self._line_start - 1 or self._blank_lf < self._pos:
-                return
-            lf = self._blank_lf
-            start = scan
+            lf = self._blank_lf  # the same line: still blanks only if what came is
+            start = self._scan
         else:
             start = lf + 1
         ends = _BLANKS.match(buf, start, stop).end() == stop  # type: ignore[union-attr]
@@ -554,7 +557,8 @@ class FrameDecoder:
             size = window - self._pos
             raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
-        self._check_growing_line(end)
+        if end - self._line_start > limits.max_line_length:
+            self._check_growing_line(end)
         self._scan = end
         self._check_truncated()
 
