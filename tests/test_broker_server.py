@@ -248,8 +248,7 @@ def test_content_length_of_thousands_of_leading_zeros_is_delivered() -> None:
             producer = await StreamClient.connect(broker)
             length = b"0" * 5000 + b"5"
             producer.writer.write(
-                b"SEND\ndestination:/queue/zeros\ncontent-length:" + length
-                + b"\n\nhe\x00lo\x00"
+                b"SEND\ndestination:/queue/zeros\ncontent-length:" + length + b"\n\nhe\x00lo\x00"
             )
             assert (await consumer.expect(Message)).body == b"he\x00lo"
             await producer.send(Send("/queue/zeros", b"after", receipt="r"))
