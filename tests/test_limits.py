@@ -13,7 +13,16 @@ from helpers import HB, Outcome, bytewise, cut, run, same_outcome, sized, whole
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from stomp_proto import ErrorKind, Frame, Limits, Version
+from stomp_proto import (
+    Connect,
+    Connected,
+    ErrorKind,
+    Frame,
+    Limits,
+    Send,
+    ServerConnection,
+    Version,
+)
 
 K = ErrorKind
 SLACK = 16  # "small constant" allowed above a limit for decoder.buffered
@@ -196,6 +205,28 @@ def test_long_line_in_a_long_head_names_max_line_length_however_split(
         assert (out.kind, out.limit) == (K.TOO_LARGE, "max_line_length"), out.summary()
 
 
+@pytest.mark.parametrize("server", [False, True])
+def test_lenient_blank_line_of_blanks_is_no_line_to_limit(server: bool) -> None:
+    """Lenient mode ends a head at a line of blanks; max_line_length bounds command
+    and header lines, not that one, whether it comes whole or byte by byte (the lenient
+    server's decoder, which the accelerated build scans natively, reads it so too)."""
+    limits = Limits(max_line_length=50)
+    frame = b"SEND\ndestination:/q\n" + b" \t" * 50 + b"\r\nhi\x00"
+    for chunks in (whole(frame), bytewise(frame), sized(frame, 60)):
+        if server:
+            conn = ServerConnection(strict=False, limits=limits)
+            conn.receive_data(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+            assert isinstance(conn.next_event(), Connect)
+            conn.send(Connected())
+            for chunk in chunks:
+                conn.receive_data(chunk)
+            events = list(conn)
+            assert [(type(e), e.body) for e in events] == [(Send, b"hi")]  # type: ignore[attr-defined]
+        else:
+            out = run(chunks, limits=limits, strict=False, eof=False)
+            assert out.error is None and out.events == [F("SEND", [("destination", "/q")], b"hi")]
+
+
 # Head material: every byte that decides a head limit (EOLs, CR, colons, blanks, NUL).
 _PIECES = [b"a", b"b:", b":", b"\n", b"\r", b"\r\n", b" ", b"\t", b"\0", b"v" * 9, b"\\n"]
 _heads = st.lists(st.sampled_from(_PIECES), max_size=40).map(b"".join)
@@ -209,7 +240,7 @@ _small_limits = st.builds(
 )
 
 
-@example(  # lenient mode's blank line of blanks, longer than max_line_length
+@example(  # lenient mode's blank line of blanks, longer than max_line_length: it ends the head
     command=b" \n",
     head=b"\r ",
     body=b"\n\x00",
