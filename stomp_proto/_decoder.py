@@ -423,13 +423,10 @@ class FrameDecoder:
         nul = buf.find(b"\0", pos, head_end)
         if nul >= 0:
             raise self._refuse_nul(nul)
-        if body_start - pos > limits.max_line_length:
-            # A long head may hold a long line, and so may lenient mode's blank
-            # line (of blanks): check lines in order, as for partial heads (one
-            # more LF ends the last line), then the blank line as it stood before
-            # its LF arrived.
+        if head_end - pos > limits.max_line_length:
+            # A long head may hold a long line: check lines in order, as for
+            # partial heads (one more LF ends the last line).
             self._check_lines(head_end + 1)
-            self._check_growing_line(body_start - 1)
         try:
             return self._whole_head(buf, pos, end, head_end, body_start)
         except LocalProtocolError:
@@ -553,23 +550,35 @@ class FrameDecoder:
             # filled up comes first: the lines completed inside it, then the
             # line still growing as it stood one byte before the window's end.
             self._check_lines(window)
-            self._check_growing_line(window - 1)
+            start = self._line_start
+            last = window - 1
+            blanks = not self._strict and self._pos < start <= last
+            if blanks:
+                blanks = _BLANKS.match(buf, start, last).end() == last  # type: ignore[union-attr]
+            self._check_growing_line(last, blanks)
             size = window - self._pos
             raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
         if end - self._line_start > limits.max_line_length:
-            self._check_growing_line(end)
+            # (_blank_lf was brought up to date for ``end`` by the search.)
+            blanks = not self._strict and self._blank_lf == self._line_start - 1 >= self._pos
+            self._check_growing_line(end, blanks)
         self._scan = end
         self._check_truncated()
 
-    def _check_growing_line(self, end: int) -> None:
-        """Apply max_line_length to the line that has no LF before ``end`` yet."""
+    def _check_growing_line(self, end: int, blanks: bool) -> None:
+        """Apply max_line_length to the line that has no LF before ``end`` yet.
+
+        ``blanks``: it is lenient mode's blank line in the making (only blanks,
+        after an LF), exempt as no command or header line: once its LF comes it
+        ends the head, as the native scanner and a whole head read it.
+        """
         # A trailing CR may be the start of a CRLF.
         length = end - self._line_start
         if self._crlf and length > 0 and self._buf[end - 1] == _CR:
             length -= 1
         limits = self._limits
-        if length > limits.max_line_length:
+        if length > limits.max_line_length and not blanks:
             raise _too_large(
                 limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
             )
