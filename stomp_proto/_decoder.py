@@ -79,6 +79,7 @@ _BODILESS_COMMANDS = COMMANDS - BODY_COMMANDS
 _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+_BLANKS = re.compile(rb"[ \t\r]*")
 
 
 def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
@@ -129,6 +130,7 @@ class FrameDecoder:
 
     __slots__ = (
         "_big",
+        "_blank_lf",
         "_bodiless",
         "_body_limit",
         "_body_start",
@@ -183,6 +185,9 @@ class FrameDecoder:
         self._fast: object | None = None
         # True while next_frame reads the buffer (see _reentered).
         self._reading = False
+        # Lenient mode: the LF before a line that holds only blanks up to _scan
+        # (a blank line may end there); stale when not _line_start - 1.
+        self._blank_lf = -1
         self._reset_head()
         self.version = version
 
@@ -315,6 +320,7 @@ class FrameDecoder:
         self._scan -= pos
         self._line_start -= pos
         self._body_start -= pos
+        self._blank_lf -= pos
 
     # -- output --------------------------------------------------------------
 
@@ -426,9 +432,20 @@ class FrameDecoder:
             blank = _BLANK_LINE_12.search(buf, start, stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
         else:
-            # The draft strips trailing blanks, so a line of blanks is the blank line.
-            blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
-            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            # The draft strips trailing blanks, so a line of blanks is the blank
+            # line.  Resumed at _scan, as the other searches are; a line of
+            # blanks that was still growing there is followed where it stopped.
+            scan = self._scan
+            growing_blanks = self._blank_lf == self._line_start - 1 >= pos
+            if growing_blanks:
+                head_end, body_start = self._end_of_blank_line(buf, stop)
+            else:
+                blank = _LENIENT_BLANK_LINE.search(buf, scan, stop)
+                head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            if head_end < 0:
+                lf = buf.rfind(b"\n", scan, stop)
+                if lf >= 0 or growing_blanks:
+                    self._note_blank_line(buf, lf, stop)
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -450,6 +467,32 @@ class FrameDecoder:
             # check runs first, over the lines not checked yet.
             self._check_lines(head_end + 1)
             raise
+
+    def _end_of_blank_line(self, buf: bytearray, stop: int) -> tuple[int, int]:
+        """Lenient mode, the line growing at _scan being blanks so far: where the
+        head ends and its body starts, or ``(-1, -1)``."""
+        scan = self._scan
+        run_end = _BLANKS.match(buf, scan, stop).end()  # type: ignore[union-attr]
+        if run_end < stop and buf[run_end] == _LF:
+            return self._blank_lf, run_end + 1
+        # A byte that is not a blank: the next blank line starts at a later LF.
+        blank = _LENIENT_BLANK_LINE.search(buf, run_end, stop)
+        return (blank.start(), blank.end()) if blank else (-1, -1)
+
+    def _note_blank_line(self, buf: bytearray, lf: int, stop: int) -> None:
+        """Lenient mode, no blank line before ``stop``: note whether the last line,
+        still growing, holds only blanks - a blank line in the making.
+
+        ``lf`` is the last LF after _scan; -1 when there is none and the line
+        growing at _scan was blanks so far (otherwise nothing changes).
+        """
+        if lf < 0:
+            lf = self._blank_lf  # the same line: still blanks only if what came is
+            start = self._scan
+        else:
+            start = lf + 1
+        ends = _BLANKS.match(buf, start, stop).end() == stop  # type: ignore[union-attr]
+        self._blank_lf = lf if ends else -1
 
     def _whole_head(
         self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
@@ -534,22 +577,42 @@ class FrameDecoder:
         if nul >= 0:
             raise self._refuse_nul(nul)
         if end >= window:
-            # The lines completed inside the window come first: fed in pieces,
-            # they would have been checked before the window filled up.
+            # What fed in pieces would have been checked before the window
+            # filled up comes first: the lines completed inside it, then the
+            # line still growing as it stood one byte before the window's end.
             self._check_lines(window)
+            start = self._line_start
+            last = window - 1
+            blanks = not self._strict and self._pos < start <= last
+            if blanks:
+                blanks = _BLANKS.match(buf, start, last).end() == last  # type: ignore[union-attr]
+            self._check_growing_line(last, blanks)
             size = window - self._pos
             raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
-        # The line still growing; a trailing CR may be the start of a CRLF.
+        if end - self._line_start > limits.max_line_length:
+            # (_blank_lf was brought up to date for ``end`` by the search.)
+            blanks = not self._strict and self._blank_lf == self._line_start - 1 >= self._pos
+            self._check_growing_line(end, blanks)
+        self._scan = end
+        self._check_truncated()
+
+    def _check_growing_line(self, end: int, blanks: bool) -> None:
+        """Apply max_line_length to the line that has no LF before ``end`` yet.
+
+        ``blanks``: it is lenient mode's blank line in the making (only blanks,
+        after an LF), exempt as no command or header line: once its LF comes it
+        ends the head, as the native scanner and a whole head read it.
+        """
+        # A trailing CR may be the start of a CRLF.
         length = end - self._line_start
-        if self._crlf and length and buf[end - 1] == _CR:
+        if self._crlf and length > 0 and self._buf[end - 1] == _CR:
             length -= 1
-        if length > limits.max_line_length:
+        limits = self._limits
+        if length > limits.max_line_length and not blanks:
             raise _too_large(
                 limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
             )
-        self._scan = end
-        self._check_truncated()
 
     def _check_lines(self, end: int) -> None:
         """Check the head lines completed before ``end`` and not checked yet, in order.

@@ -894,6 +894,21 @@ def test_content_length_with_many_leading_zeros(version: str) -> None:
     assert decode_one(raw, version).body == b"he\x00lo"
 
 
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_content_length_with_thousands_of_leading_zeros(version: str, strict: bool) -> None:
+    """Past the digits that Python's int() reads from a string (4300 by default),
+    the value is still the number the digits write: 5, not an error."""
+    raw = b"SEND\ncontent-length:" + b"0" * 5000 + b"5\n\nhe\x00lo\x00"
+    assert decode_one(raw, version, strict=strict).body == b"he\x00lo"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_content_length_of_thousands_of_digits_is_too_large(version: str) -> None:
+    raw = b"SEND\ncontent-length:" + b"1" * 5000 + b"\n\nhello\x00"
+    decode_error(raw, K.TOO_LARGE, version)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_first_content_length_wins(version: str) -> None:
     """1.2 §Repeated Header Entries applies to content-length as to any header."""
