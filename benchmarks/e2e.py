@@ -66,8 +66,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 #: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
-#: examples/plain_socket_client.py - the floor under what our clients cost.
-CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
+#: examples/plain_socket_client.py - the floor under what our clients cost.  "uvloop"
+#: is the asyncio client on uvloop's event loop.
+CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "stomp.py", "stompman")
 #: With --compiled, our clients also run on the accelerated build of stomp_proto (the
 #: native fast path; until it came, the mypyc-compiled core), as rows named
 #: "asyncio[compiled]" and so on.  On the embedded broker those rows talk to a second
@@ -75,7 +76,7 @@ CLIENTS = ("asyncio", "trio", "threads", "bare", "stomp.py", "stompman")
 #: wheel runs on both sides), so its CPU column shows the broker's gain; the other rows,
 #: the peers' included, keep the pure-build broker.
 COMPILED = "[compiled]"
-OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
+OUR_CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare")
 
 
 def implementation(client: str) -> str:
@@ -262,6 +263,18 @@ def run_asyncio(spec: Spec) -> None:
     asyncio.run(_ours_async(spec, stomp_proto.asyncio.connect, readline, asyncio.sleep))
 
 
+def run_uvloop(spec: Spec) -> None:
+    import uvloop
+
+    import stomp_proto.asyncio
+
+    async def readline() -> str:
+        return await asyncio.to_thread(sys.stdin.readline)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_ours_async(spec, stomp_proto.asyncio.connect, readline, asyncio.sleep))
+
+
 def run_trio(spec: Spec) -> None:
     import trio
 
@@ -426,6 +439,7 @@ async def _stompman(spec: Spec, stompman: Any) -> None:
 
 RUNNERS: dict[str, Callable[[Spec], None]] = {
     "asyncio": run_asyncio,
+    "uvloop": run_uvloop,
     "trio": run_trio,
     "threads": run_threads,
     "bare": run_bare,
@@ -886,6 +900,7 @@ def table(rows: Sequence[Row]) -> str:
 
 COLOURS = {
     "asyncio": "#1f77b4",
+    "uvloop": "#9467bd",
     "trio": "#17becf",
     "threads": "#2ca02c",
     "bare": "#7f7f7f",
@@ -893,6 +908,7 @@ COLOURS = {
     "stompman": "#ff7f0e",
     # the compiled build's rows: a darker shade of the same client's colour
     "asyncio[compiled]": "#0b3c61",
+    "uvloop[compiled]": "#4b2a66",
     "trio[compiled]": "#0b6a73",
     "threads[compiled]": "#145214",
     "bare[compiled]": "#3b3b3b",
@@ -980,7 +996,7 @@ def environment() -> dict[str, Any]:
     versions: dict[str, str] = {}
     from importlib import metadata
 
-    for name in ("stomp-proto", "stomp.py", "stompman", "trio"):
+    for name in ("stomp-proto", "stomp.py", "stompman", "trio", "uvloop"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -369,7 +369,7 @@ def noop_write(spark: Any, rows: int) -> float:
 def start_spark() -> Any:
     from stomp_proto.spark import local_session
 
-    return local_session("stomp_proto-bench")
+    return local_session("stomp_proto-bench", ui=False)
 
 
 def median(values: list[float]) -> float:

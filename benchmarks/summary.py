@@ -28,11 +28,13 @@ README = ROOT / "README.rst"
 README_START = ".. benchmark-summary-start\n"
 README_END = ".. benchmark-summary-end\n"
 
-OUR_CLIENTS = ("asyncio", "trio", "threads", "bare")
+OUR_CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare")
 PURE, COMPILED, ACCELERATED = "stomp_proto", "stomp_proto[mypyc]", "stomp_proto[accelerated]"
 #: benchmarks/e2e.py --compiled names the second build's rows "asyncio[compiled]" ...
 COMPILED_ROW = "[compiled]"
 READ_SIZES = {1: "1 B", 1460: "1460 B", 65536: "64 KiB"}
+#: How the README names an e2e row that is not simply "the <name> client".
+_WHO = {"bare": "the bare ClientConnection loop", "uvloop": "the asyncio client on uvloop"}
 
 
 def second_build(codec: dict[str, Any]) -> tuple[str, str]:
@@ -251,7 +253,10 @@ def compiled_targets(
     client_limit, bare_limit, decode_goal = (0.33, 0.2, 10) if accelerated else (0.5, 0.33, 5)
     rows = []
     for client, key, limit in [
-        *((client, "cpu_per_100k", client_limit) for client in ("asyncio", "trio", "threads")),
+        *(
+            (client, "cpu_per_100k", client_limit)
+            for client in ("asyncio", "uvloop", "trio", "threads")
+        ),
         ("bare", "cpu_per_100k", bare_limit),
     ]:
         if cpu := against_stomppy(e2e, client + COMPILED_ROW, key):
@@ -356,7 +361,7 @@ def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
         fast = against_stomppy(e2e, client + COMPILED_ROW, "msgs_per_s")
         fast_cpu = against_stomppy(e2e, client + COMPILED_ROW, "cpu_per_100k")
         if speed:
-            who = "the bare ClientConnection loop" if client == "bare" else f"the {client} client"
+            who = _WHO.get(client, f"the {client} client")
             lines.append(
                 f"- end to end, {who}: {spread(speed)} stomp.py's messages/s, "
                 f"at {spread(cpu)} its CPU per message"

@@ -1,23 +1,27 @@
 """Build the accelerated stomp_proto: the pure package plus its native fast path.
 
-    python scripts/build_accelerated.py --inplace     # _speedups.*.so beside the sources
+    python scripts/build_accelerated.py --inplace     # _*_native.*.so beside the sources
     python scripts/build_accelerated.py --clean       # remove what --inplace built
     python scripts/build_accelerated.py --target DIR  # copy stomp_proto to DIR and build it there
     python scripts/build_accelerated.py --wheel dist/stomp_proto-*-py3-none-any.whl
                                                       # its accelerated wheel, beside it
 
-The native code is one Cython module, ``stomp_proto/_speedups.pyx``, compiled to C
-and then to one extension module, ``stomp_proto/_speedups.<abi>.so``.  Every other
-module stays the Python source: the decoder, the encoder and the events pick the
-extension module at import (``stomp_proto._build.native``) and run their own code
-for whatever it leaves to them, so after ``--inplace`` the whole package - tests
-included - runs accelerated, and after ``--clean`` it is pure Python again.
+The native code is four Cython modules, each the twin of a pure module
+(``stomp_proto/_decoder_native.pyx`` beside ``_decoder.py``, and the events', the
+encoder's and the connection's; ``stomp_proto._build`` lists them in NATIVE_MODULES),
+sharing ``_native_shared.pxd``; each is compiled to C and then to one extension
+module, ``stomp_proto/_decoder_native.<abi>.so`` and so on.  Every other module stays
+the Python source: each pure module picks its twin at import
+(``stomp_proto._build.native``) and runs its own code for whatever the twin leaves to
+it, so after ``--inplace`` the whole package - tests included - runs accelerated, and
+after ``--clean`` it is pure Python again.
 ``--target`` leaves the working tree alone (the benchmarks use it to time both
 builds in one run).  ``--wheel`` takes the pure wheel that ``python -m build`` made,
 adds the extension module and writes a wheel tagged for this interpreter and
 platform (``stomp_proto-VERSION-cp311-cp311-linux_x86_64.whl``, say): a local build,
-not a manylinux one.  hatch_build.py calls :func:`build` for
-``STOMP_PROTO_ACCELERATE=1 python -m build`` (and cibuildwheel).
+not a manylinux one.  hatch_build.py calls :func:`toolchain_problem` and :func:`build`
+on every wheel build (``pip install .``, ``python -m build``, cibuildwheel), and
+scripts/build_wheels.sh repairs its wheels to manylinux ones.
 
 Needs Cython and setuptools (``pip install cython setuptools``) and a C compiler with
 the Python headers (``scripts/ensure-toolchain.sh`` installs gcc and python3-dev from
@@ -27,8 +31,12 @@ Debian).  The generated C and the object files go to a temporary directory.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import hashlib
+import importlib.util
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,11 +44,28 @@ import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "stomp_proto"
+
+
+def _native_modules() -> tuple[str, ...]:
+    """stomp_proto._build.NATIVE_MODULES, read from the source (this script imports
+    nothing from the package it builds)."""
+    tree = ast.parse((ROOT / PACKAGE / "_build.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "NATIVE_MODULES" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, tuple)
+            return value
+    raise SystemExit("stomp_proto/_build.py has no NATIVE_MODULES")
+
+
 #: The native modules, as paths under stomp_proto/ without ".pyx".
-MODULES = ("_speedups",)
+MODULES = _native_modules()
 
 # Bounds checks stay on (the .pyx says so in its header as well): this parses
 # hostile input.  -O2 and no -ffast-math: nothing here is floating point.
@@ -56,10 +81,49 @@ extensions = [
 ]
 setup(
     name="stomp_proto_accelerated",
-    ext_modules=cythonize(extensions, build_dir=temp, language_level=3, quiet=True),
-    script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp],
+    ext_modules=cythonize(extensions, build_dir=temp, language_level=3, quiet=True, nthreads=2),
+    script_args=["build_ext", "--inplace", "--build-temp", temp, "--build-lib", temp, "-j", "2"],
 )
 """
+
+
+class NativeBuildError(RuntimeError):
+    """The native build failed; the message ends with the compiler's last output."""
+
+
+#: What to do when the compiler or the headers are missing, or the compile fails.
+COMPILER_REMEDY = (
+    "install a C compiler and the Python headers (Debian: apt-get install gcc python3-dev)"
+)
+
+
+class ToolchainProblem(NamedTuple):
+    missing: str  #: what this interpreter lacks, in a few words
+    remedy: str  #: what to do about it
+
+
+def toolchain_problem() -> ToolchainProblem | None:
+    """What this interpreter lacks to build MODULES, and the remedy, or None.
+
+    Asked before a build that may fall back to the pure package, so that the fallback
+    can say why; a compiler that is there but fails is found by the build itself.
+    """
+    for module in ("Cython", "setuptools"):
+        if importlib.util.find_spec(module) is None:
+            # pip installs both into the build's own environment, unless told not to.
+            return ToolchainProblem(
+                f"{module} is not installed",
+                "install Cython and setuptools (or build without --no-build-isolation)",
+            )
+    # setuptools compiles with $CC when it is set, else with the compiler Python was built with.
+    command = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    if not command or shutil.which(command[0]) is None:
+        name = command[0] if command else "CC is empty"
+        return ToolchainProblem(f"no C compiler ({name})", COMPILER_REMEDY)
+    include = sysconfig.get_paths()["include"]
+    if not Path(include, "Python.h").is_file():
+        return ToolchainProblem(f"no Python headers (no Python.h in {include})", COMPILER_REMEDY)
+    return None
 
 
 def built_files(root: Path) -> list[Path]:
@@ -94,11 +158,11 @@ def build(root: Path, *, quiet: bool = True) -> list[Path]:
         )
     if result.returncode:
         output = (result.stdout or "") + (result.stderr or "")
-        raise SystemExit(f"native build failed (exit {result.returncode})\n{output[-4000:]}")
+        raise NativeBuildError(f"native build failed (exit {result.returncode})\n{output[-4000:]}")
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     missing = [m for m in MODULES if not (root / PACKAGE / f"{m}{suffix}").exists()]
     if missing:
-        raise SystemExit(f"native build did not produce {missing}")
+        raise NativeBuildError(f"native build did not produce {missing}")
     return built_files(root)
 
 
@@ -139,6 +203,8 @@ def accelerate_wheel(pure: Path, out_dir: Path, *, quiet: bool = True) -> Path:
             archive.extractall(root)
         build(root, quiet=quiet)
         dist_info = root / f"{name}-{version}.dist-info"
+        # hatch_build.py's word on why the pure wheel is pure no longer holds.
+        (dist_info / "extra_metadata" / "native-build.txt").unlink(missing_ok=True)
         metadata = (dist_info / "WHEEL").read_text().splitlines()
         metadata = [
             line.replace("true", "false") if line.startswith("Root-Is-Purelib:") else line
@@ -168,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--verbose", action="store_true", help="show the compiler's output")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except NativeBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.clean:
         for path in clean(ROOT):
             print(f"removed {path.relative_to(ROOT)}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make sure the C toolchain is there for the accelerated build (the native fast
-# path, stomp_proto/_speedups.pyx: Cython writes C, a C compiler builds it against
+# path, the native twins stomp_proto/_*_native.pyx: Cython writes C, a C compiler builds them against
 # the headers of the Python that will import it).
 #
 #     bash scripts/ensure-toolchain.sh [PYTHON]

@@ -11,7 +11,11 @@
 # Targets (tests/fuzzing/properties.py): decoder, server, client (arbitrary bytes)
 # and stream, server_session, client_session (structure-aware: a recipe of valid
 # frames of every command and version, mutated and repeated into streams of up to
-# 4 MiB, or whole sessions; each fed whole and in random chunks, which must agree).
+# 4 MiB, or whole sessions; each fed whole and in random chunks, which must agree),
+# and differential: scripts of calls on the public API (the decoder in any pieces,
+# the encoder, a server, client sessions that send every event, iterate and ack),
+# run on the accelerated build and on the pure build in the same process, whose
+# traces must be equal (tests/fuzzing/differential.py; accelerated build only).
 #
 # With atheris (pip install atheris; wheels for CPython <= 3.11 on Linux/macOS)
 # each target runs coverage-guided from the committed seed corpus
@@ -38,7 +42,7 @@ PYTHON=${PYTHON:-}
 if [ -z "$PYTHON" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
-TARGETS=(decoder server client stream server_session client_session)
+TARGETS=(decoder server client stream server_session client_session differential)
 
 mode=local
 case "${1:-}" in
@@ -99,6 +103,9 @@ fi
 status=0
 for build in "${builds[@]}"; do
 for target in "${selected[@]}"; do
+    if [ "$target" = differential ] && [ "$build" = pure ]; then
+        continue  # it compares the accelerated build with the pure one
+    fi
     work=.fuzz/corpus/$target
     artifacts=tests/fuzzing/regressions/$target/
     mkdir -p "$work" "$artifacts"

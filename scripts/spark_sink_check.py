@@ -352,7 +352,7 @@ def main() -> None:
     from stomp_proto.spark import local_session
 
     if args.step == "retry":
-        spark = local_session("stomp-sink-retry", cores=2, max_failures=3)
+        spark = local_session("stomp-sink-retry", cores=2, max_failures=3, ui=False)
         # Small Arrow batches, so that the sink gets (and sends) rows before the failure.
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
         try:
@@ -363,7 +363,7 @@ def main() -> None:
         finally:
             spark.stop()
     else:
-        spark = local_session("stomp-sink-throughput", cores=2)
+        spark = local_session("stomp-sink-throughput", cores=2, ui=False)
         try:
             write(spark, args, args.rows, guarded=True, fail=False)  # warm-up
             runs: dict[str, list[dict[str, Any]]] = {"guarded": [], "unguarded": []}

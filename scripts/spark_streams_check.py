@@ -54,11 +54,13 @@ def publish(args: argparse.Namespace) -> None:
     writer = StreamsPartitionWriter(
         connection, settings, StreamColumns(body="body", key="key", stream=None, headers=None)
     )
-    chunk = 10_000
+    chunk = args.chunk
     began = time.monotonic()
 
     def chunks() -> Any:
         for low in range(args.first, args.first + args.count, chunk):
+            if args.pace and low > args.first:
+                time.sleep(args.pace)  # a write that lasts (one under a broker restart)
             ids = range(low, min(low + chunk, args.first + args.count))
             keys = [f"k{i}" for i in ids]
             bodies = [f"{args.run}:{i}".encode().ljust(args.size, b".") for i in ids]
@@ -77,7 +79,7 @@ def session(args: argparse.Namespace, name: str) -> Any:
     if args.master.startswith("local"):
         from stomp_proto.spark import local_session
 
-        return local_session(name, cores=int(args.master[6:-1] or 2))
+        return local_session(name, cores=int(args.master[6:-1] or 2), ui=False)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -210,6 +212,8 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=0, help="publish: the first id")
     parser.add_argument("--count", type=int, default=50_000, help="messages (all, for verify)")
     parser.add_argument("--size", type=int, default=100, help="publish: body bytes")
+    parser.add_argument("--chunk", type=int, default=10_000, help="publish: rows per chunk")
+    parser.add_argument("--pace", type=float, default=0.0, help="publish: seconds between chunks")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--ui-port", type=int, default=4050)
     parser.add_argument("--out", help="the parquet sink's directory")

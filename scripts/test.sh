@@ -85,16 +85,21 @@ NOT_EVERY_PYTHON=(
     tests/test_stompjs_interop.py
     tests/test_stomppy_interop.py
     tests/test_stompman_interop.py
+    tests/test_browser_stompjs.py
     tests/test_client_matrix.py
     tests/test_client_mistakes.py
     # the conformance checker: hundreds of connections per run, real brokers among them
     tests/test_checker.py
     # the PySpark data source
+    tests/test_spark_docs_examples.py
     tests/test_spark_integration.py
     tests/test_spark_kafka_parity.py
     tests/test_spark_logic.py
     tests/test_spark_streams_discovery.py
+    tests/test_spark_streams_broker_restart.py
     tests/test_spark_streams_exactly_once.py
+    tests/test_spark_streams_broker_restart.py
+    tests/test_spark_docs_examples.py
     tests/test_spark_streams_logic.py
     tests/test_spark_streams_rabbitmq.py
     tests/test_spark_streams_rows.py
@@ -105,6 +110,7 @@ NOT_EVERY_PYTHON=(
     tests/fuzzing
     tests/test_benchmarks_smoke.py
     tests/test_accelerated_build.py
+    tests/test_build_hook.py
     tests/test_api_documented.py
     tests/test_docs_pages.py
     tests/test_docs_inventory.py

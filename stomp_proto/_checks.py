@@ -186,11 +186,7 @@ def check_event(event: object) -> None:
 
 
 def _check_pair(owner: str, heartbeat: object) -> None:
-    if not (
-        type(heartbeat) is tuple
-        and len(heartbeat) == 2
-        and all(is_int(x) for x in heartbeat)
-    ):
+    if not (type(heartbeat) is tuple and len(heartbeat) == 2 and all(is_int(x) for x in heartbeat)):
         raise _field_error(owner, "heartbeat", "a pair of ints", heartbeat)
 
 

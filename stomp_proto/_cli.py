@@ -2,6 +2,9 @@
 
     stomp-proto broker [--port 61613]              run the embedded broker
     stomp-proto broker --websocket /ws             ... with STOMP over WebSocket too
+    stomp-proto broker --websocket /ws --allowed-origin http://localhost:8000
+                                                   ... for web pages from there too
+    stomp-proto broker --no-metrics                without GET /metrics on its port
     stomp-proto broker --heartbeat 5000,5000 --max-frame-size 1048576 --log-level debug
     stomp-proto send /queue/a hello world          one message per argument
     stomp-proto send /queue/a --file data.bin      the file as one message
@@ -34,7 +37,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TextIO
 
 from . import __version__
-from ._client._core import ClientError, ClientOptions, ConnectOptions
+from ._build import describe as describe_build
+from ._client._errors import ClientError
+from ._client._options import ClientOptions, ConnectOptions
 from ._errors import ProtocolError
 from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
@@ -96,6 +101,15 @@ def _websocket_path(text: str) -> str:
 
     try:
         return check_path(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _origin(text: str) -> str:
+    from ._websocket import check_origin
+
+    try:
+        return check_origin(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -167,11 +181,32 @@ def check_connection_arguments(args: argparse.Namespace) -> str | None:
     return None
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version and which build runs (and why, when pure), on one line.
+
+    argparse's own version action would wrap the line, and would ask which build
+    runs on every start rather than when the option is given.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the version and which build runs, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {__version__} ({describe_build()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stomp-proto", description="STOMP 1.0/1.1/1.2 tools built on stomp_proto."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     broker = commands.add_parser("broker", help="run the embedded broker")
@@ -192,6 +227,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=_websocket_path,
         metavar="PATH",
         help="also serve STOMP over WebSocket at this path (e.g. /ws), on the same port",
+    )
+    broker.add_argument(
+        "--allowed-origin",
+        type=_origin,
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages of this origin (scheme://host[:port], '*' for any) use the "
+        "WebSocket; repeat for more (by default only the broker's own origin, and clients "
+        "that send no Origin, such as non-browser ones)",
+    )
+    broker.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="do not serve GET /metrics (Prometheus text format) on the broker's port",
     )
     broker.add_argument(
         "--strict",
@@ -397,14 +448,16 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         ssl=context,
         users=users,
         websocket=args.websocket,
+        allowed_origins=args.allowed_origin,
+        metrics=args.metrics,
         strict=args.strict,
         heartbeat=args.heartbeat,
         limits=broker_limits(args),
     ) as broker:
-        where = f"{broker.host}:{broker.port}"
-        if args.websocket:
-            where += f" (WebSocket: {'wss' if context else 'ws'}://{where}{args.websocket})"
-        print(f"stomp_proto broker listening on {where}", file=err, flush=True)
+        # The broker's own INFO line says where it listens; below INFO it is said here,
+        # so that the line is printed once whatever the level.
+        if not logging.getLogger("stomp_proto").isEnabledFor(logging.INFO):
+            print(f"STOMP broker listening on {broker.listening_on}", file=err, flush=True)
         await broker.serve_forever()
 
 
@@ -424,6 +477,7 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 
     destination = "/queue/demo"
     body = b"x" * args.size
+    print(f"stomp_proto {__version__}, {describe_build()}", file=out)
     async with Broker("127.0.0.1", 0) as broker:
         print(f"embedded broker on 127.0.0.1:{broker.port}", file=out)
         async with (

@@ -146,8 +146,31 @@ class _PendingAcks:
         return tuple(self._by_subscription.get(subscription, ()))
 
 
-#: The accelerated build's per-message steps (stomp_proto/_speedups.pyx), or None.
-_native = native()
+#: The native twin (stomp_proto/_connection_native.pyx), or None: the pure build.
+_native = native("_connection_native")
+
+
+class _Events:
+    """``iter(connection)``: each step is ``connection.next_event()``; it stops at
+    ``None`` and resumes once more bytes have arrived (see ``_Connection.__iter__``).
+
+    Not a generator: a generator ends for good at its first stop or error.  The
+    accelerated build's ``ClientEvents`` behaves the same.
+    """
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
+
+    def __iter__(self) -> _Events:
+        return self
+
+    def __next__(self) -> Event:
+        event = self._connection.next_event()
+        if event is None:
+            raise StopIteration
+        return event
 
 
 class _Connection:
@@ -371,14 +394,17 @@ class _Connection:
         self._decoder.receive_data(data)
 
     def __iter__(self) -> Iterator[Event]:
-        """Drain the events available now."""
+        """``for event in connection``: the events available now.
+
+        The iterator is a live view of :meth:`next_event`: each step returns
+        what ``next_event()`` returns, and the loop stops where it returns
+        ``None``.  The same iterator yields again once more bytes have arrived
+        (as a :class:`FrameDecoder` and a file do), and after a protocol error
+        every step raises that error again, as ``next_event()`` does.
+        """
         if self._fast_events is not None:
             return self._fast_events(self)
-        return self._drain()
-
-    def _drain(self) -> Iterator[Event]:
-        while (event := self.next_event()) is not None:
-            yield event
+        return _Events(self)
 
     def next_event(self) -> Event | None:
         """The next event from the peer, or ``None`` if more data is needed.

@@ -55,8 +55,8 @@ from ._limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["FrameDecoder"]
 
-# The accelerated build's scanner (stomp_proto/_speedups.pyx), or None: the pure build.
-_native = native()
+# The native twin (stomp_proto/_decoder_native.pyx), or None: the pure build.
+_native = native("_decoder_native")
 
 # Frame(...) without the Python-level __new__ of NamedTuple: a C call on the hot path.
 _new_frame = tuple.__new__
@@ -79,6 +79,7 @@ _BODILESS_COMMANDS = COMMANDS - BODY_COMMANDS
 _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+_BLANKS = re.compile(rb"[ \t\r]*")
 
 
 def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
@@ -121,11 +122,15 @@ class FrameDecoder:
     Any problem in the input raises :class:`RemoteProtocolError`; frames
     returned before it stay valid.  After an error the decoder is finished:
     ``next_frame`` raises the same error again and ``receive_data`` raises
-    :class:`LocalProtocolError`.
+    :class:`LocalProtocolError`.  So does a call to ``receive_data``,
+    ``next_frame`` or the ``version`` setter made while ``next_frame`` is
+    reading a frame (by a finalizer that a garbage collection runs then): it
+    changes nothing, and the frame being read is returned whole.
     """
 
     __slots__ = (
         "_big",
+        "_blank_lf",
         "_bodiless",
         "_body_limit",
         "_body_start",
@@ -145,6 +150,7 @@ class FrameDecoder:
         "_line_start",
         "_need",
         "_pos",
+        "_reading",
         "_scan",
         "_strict",
         "_unescaping",
@@ -177,6 +183,11 @@ class FrameDecoder:
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._fast: object | None = None
+        # True while next_frame reads the buffer (see _reentered).
+        self._reading = False
+        # Lenient mode: the LF before a line that holds only blanks up to _scan
+        # (a blank line may end there); stale when not _line_start - 1.
+        self._blank_lf = -1
         self._reset_head()
         self.version = version
 
@@ -189,6 +200,8 @@ class FrameDecoder:
 
     @version.setter
     def version(self, version: Version) -> None:
+        if self._reading:
+            raise self._reentered("the version setter")
         if not isinstance(version, str):
             raise wrong_type("FrameDecoder version", "'1.0', '1.1' or '1.2'", version)
         if version not in VERSIONS:
@@ -261,6 +274,8 @@ class FrameDecoder:
 
     def receive_data(self, data: bytes | bytearray | memoryview | None) -> None:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
+        if self._reading:
+            raise self._reentered("receive_data")
         check_data(data)  # one type() per read, not per frame
         need = self._need
         if need and data is not None and not self._eof:
@@ -305,6 +320,7 @@ class FrameDecoder:
         self._scan -= pos
         self._line_start -= pos
         self._body_start -= pos
+        self._blank_lf -= pos
 
     # -- output --------------------------------------------------------------
 
@@ -320,19 +336,23 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
-        fast = self._fast
-        if fast is not None:
-            # The accelerated build: a whole well-formed frame at the front of the
-            # buffer comes from native code; anything else (more data needed, an
-            # error, a large body) is left to the code below, on the same state.
-            item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
-            if item is not None:
-                return item
         if self._need and not self._eof:
             # A large body is still arriving: the one question asked per read.
             return None
+        fast = self._fast
+        if fast is not None:
+            # The accelerated build: frames, heart-beats and "more data needed"
+            # come from native code, which resumes as this code does; anything
+            # else (an error, a limit, a large body) is NotImplemented there and
+            # left to the code below, on the same state.
+            item: Frame | HeartBeat | None = fast.next_frame(self)  # type: ignore[attr-defined]
+            if item is not NotImplemented:
+                return item
         if self._error is not None:
             raise self._error
+        if self._reading:
+            raise self._reentered("next_frame")
+        self._reading = True
         try:
             if self._command is None:
                 return self._next_head()
@@ -343,6 +363,23 @@ class FrameDecoder:
             # peer's error.
             self._error = as_remote(exc)
             raise self._error from None
+        finally:
+            self._reading = False
+
+    def _reentered(self, what: str) -> LocalProtocolError:
+        """The error for a call made while next_frame is reading the buffer.
+
+        Reading a frame allocates objects, and an allocation can start a garbage
+        collection that runs finalizers (``__del__``, weakref callbacks): one
+        that fed this decoder then would move the buffer under the offsets being
+        read (and under the native scanner's pointer).  Such a call is refused,
+        and changes nothing: the frame being read is returned whole.
+        """
+        return LocalProtocolError(
+            ErrorKind.BAD_STATE,
+            f"{what} called while the decoder is reading a frame (from a finalizer or "
+            "a callback run during next_frame); call it once next_frame has returned",
+        )
 
     def _check_truncated(self) -> None:
         """Called when more data is needed: at end of stream that is an error."""
@@ -395,9 +432,20 @@ class FrameDecoder:
             blank = _BLANK_LINE_12.search(buf, start, stop)
             head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
         else:
-            # The draft strips trailing blanks, so a line of blanks is the blank line.
-            blank = _LENIENT_BLANK_LINE.search(buf, max(pos, self._line_start - 1), stop)
-            head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            # The draft strips trailing blanks, so a line of blanks is the blank
+            # line.  Resumed at _scan, as the other searches are; a line of
+            # blanks that was still growing there is followed where it stopped.
+            scan = self._scan
+            growing_blanks = self._blank_lf == self._line_start - 1 >= pos
+            if growing_blanks:
+                head_end, body_start = self._end_of_blank_line(buf, stop)
+            else:
+                blank = _LENIENT_BLANK_LINE.search(buf, scan, stop)
+                head_end, body_start = (blank.start(), blank.end()) if blank else (-1, -1)
+            if head_end < 0:
+                lf = buf.rfind(b"\n", scan, stop)
+                if lf >= 0 or growing_blanks:
+                    self._note_blank_line(buf, lf, stop)
         if head_end < 0:
             self._check_partial_head(end, window)
             return None
@@ -419,6 +467,32 @@ class FrameDecoder:
             # check runs first, over the lines not checked yet.
             self._check_lines(head_end + 1)
             raise
+
+    def _end_of_blank_line(self, buf: bytearray, stop: int) -> tuple[int, int]:
+        """Lenient mode, the line growing at _scan being blanks so far: where the
+        head ends and its body starts, or ``(-1, -1)``."""
+        scan = self._scan
+        run_end = _BLANKS.match(buf, scan, stop).end()  # type: ignore[union-attr]
+        if run_end < stop and buf[run_end] == _LF:
+            return self._blank_lf, run_end + 1
+        # A byte that is not a blank: the next blank line starts at a later LF.
+        blank = _LENIENT_BLANK_LINE.search(buf, run_end, stop)
+        return (blank.start(), blank.end()) if blank else (-1, -1)
+
+    def _note_blank_line(self, buf: bytearray, lf: int, stop: int) -> None:
+        """Lenient mode, no blank line before ``stop``: note whether the last line,
+        still growing, holds only blanks - a blank line in the making.
+
+        ``lf`` is the last LF after _scan; -1 when there is none and the line
+        growing at _scan was blanks so far (otherwise nothing changes).
+        """
+        if lf < 0:
+            lf = self._blank_lf  # the same line: still blanks only if what came is
+            start = self._scan
+        else:
+            start = lf + 1
+        ends = _BLANKS.match(buf, start, stop).end() == stop  # type: ignore[union-attr]
+        self._blank_lf = lf if ends else -1
 
     def _whole_head(
         self, buf: bytearray, pos: int, end: int, head_end: int, body_start: int
@@ -503,22 +577,42 @@ class FrameDecoder:
         if nul >= 0:
             raise self._refuse_nul(nul)
         if end >= window:
-            # The lines completed inside the window come first: fed in pieces,
-            # they would have been checked before the window filled up.
+            # What fed in pieces would have been checked before the window
+            # filled up comes first: the lines completed inside it, then the
+            # line still growing as it stood one byte before the window's end.
             self._check_lines(window)
+            start = self._line_start
+            last = window - 1
+            blanks = not self._strict and self._pos < start <= last
+            if blanks:
+                blanks = _BLANKS.match(buf, start, last).end() == last  # type: ignore[union-attr]
+            self._check_growing_line(last, blanks)
             size = window - self._pos
             raise _too_large(limits, _head_limit(limits), f"frame head longer than {size} bytes")
         self._check_lines(end)
-        # The line still growing; a trailing CR may be the start of a CRLF.
+        if end - self._line_start > limits.max_line_length:
+            # (_blank_lf was brought up to date for ``end`` by the search.)
+            blanks = not self._strict and self._blank_lf == self._line_start - 1 >= self._pos
+            self._check_growing_line(end, blanks)
+        self._scan = end
+        self._check_truncated()
+
+    def _check_growing_line(self, end: int, blanks: bool) -> None:
+        """Apply max_line_length to the line that has no LF before ``end`` yet.
+
+        ``blanks``: it is lenient mode's blank line in the making (only blanks,
+        after an LF), exempt as no command or header line: once its LF comes it
+        ends the head, as the native scanner and a whole head read it.
+        """
+        # A trailing CR may be the start of a CRLF.
         length = end - self._line_start
-        if self._crlf and length and buf[end - 1] == _CR:
+        if self._crlf and length > 0 and self._buf[end - 1] == _CR:
             length -= 1
-        if length > limits.max_line_length:
+        limits = self._limits
+        if length > limits.max_line_length and not blanks:
             raise _too_large(
                 limits, "max_line_length", f"line longer than {limits.max_line_length} bytes"
             )
-        self._scan = end
-        self._check_truncated()
 
     def _check_lines(self, end: int) -> None:
         """Check the head lines completed before ``end`` and not checked yet, in order.

@@ -30,8 +30,8 @@ from ._frame import (
 
 __all__ = ["FrameEncoder", "unescaped_header_fault"]
 
-# The accelerated build's encoder (stomp_proto/_speedups.pyx), or None: the pure build.
-_native = native()
+# The native twin (stomp_proto/_encoder_native.pyx), or None: the pure build.
+_native = native("_encoder_native")
 
 
 # 1.1 §Value Encoding escapes '\\', LF and ':'; 1.2 adds CR.  A 1.1 value may

@@ -1002,6 +1002,6 @@ EVENT_FOR_COMMAND: dict[str, type[FrameEvent]] = {
     "ERROR": Error,
 }
 
-# The accelerated build's event builders (stomp_proto/_speedups.pyx), or None.
-# Looked up last: that module imports the classes above.
-_native = native()
+# The native twin (stomp_proto/_events_native.pyx), or None: the pure build.
+# Looked up last: it imports the classes above.
+_native = native("_events_native")

@@ -25,8 +25,10 @@ _PREFIX = "content-length:"
 # STOMP client or broker writes in a header.
 _PARKED = "\x01"
 
-# int() refuses digit strings past a few thousand digits; a content-length
-# longer than this is past every limit anyway, and reads as TOO_LONG.
+# int() refuses digit strings past a few thousand digits (sys.int_info's
+# default_max_str_digits); a content-length of more significant digits than
+# this is past every limit anyway, and reads as TOO_LONG.  Leading zeros are
+# dropped before int() sees them, however many there are.
 _MOST_DIGITS = 20
 TOO_LONG: int = 10**_MOST_DIGITS
 
@@ -128,6 +130,8 @@ def content_length(block: str, strict: bool) -> int:
         value = value.strip(" \t\r")
     if not (value.isdigit() and value.isascii()):
         raise LocalProtocolError(ErrorKind.BAD_CONTENT_LENGTH, f"content-length {value[:40]!r}")
-    if len(value) > _MOST_DIGITS and len(value.lstrip("0")) > _MOST_DIGITS:
-        return TOO_LONG
+    if len(value) > _MOST_DIGITS:
+        value = value.lstrip("0") or "0"
+        if len(value) > _MOST_DIGITS:
+            return TOO_LONG
     return int(value)

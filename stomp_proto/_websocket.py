@@ -12,6 +12,13 @@ highest STOMP version a side will speak: the one negotiated in the upgrade
 caps the versions offered (client) or accepted (broker) in CONNECT.  Without a
 subprotocol every configured version stays allowed.
 
+Browsers send an ``Origin`` header with every upgrade; a server that admits
+any origin lets every web page the user opens speak to it with the user's
+network position (cross-site WebSocket hijacking).  :class:`OriginPolicy`
+decides which origins the broker admits: its own (the scheme it serves, and the
+``Host`` the request names) and the ones configured; a request without
+``Origin`` comes from no browser page and is admitted.
+
 Three sans-IO pieces - :class:`ClientHandshake`, :class:`ServerHandshake` and
 :class:`WebSocketChannel` (the open connection) - hold all the protocol
 handling, with no I/O; the clients put the client side on their byte streams
@@ -26,6 +33,7 @@ WebSocket is first used, never by ``import stomp_proto``.
 from __future__ import annotations
 
 import importlib
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
@@ -37,10 +45,12 @@ from ._frame import VERSIONS, Version
 __all__ = [
     "SUBPROTOCOLS",
     "ClientHandshake",
+    "OriginPolicy",
     "Received",
     "ServerHandshake",
     "WebSocketChannel",
     "accepted_versions",
+    "check_origin",
     "offered_subprotocols",
     "require_wsproto",
 ]
@@ -249,34 +259,111 @@ class ClientHandshake:
         )
 
 
+#: The port an origin without one means, by scheme (RFC 6454 4: the scheme's default).
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+#: An allowed origin that admits every one.
+ANY_ORIGIN = "*"
+#: The origin a browser sends for an opaque origin (a file:// page, a sandboxed frame).
+_OPAQUE_ORIGIN = "null"
+
+
+def _origin_key(text: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of a serialized origin, compared case-insensitively.
+
+    None when ``text`` is not one: an origin has a scheme and a host, and no
+    path, query, fragment or user.
+    """
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if not scheme or not host or parts.username is not None or parts.password is not None:
+        return None
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return None
+    return scheme, host, port if port is not None else _DEFAULT_PORTS.get(scheme)
+
+
+def check_origin(text: str) -> str:
+    """``text`` if it is an allowed origin ('*', 'null', scheme://host[:port]), else ValueError."""
+    if text not in (ANY_ORIGIN, _OPAQUE_ORIGIN) and _origin_key(text) is None:
+        raise ValueError(f"an allowed origin is '*', 'null' or scheme://host[:port], not {text!r}")
+    return text
+
+
+class OriginPolicy:
+    """Which web pages may open a WebSocket to the broker (the ``Origin`` of the upgrade).
+
+    Admitted: a request without ``Origin`` (no browser page sent it), the
+    broker's own origin - ``https`` when it serves TLS (``secure``), else
+    ``http``, with the host and port of the request's ``Host`` header - and
+    every origin in ``allowed`` (``"scheme://host[:port]"``; ``"*"`` admits
+    any, ``"null"`` the opaque origin of file:// pages and sandboxed frames).
+    ValueError for an entry that is none of these.
+    """
+
+    def __init__(self, allowed: Iterable[str] = (), *, secure: bool = False) -> None:
+        self.allowed = tuple(check_origin(origin) for origin in allowed)
+        self._any = ANY_ORIGIN in self.allowed
+        self._opaque = _OPAQUE_ORIGIN in self.allowed
+        self._keys = {_origin_key(origin) for origin in self.allowed} - {None}
+        self._scheme = "https" if secure else "http"
+
+    def refusal(self, origin: str | None, host: str) -> str | None:
+        """Why a request from ``origin`` to ``host`` (its Host header) is refused; None if not."""
+        if origin is None or self._any:
+            return None
+        if origin.strip() == _OPAQUE_ORIGIN:
+            if self._opaque:
+                return None
+        else:
+            key = _origin_key(origin)
+            own = _origin_key(f"{self._scheme}://{host}")
+            if key is not None and (key == own or key in self._keys):
+                return None
+        return f"origin {origin!r} is not allowed"
+
+
 @dataclass(frozen=True, slots=True)
 class Upgrade:
     """How a server handshake ended: ``channel`` when accepted, else ``error``.
 
     ``to_send`` (the 101 answer, or the refusal) must be written either way;
-    ``versions`` are the STOMP versions the session may then negotiate.
+    ``versions`` are the STOMP versions the session may then negotiate;
+    ``status`` is the HTTP status of the answer (101 when accepted; None: no answer).
     """
 
     to_send: bytes
     channel: WebSocketChannel | None = None
     versions: tuple[Version, ...] = ()
     error: RemoteProtocolError | None = None
+    status: int | None = None
 
 
 class ServerHandshake:
     """The broker's side of the upgrade (sans-IO).
 
-    Accepts a GET for ``path`` that offers one of our subprotocols (the
-    highest STOMP version both sides have), or no subprotocol at all; refuses
-    everything else with an HTTP error and a ``BAD_WEBSOCKET`` error.
+    Accepts a GET for ``path`` whose ``Origin`` the ``origins`` policy admits
+    (by default: none, or the broker's own) and that offers one of our
+    subprotocols (the highest STOMP version both sides have), or no
+    subprotocol at all; refuses everything else with an HTTP error and a
+    ``BAD_WEBSOCKET`` error.
     """
 
-    def __init__(self, path: str, versions: tuple[Version, ...] = VERSIONS) -> None:
+    def __init__(
+        self,
+        path: str,
+        versions: tuple[Version, ...] = VERSIONS,
+        origins: OriginPolicy | None = None,
+    ) -> None:
         wsproto = require_wsproto()
         self._events = wsproto.events
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._path = check_path(path)
         self._versions = versions
+        self._origins = origins if origins is not None else OriginPolicy()
 
     def receive_data(self, data: bytes | None) -> Upgrade | None:
         """The outcome once the request is complete; None while it is not.
@@ -298,6 +385,13 @@ class ServerHandshake:
             return None
         if request.target != self._path:
             return self._refuse(404, f"no WebSocket endpoint at {request.target!r}")
+        origin = next(
+            (value.decode("latin-1") for name, value in request.extra_headers if name == b"origin"),
+            None,
+        )
+        refusal = self._origins.refusal(origin, request.host)
+        if refusal is not None:
+            return self._refuse(403, refusal)
         chosen: str | None = None
         # An empty Sec-WebSocket-Protocol header offers nothing.
         offers = [p for p in request.subprotocols if p]
@@ -313,6 +407,7 @@ class ServerHandshake:
             to_send,
             WebSocketChannel(self._ws, chosen),
             accepted_versions(chosen, self._versions),
+            status=101,
         )
 
     def _refuse(self, status: int, message: str) -> Upgrade:
@@ -329,4 +424,4 @@ class ServerHandshake:
             to_send += self._ws.send(events.RejectData(data=body))
         except Exception:  # no HTTP answer is possible in this state: just close
             to_send = b""
-        return Upgrade(to_send, error=_bad(message))
+        return Upgrade(to_send, error=_bad(message), status=status)

@@ -24,15 +24,16 @@ from typing import Unpack
 
 from ._client._async import AsyncClient, AsyncSubscription, open_client
 from ._client._asyncio import AsyncioBackend
-from ._client._core import (
-    Backoff,
+from ._client._backoff import Backoff
+from ._client._errors import (
     BrokerError,
     ClientError,
-    ClientOptions,
     ConnectionLost,
-    ConnectOptions,
     HeartBeatLost,
+    ReconnectExhausted,
 )
+from ._client._lifecycle import ClientState, ClientStats
+from ._client._options import ClientOptions, ConnectOptions
 from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
 
@@ -42,8 +43,11 @@ __all__ = [
     "Backoff",
     "BrokerError",
     "ClientError",
+    "ClientState",
+    "ClientStats",
     "ConnectionLost",
     "HeartBeatLost",
+    "ReconnectExhausted",
     "connect",
     "drain_and_close",
 ]

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from ._client._core import (
-    Backoff,
+from ._client._backoff import Backoff
+from ._client._errors import (
     BrokerError,
     ClientError,
-    ClientOptions,
     ConnectionLost,
-    ConnectOptions,
     HeartBeatLost,
+    ReconnectExhausted,
 )
+from ._client._lifecycle import ClientState, ClientStats
+from ._client._options import ClientOptions, ConnectOptions
 from ._client._threads import READER_THREAD as READER_THREAD  # the background thread's name
 from ._client._threads import Client, Subscription, open_client
 from ._public import present_as
@@ -41,8 +42,11 @@ __all__ = [
     "BrokerError",
     "Client",
     "ClientError",
+    "ClientState",
+    "ClientStats",
     "ConnectionLost",
     "HeartBeatLost",
+    "ReconnectExhausted",
     "Subscription",
     "connect",
 ]

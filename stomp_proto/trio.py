@@ -26,15 +26,16 @@ from typing import Unpack
 import trio
 
 from ._client._async import AsyncClient, AsyncSubscription, open_client
-from ._client._core import (
-    Backoff,
+from ._client._backoff import Backoff
+from ._client._errors import (
     BrokerError,
     ClientError,
-    ClientOptions,
     ConnectionLost,
-    ConnectOptions,
     HeartBeatLost,
+    ReconnectExhausted,
 )
+from ._client._lifecycle import ClientState, ClientStats
+from ._client._options import ClientOptions, ConnectOptions
 from ._client._trio import TrioBackend
 from ._closing import trio_drain_and_close as drain_and_close
 from ._public import present_as
@@ -45,8 +46,11 @@ __all__ = [
     "Backoff",
     "BrokerError",
     "ClientError",
+    "ClientState",
+    "ClientStats",
     "ConnectionLost",
     "HeartBeatLost",
+    "ReconnectExhausted",
     "connect",
     "drain_and_close",
 ]

@@ -51,8 +51,11 @@ from stomp_proto.asyncio import (
     Backoff,
     BrokerError,
     ClientError,
+    ClientState,
+    ClientStats,
     ConnectionLost,
     HeartBeatLost,
+    ReconnectExhausted,
 )
 from stomp_proto.asyncio import connect as asyncio_connect
 from stomp_proto.broker import Broker, BrokerCore, Outbox
@@ -66,10 +69,13 @@ __all__ = [
     "Backoff",
     "BrokerError",
     "ClientError",
+    "ClientState",
+    "ClientStats",
     "ConnectionLost",
     "Harness",
     "HeartBeatLost",
     "LogRecorder",
+    "ReconnectExhausted",
     "ServiceLoop",
     "ThreadsClient",
     "free_port",
@@ -109,8 +115,13 @@ class LogRecorder(logging.Handler):
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
 
+    #: Expected wherever a test ends sessions: lost sessions and give-ups are logged
+    #: there on purpose (tests/test_client_lifecycle.py checks those records).
+    EXPECTED = "stomp_proto.client.sessions"
+
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+        if record.name != self.EXPECTED:
+            self.records.append(record)
 
     @contextmanager
     def installed(self) -> Iterator[LogRecorder]:
@@ -142,6 +153,10 @@ class _VanishingCore(BrokerCore):
         return Outbox()
 
 
+#: The keywords of ``Broker`` that are not ``BrokerCore``'s.
+SERVER_OPTIONS = ("ssl", "websocket", "allowed_origins", "metrics")
+
+
 class ServiceLoop:
     """An asyncio event loop in a daemon thread, hosting brokers and fake servers."""
 
@@ -170,8 +185,8 @@ class ServiceLoop:
         broker = Broker(HOST, port, **options)
         if vanishing:
             broker.core = _VanishingCore(
-                # the core's options (ssl and websocket are the server's)
-                **{k: v for k, v in options.items() if k not in ("ssl", "websocket")}
+                # the core's options (the others are the server's)
+                **{k: v for k, v in options.items() if k not in SERVER_OPTIONS}
             )
         await broker.start()
         self.brokers.append(broker)
@@ -323,6 +338,14 @@ class ThreadsClient:
     @property
     def broker(self) -> tuple[str, int]:
         return self._client.broker
+
+    @property
+    def state(self) -> ClientState:
+        return self._client.state
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
 
     async def send(self, destination: str, body: bytes | str = b"", **options: Any) -> None:
         await in_thread(self._client.send, destination, body, **options)
@@ -519,8 +542,13 @@ def run(
     *,
     version: Version | None = None,
     timeout: float = SCENARIO_TIMEOUT,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> None:
-    """Run ``scenario`` on ``adapter``, bounded, then check that nothing was left behind."""
+    """Run ``scenario`` on ``adapter``, bounded, then check that nothing was left behind.
+
+    ``loop_factory``: the event loop an asyncio scenario runs on (another
+    implementation, such as uvloop's); by default asyncio's own.
+    """
     recorder = LogRecorder()
     service = ServiceLoop()
     harness = Harness(adapter, version, service)
@@ -530,7 +558,8 @@ def run(
             if adapter == "trio":
                 trio.run(harness._main_trio, scenario, timeout)
             else:
-                asyncio.run(harness._main_asyncio(scenario, timeout))
+                with asyncio.Runner(loop_factory=loop_factory) as runner:
+                    runner.run(harness._main_asyncio(scenario, timeout))
         finally:
             leftovers = service.close()
             # Now, so that an unclosed transport or a never-awaited coroutine is

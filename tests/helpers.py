@@ -59,8 +59,16 @@ class Outcome:
         assert self.error is not None and not self.at_eof
         return self.fed - 1
 
+    @property
+    def limit(self) -> str | None:
+        """The Limits field a TOO_LARGE error names."""
+        return None if self.error is None else self.error.limit
+
     def summary(self) -> str:
-        return f"events={self.events!r} kind={self.kind} fed={self.fed} at_eof={self.at_eof}"
+        return (
+            f"events={self.events!r} kind={self.kind} limit={self.limit} fed={self.fed} "
+            f"at_eof={self.at_eof}"
+        )
 
 
 def drain(decoder: FrameDecoder, events: list[Event]) -> None:
@@ -126,7 +134,8 @@ def cut(data: bytes, cuts: Iterable[int]) -> list[bytes]:
 
 
 def same_outcome(a: Outcome, b: Outcome) -> bool:
-    return a.events == b.events and a.kind == b.kind
+    """The same events, and the same error kind naming the same limit (or none)."""
+    return a.events == b.events and a.kind == b.kind and a.limit == b.limit
 
 
 def decode(
@@ -143,9 +152,7 @@ def decode(
     """
     one = run(whole(data), version, strict=strict, limits=limits, eof=eof)
     byte = run(bytewise(data), version, strict=strict, limits=limits, eof=eof)
-    assert same_outcome(one, byte), (
-        f"whole feed: {one.summary()}\n1-byte feed: {byte.summary()}"
-    )
+    assert same_outcome(one, byte), f"whole feed: {one.summary()}\n1-byte feed: {byte.summary()}"
     if one.error is not None:
         raise one.error
     return one.events

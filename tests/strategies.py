@@ -55,9 +55,9 @@ def alphabet_for(version: Version, command: str) -> tuple[str, str]:
 
 @functools.cache
 def header_names(exclude: str) -> st.SearchStrategy[str]:
-    return st.one_of(
-        st.sampled_from(COMMON_NAMES), text(exclude, min_size=1)
-    ).filter(lambda n: n != "content-length")
+    return st.one_of(st.sampled_from(COMMON_NAMES), text(exclude, min_size=1)).filter(
+        lambda n: n != "content-length"
+    )
 
 
 def headers_for(version: Version, command: str) -> st.SearchStrategy[tuple[tuple[str, str], ...]]:
@@ -107,16 +107,25 @@ def unrepresentable(draw: st.DrawFn) -> tuple[Version, Frame, bool]:
     case = draw(
         st.sampled_from(
             [
-                "nul-name", "nul-value", "eol-unescaped", "colon-name-unescaped", "empty-name",
-                "body-on-non-body", "nul-body-no-cl", "surrogate", "unknown-command",
+                "nul-name",
+                "nul-value",
+                "eol-unescaped",
+                "colon-name-unescaped",
+                "empty-name",
+                "body-on-non-body",
+                "nul-body-no-cl",
+                "surrogate",
+                "unknown-command",
             ]
         )
     )
     content_length = True
     if case == "eol-unescaped" or case == "colon-name-unescaped":
         # 1.0 frames, or CONNECT/CONNECTED in any version (not STOMP: see module doc).
-        command = draw(st.sampled_from(["CONNECT", "CONNECTED"])) if version != "1.0" else draw(
-            st.sampled_from(COMMANDS_10)
+        command = (
+            draw(st.sampled_from(["CONNECT", "CONNECTED"]))
+            if version != "1.0"
+            else draw(st.sampled_from(COMMANDS_10))
         )
     elif case == "body-on-non-body":
         # 1.0 §SUBSCRIBE: its body "is ignored", so a 1.0 SUBSCRIBE may carry one.
@@ -132,9 +141,7 @@ def unrepresentable(draw: st.DrawFn) -> tuple[Version, Frame, bool]:
     elif case == "nul-body-no-cl":
         command = draw(st.sampled_from(BODY_COMMANDS))
     elif case == "unknown-command":
-        command = draw(
-            st.text(min_size=0, max_size=8).filter(lambda c: c not in COMMANDS_12)
-        )
+        command = draw(st.text(min_size=0, max_size=8).filter(lambda c: c not in COMMANDS_12))
     else:
         command = draw(st.sampled_from(COMMANDS_10 if version == "1.0" else COMMANDS_12))
 

@@ -1,6 +1,6 @@
 """scripts/build_accelerated.py builds a core that behaves exactly like the pure-Python one.
 
-The accelerated build (the Cython module ``stomp_proto/_speedups.pyx``, a few seconds
+The accelerated build (the Cython twins ``stomp_proto/_*_native.pyx``, some seconds
 to compile) goes into the wheel that ``scripts/test.sh`` built (named in
 ``STOMP_PROTO_WHEEL``; ``build_accelerated.py --wheel``), installed with pip, or else
 into a temporary copy of the package (``--target``); then the same scripts run under
@@ -28,6 +28,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from stomp_proto._build import NATIVE_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -298,7 +300,7 @@ def accelerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("accelerated")
     if "STOMP_PROTO_WHEEL" not in os.environ:
         files = build_accelerated.build(build_accelerated.copy_package(target))
-        assert [f.name.split(".")[0] for f in files] == ["_speedups"]
+        assert sorted(f.name.split(".")[0] for f in files) == sorted(NATIVE_MODULES)
         return target
     pure = Path(os.environ["STOMP_PROTO_WHEEL"])
     out = tmp_path_factory.mktemp("wheel")
@@ -361,10 +363,16 @@ def test_accelerated_core_gives_the_same_results_in_every_split(accelerated: Pat
 
 
 def test_the_extension_module_is_the_one_imported(accelerated: Path) -> None:
-    script = "import stomp_proto._speedups as m, stomp_proto\nprint(m.__file__)\n"
-    (path,) = probe(accelerated, "-c", script)
-    assert Path(path).parent == accelerated / "stomp_proto"
-    assert Path(path).name.endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+    script = (
+        "import importlib, stomp_proto\n"
+        f"for name in {NATIVE_MODULES!r}:\n"
+        "    print(importlib.import_module('stomp_proto.' + name).__file__)\n"
+    )
+    paths = probe(accelerated, "-c", script)
+    assert len(paths) == len(NATIVE_MODULES)
+    for path in paths:
+        assert Path(path).parent == accelerated / "stomp_proto"
+        assert Path(path).name.endswith(sysconfig.get_config_var("EXT_SUFFIX"))
 
 
 @pytest.mark.skipif(
@@ -382,7 +390,7 @@ def test_accelerated_wheel_differs_from_the_pure_one_only_by_the_extension(
         if path.is_file() and "__pycache__" not in path.parts
     }
     extensions = {name for name in installed - pure_files if name.endswith(".so")}
-    assert {name.split("/")[-1].split(".")[0] for name in extensions} == {"_speedups"}
+    assert {name.split("/")[-1].split(".")[0] for name in extensions} == set(NATIVE_MODULES)
     # Every file of the pure wheel is there (pip adds INSTALLER and the like).
     assert pure_files <= installed
     tag = load_build_script().wheel_tag()
@@ -395,9 +403,9 @@ def test_clean_removes_only_built_modules(tmp_path: Path) -> None:
     package = tmp_path / "stomp_proto"
     (package / "_client").mkdir(parents=True)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    names = [f"_speedups{suffix}", "_speedups.cpython-312-x86_64-linux-gnu.so"]
+    names = [f"_decoder_native{suffix}", "_events_native.cpython-312-x86_64-linux-gnu.so"]
     # Sources, and extension modules that are no part of the build.
-    kept = ["_speedups.pyx", "_decoder.py", f"_websocket{suffix}", "py.typed"]
+    kept = ["_decoder_native.pyx", "_native_shared.pxd", "_decoder.py", f"_websocket{suffix}"]
     for name in names + kept:
         (package / name).write_bytes(b"")
     removed = build_accelerated.clean(tmp_path)

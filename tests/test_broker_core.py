@@ -203,7 +203,7 @@ def test_failed_login_gives_one_generic_error_and_closes(
     client.send(Connect(host="/", login=login, passcode=passcode))
     (error,) = client.take(Error)
     assert error.message == "Bad CONNECT: login failed"
-    assert error.body == b"login failed"
+    assert error.body == b"the login or the passcode is wrong"
     assert client.closed
     assert client.session not in net.core.sessions
 

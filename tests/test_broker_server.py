@@ -237,6 +237,28 @@ def test_protocol_error_closes_only_that_client() -> None:
     run(body)
 
 
+def test_content_length_of_thousands_of_leading_zeros_is_delivered() -> None:
+    # More digits than int() reads from a string by default: the broker must
+    # neither drop the client nor log a traceback (run() fails on either).
+    async def body() -> None:
+        async with Broker() as broker:
+            consumer = await StreamClient.connect(broker)
+            await consumer.send(Subscribe("/queue/zeros", id="0", receipt="s"))
+            await consumer.expect(Receipt)
+            producer = await StreamClient.connect(broker)
+            length = b"0" * 5000 + b"5"
+            producer.writer.write(
+                b"SEND\ndestination:/queue/zeros\ncontent-length:" + length + b"\n\nhe\x00lo\x00"
+            )
+            assert (await consumer.expect(Message)).body == b"he\x00lo"
+            await producer.send(Send("/queue/zeros", b"after", receipt="r"))
+            assert (await producer.expect(Receipt)).receipt_id == "r"
+            await producer.close()
+            await consumer.close()
+
+    run(body)
+
+
 def _self_signed_certificate(directory: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key, as PEM files in ``directory``."""
     cert, key = directory / "cert.pem", directory / "key.pem"

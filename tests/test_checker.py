@@ -25,7 +25,7 @@ from brokers import real_broker
 from check_mutations import mutated_broker
 from check_reports import (
     BROKERS,
-    EMBEDDED_OPTIONS,
+    EMBEDDED,
     REPORTS,
     SUMMARY,
     TABLE,
@@ -119,7 +119,7 @@ def test_cli_against_the_strict_embedded_broker(
     report = json.loads((tmp_path / "r.json").read_text())
     failed = [(c["id"], c["detail"]) for c in report["cases"] if c["verdict"] == "FAILED"]
     assert not failed and status == 0, (failed, out)
-    assert set(report) == {"cases", "broker", "summary"}
+    assert set(report) == {"cases", "broker", "started", "summary"}
     assert {"id", "group", "section", "clause", "verdict", "detail", "wire"} <= set(
         report["cases"][0]
     )
@@ -130,19 +130,79 @@ def test_cli_against_the_strict_embedded_broker(
     assert sum(int(s.get("tests", 0)) for s in suites) == len(catalogue())
     index = (tmp_path / "h" / "index.html").read_text()
     assert "1.2/receipts/1" in index and len(list((tmp_path / "h").glob("*.html"))) == 2
+    runs = json.loads((tmp_path / "h" / "index.json").read_text())
+    assert len(runs) == 1 and runs[0]["summary"]["cases"] == len(catalogue())
+    page = (tmp_path / "h" / runs[0]["page"]).read_text()
+    assert "name='viewport'" in page and page.index("Failures first") < page.index("Contents")
 
 
 def test_cli_exit_statuses(tmp_path: Path) -> None:
     """2 when the broker cannot be reached, 1 when a case FAILED, --strict counts NON-STRICT."""
+    escaped = cid("message_headers_escaped")
     with embedded_broker(strict=True) as port:
         closed_port = port
-        with mutated_broker(port, "no-receipts") as proxy:
-            assert cli_main(["check", f"127.0.0.1:{proxy}", "--cases", "1.2/receipts/1"]) == 1
-        assert cli_main(["check", f"127.0.0.1:{port}", "--cases", "1.2/receipts/1"]) == 0
+        with mutated_broker(port, "no-escaping") as proxy:
+            assert cli_main(["check", f"127.0.0.1:{proxy}", "--cases", escaped]) == 1
+        assert cli_main(["check", f"127.0.0.1:{port}", "--cases", escaped]) == 0
         nonstrict = cid("message_has_content_length")
         assert cli_main(["check", f"127.0.0.1:{port}", "--cases", nonstrict]) == 0
         assert cli_main(["check", f"127.0.0.1:{port}", "--cases", nonstrict, "--strict"]) == 1
     assert cli_main(["check", f"127.0.0.1:{closed_port}"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--cases", "recepts", "--cases recepts matches no case"),
+        ("--exclude", "1.3/*", "--exclude 1.3/* matches no case"),
+        ("--json", "{tmp}/missing/r.json", "no directory"),
+        ("--junit", "{tmp}", "is a directory"),
+        ("--html", "{tmp}/file", "not a directory"),
+    ],
+)
+def test_cli_refuses_bad_options_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, said: str
+) -> None:
+    """A pattern that matches no case, or a report that cannot be written: exit 2 at once,
+    with the reason and no traceback (the address is never connected to)."""
+    (tmp_path / "file").write_text("")
+    status = cli_main(["check", "127.0.0.1:9", option, value.format(tmp=tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and said in err and "Traceback" not in err, err
+    if option == "--cases":
+        assert "receipts" in err and "heart-beating" in err  # the groups are listed
+
+
+def test_a_broker_gone_mid_run_exits_2_with_no_failed_case(tmp_path: Path) -> None:
+    """The broker stops while the cases run: what could not run is NOT-RUN, never FAILED,
+    and the run exits 2 saying that the broker stopped answering."""
+    import threading
+    import time
+
+    statuses: list[int] = []
+    with embedded_broker(strict=True) as port:
+        args = ["check", f"127.0.0.1:{port}", "--json", str(tmp_path / "r.json")]
+        run = threading.Thread(target=lambda: statuses.append(cli_main(args)))
+        run.start()
+        time.sleep(1.5)  # the heart-beat cases alone take longer than this
+    run.join(120)
+    report = json.loads((tmp_path / "r.json").read_text())
+    by_verdict = {v: [c["id"] for c in report["cases"] if c["verdict"] == v] for v in (
+        "FAILED", "NON-STRICT", "NOT-RUN")}  # fmt: skip
+    assert statuses == [2]
+    assert not by_verdict["FAILED"] and not by_verdict["NON-STRICT"], by_verdict
+    assert by_verdict["NOT-RUN"]
+    assert "the broker stopped answering" in report["summary"]["incomplete"]
+
+
+def test_check_client_with_no_client_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """check-client waits --accept-timeout once for a client, then exits 2: no case FAILED."""
+    status = cli_main(["check-client", "--port", "0", "--accept-timeout", "1", "--version", "1.2"])
+    captured = capsys.readouterr()
+    assert status == 2 and "no client connected within 1 s" in captured.err
+    lines = captured.out.splitlines()
+    assert not [line for line in lines if line.startswith("FAILED")]
+    assert [line for line in lines if line.startswith("NOT-RUN")]
 
 
 def test_cli_over_tls(tmp_path: Path) -> None:
@@ -196,18 +256,15 @@ EXPECTED = {
 }
 
 
-#: Details of a case that never reached the broker's behaviour: its connection or its
-#: login did not come through in time.  On a loaded two-core CI machine, with the
-#: broker, the proxy and a dozen cases in one process, that can happen to a case that
-#: is fine; such a case runs once more on its own, and only a second failure counts.
-NOT_SET_UP = ("could not set the case up", "connection failed during the case")
+#: A case that never reached the broker's behaviour (NOT-RUN: its connection or its
+#: login did not come through in time) can happen to a case that is fine on a loaded
+#: two-core CI machine, with the broker, the proxy and a dozen cases in one process;
+#: such a case runs once more on its own, and only a second miss counts.
 
 
 def once_more_alone(cases: list[dict[str, Any]], target_: Target) -> list[dict[str, Any]]:
     """``cases`` (report dicts) with every one that failed to set up run again, alone."""
-    again = [
-        c["id"] for c in cases if c["verdict"] == "FAILED" and c["detail"].startswith(NOT_SET_UP)
-    ]
+    again = [c["id"] for c in cases if c["verdict"] == "NOT-RUN"]
     if not again:
         return cases
     rerun = {
@@ -238,13 +295,19 @@ def test_unmutated_proxy_is_clean(upstream: int) -> None:
     assert not {k: v for k, v in got.items() if k in every and v[0] != "OK"}
 
 
+#: The verdict a miss gets at each level.
+MISSED = {"MUST": Verdict.FAILED, "SHOULD": Verdict.NON_STRICT, "MAY": Verdict.INFORMATIONAL}
+
+
 @pytest.mark.parametrize("mutation", sorted(EXPECTED))
 def test_each_mutation_is_found(upstream: int, mutation: str) -> None:
+    """Each case of the broken clause misses it, graded by its level: FAILED for a MUST,
+    NON-STRICT for a SHOULD, INFORMATIONAL for a rule the spec states with no keyword."""
     ids = [cid(f) for f in EXPECTED[mutation]]
     with mutated_broker(upstream, mutation) as port:
         report = run_check(target("embedded", port), cases=tuple(ids))
-    got = {r.case.id: (r.verdict, r.detail) for r in report.results}
-    missed = {i: v for i, v in got.items() if v[0] not in (Verdict.FAILED, Verdict.NON_STRICT)}
+    got = {r.case.id: (r.verdict, r.case.level, r.detail) for r in report.results}
+    missed = {i: v for i, v in got.items() if v[0] is not MISSED[v[1]]}
     assert not missed, missed
 
 
@@ -276,8 +339,8 @@ def test_the_table_is_generated_from_the_reports() -> None:
 @pytest.mark.parametrize("name", list(BROKERS))
 def test_a_fresh_run_gives_the_committed_verdicts(name: str) -> None:
     """Verdicts by case id; details carry run-specific ids and timings, so they may vary."""
-    if name == "embedded":
-        with embedded_broker(**EMBEDDED_OPTIONS) as port:
+    if name in EMBEDDED:
+        with embedded_broker(**EMBEDDED[name]) as port:
             fresh = run_check(target(name, port)).as_dict()
             fresh["cases"] = once_more_alone(fresh["cases"], target(name, port))
     else:

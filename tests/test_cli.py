@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 from adapter_harness import HOST, ServiceLoop, free_port
 
+import stomp_proto
 from stomp_proto import Limits
 from stomp_proto._cli import broker_limits, build_parser
 from stomp_proto.broker import Broker
@@ -103,6 +104,15 @@ def broker() -> Iterator[BrokerProcess]:
     yield running
     code, _, err = stop(running.process)
     assert code == EXIT_INTERRUPTED, err
+    assert err.count(f"listening on {HOST}:{running.port}") == 1, err
+
+
+@pytest.mark.parametrize("level", ["info", "warning"])
+def test_the_broker_says_where_it_listens_once(level: str) -> None:
+    running = start_broker("--log-level", level, "--websocket", "/ws")
+    code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert err.count("listening on") == 1, err
     assert f"listening on {HOST}:{running.port}" in err
 
 
@@ -252,6 +262,8 @@ def test_demo() -> None:
     assert "messages/s" in demo.stdout
     assert "500 messages" in demo.stdout
     assert "latency" in demo.stdout
+    # The first line names the build that ran (the subprocess imports this stomp_proto).
+    assert f", {stomp_proto.BUILD} build" in demo.stdout.splitlines()[0]
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -266,6 +278,7 @@ def test_demo() -> None:
         pytest.param(["send", "/queue/x", "a", "--port", "many"], id="bad-port"),
         pytest.param(["send", "/queue/x", "a", "--header", "novalue"], id="bad-header"),
         pytest.param(["broker", "--user", "nopassword"], id="bad-user"),
+        pytest.param(["broker", "--allowed-origin", "a.example"], id="bad-origin"),
         pytest.param(["frobnicate"], id="unknown-command"),
     ],
 )
@@ -338,7 +351,7 @@ def test_a_url_as_host() -> None:
         pytest.param(["--host", "stomp://a@h", "--login", "b"], "'login'", id="url-and-login"),
         pytest.param(["--host", "stomp://h/v", "--vhost", "w"], "'vhost'", id="url-and-vhost"),
         pytest.param(["--host", "stomp://h", "--tls"], "not TLS", id="plain-url-and-tls"),
-        pytest.param(["--host", "stomp://h:x"], "port 'x'", id="bad-port-in-url"),
+        pytest.param(["--host", "stomp://h:x"], "the port is not", id="bad-port-in-url"),
         pytest.param(["--host", "failover:(stomp://h)?nope=1"], "'nope'", id="bad-failover-option"),
     ],
 )
@@ -353,6 +366,21 @@ def test_version() -> None:
     result = cli("--version")
     assert result.returncode == EXIT_OK
     assert result.stdout.startswith("stomp-proto ")
+    # ... and which build runs, on the one line.
+    assert f"({stomp_proto.BUILD} build" in result.stdout
+    assert result.stdout.count("\n") == 1
+
+
+def test_version_says_why_the_build_is_pure_when_forced() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "stomp_proto", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        env={**os.environ, "STOMP_PROTO_NO_EXTENSIONS": "1"},
+    )
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "(pure build: STOMP_PROTO_NO_EXTENSIONS is set)" in result.stdout
 
 
 # -- what real clients send, with their default settings: the broker takes it all ---------
@@ -464,3 +492,51 @@ def test_broker_heartbeat_limit_and_the_log_of_a_refusal() -> None:
             assert " INFO " in refusals[0] and "max_body_size" in refusals[0]
         else:
             assert refusals == [], err
+
+
+def _http(port: int, request: str, head_only: bool = False) -> bytes:
+    """The answer to ``request``: all of it, or (``head_only``) up to the end of its head."""
+    with socket.create_connection((HOST, port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while not (head_only and b"\r\n\r\n" in answer) and (chunk := sock.recv(65536)):
+            answer += chunk
+    return answer
+
+
+def _upgrade_from(port: int, origin: str) -> bytes:
+    return _http(
+        port,
+        f"GET /ws HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n",
+        head_only=True,
+    )
+
+
+def test_broker_allowed_origins_and_metrics() -> None:
+    """--allowed-origin lets that page in, others get 403 and a log line naming
+    their origin; GET /metrics answers on the same port unless --no-metrics."""
+    running = start_broker(
+        "--websocket", "/ws", "--allowed-origin", "http://a.example:8000",
+        "--allowed-origin", "http://b.example",
+    )  # fmt: skip
+    try:
+        assert _upgrade_from(running.port, "http://b.example").startswith(b"HTTP/1.1 101 ")
+        assert _upgrade_from(running.port, "http://evil.example").startswith(b"HTTP/1.1 403 ")
+        metrics = _http(running.port, f"GET /metrics HTTP/1.1\r\nHost: {HOST}\r\n\r\n")
+    finally:
+        code, _, err = stop(running.process)
+    assert code == EXIT_INTERRUPTED, err
+    assert "metrics: http://" in err
+    refusals = [line for line in err.splitlines() if "evil.example" in line]
+    assert len(refusals) == 1 and f"from {HOST}:" in refusals[0] and "not allowed" in refusals[0]
+    assert metrics.startswith(b"HTTP/1.1 200 OK")
+    assert b'stomp_broker_websocket_upgrades_refused_total{status="403"} 1' in metrics
+    quiet = start_broker("--no-metrics")
+    try:
+        # Plain STOMP only: the request is no STOMP frame.
+        answer = _http(quiet.port, f"GET /metrics HTTP/1.1\r\nHost: {HOST}\r\n\r\n")
+    finally:
+        stop(quiet.process)
+    assert answer.startswith(b"ERROR\n")

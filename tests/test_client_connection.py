@@ -743,6 +743,49 @@ def test_iter_drains_available_events() -> None:
     assert list(client) == []
 
 
+def test_iterator_stays_live_after_it_stops() -> None:
+    # iter(connection) is a view of next_event(): it stops when next_event() says
+    # None, and yields again once more bytes have arrived, as a decoder's does.
+    client = connected_client("1.2")
+    client.send(Subscribe("/q", id="s"))
+    events = iter(client)
+    assert iter(events) is events
+    client.receive_data(message_bytes("1.2", "s", "1"))
+    assert [event.message_id for event in events] == ["1"]  # type: ignore[attr-defined]
+    assert next(events, None) is None
+    client.receive_data(message_bytes("1.2", "s", "2"))
+    assert next(events).message_id == "2"  # type: ignore[attr-defined]
+    assert list(events) == []
+
+
+def test_iterator_raises_the_sticky_error_again() -> None:
+    client = connected_client("1.2")
+    events = iter(client)
+    client.receive_data(b"BOGUS\n\n\x00")
+    with pytest.raises(RemoteProtocolError) as first:
+        next(events)
+    with pytest.raises(RemoteProtocolError) as again:
+        list(events)
+    assert again.value is first.value
+    assert client.ended_by is first.value
+
+
+def test_iterator_asks_a_subclass_next_event() -> None:
+    seen = []
+
+    class Recording(ClientConnection):
+        def next_event(self):  # type: ignore[no-untyped-def]
+            event = super().next_event()
+            seen.append(event)
+            return event
+
+    client = Recording()
+    client.send(Connect(host="h"))
+    client.receive_data(b"CONNECTED\nversion:1.2\n\n\x00\n")
+    assert [type(event) for event in client] == [Connected, HeartBeat]
+    assert [type(event) for event in seen] == [Connected, HeartBeat, type(None)]
+
+
 # -- version-dependent wire rules follow the negotiation ----------------------------------------
 
 

@@ -24,16 +24,10 @@ from stomp_proto import (
     Unsubscribe,
     Version,
 )
-from stomp_proto._client._core import (
-    Backoff,
-    BrokerError,
-    ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
-    End,
-    Reconnects,
-)
+from stomp_proto._client._backoff import Backoff
+from stomp_proto._client._core import ClientCore, End, Reconnects
+from stomp_proto._client._errors import BrokerError, ClientError, ConnectionLost
+from stomp_proto._client._options import ConnectOptions
 
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 

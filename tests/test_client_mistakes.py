@@ -106,8 +106,9 @@ def test_strict_mode_refuses_what_the_lenient_mode_refuses(
     assert wrong == {}
     # ... and refuses every mistake that both real brokers accept but the specs forbid.
     assert {
-        key for key, row in outcomes.items() if accepted(row["embedded lenient"])
-        and refused(row["embedded strict"])
+        key
+        for key, row in outcomes.items()
+        if accepted(row["embedded lenient"]) and refused(row["embedded strict"])
     } >= {"no-host-11", "no-host-12", "stomp-no-host", "crlf-10", "crlf-11", "connect-body"}
 
 

@@ -292,6 +292,7 @@ def test_eof_after_error_still_reraises() -> None:
         decoder.next_frame()
     assert again.value.kind is first.kind
 
+
 BAD_TAIL_STREAM = b"SEND\n\nA\x00\nSEND\ncontent-length:1\n\nB\x00\n\nFOO\n\n\x00SEND\n\nC\x00"
 
 
@@ -304,7 +305,11 @@ def test_frames_accepted_before_an_error_are_all_returned(chunks: list[bytes]) -
     """Nothing accepted is lost: every event before the bad frame comes out, then the error."""
     out = run(chunks, "1.2", eof=False)
     assert out.events == [
-        F("SEND", [], b"A"), HB, F("SEND", [("content-length", "1")], b"B"), HB, HB
+        F("SEND", [], b"A"),
+        HB,
+        F("SEND", [("content-length", "1")], b"B"),
+        HB,
+        HB,
     ]
     assert out.kind is K.BAD_COMMAND
 
@@ -323,7 +328,5 @@ def test_error_is_raised_only_after_earlier_frames_are_taken() -> None:
 def test_error_point_is_chunking_independent(version: str, cuts: list[int]) -> None:
     data = b"SEND\n\nA\x00\nSEND\ncontent-length:2\n\nBC\x00\nSEND\ncontent-length:1\n\nDE\x00"
     out = run(cut(data, cuts), version)
-    assert out.events == [
-        F("SEND", [], b"A"), HB, F("SEND", [("content-length", "2")], b"BC"), HB
-    ]
+    assert out.events == [F("SEND", [], b"A"), HB, F("SEND", [("content-length", "2")], b"BC"), HB]
     assert out.kind is K.MISSING_NUL

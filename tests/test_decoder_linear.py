@@ -3,14 +3,18 @@
 There are no wall-clock assertions: each test only checks the result, under a 60 s
 pytest-timeout.  A linear decoder needs a few seconds at most for these sizes; one that
 rescans or copies its whole buffer per call (quadratic) needs minutes, and times out.
+The last tests count the work instead: the bytes every search of the buffer spans.
 """
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
 from helpers import HB, drain
 
-from stomp_proto import Frame, FrameDecoder, HeartBeat, Limits
+from stomp_proto import Frame, FrameDecoder, HeartBeat, Limits, _decoder
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,3 +96,86 @@ def test_4_mib_body_in_one_chunk_without_content_length() -> None:
     decoder = FrameDecoder("1.2", limits=Limits())
     decoder.receive_data(b"SEND\n\n" + body + b"\x00")
     assert list(decoder) == [Frame("SEND", (), body)]
+
+
+# -- the work of a head that trickles in, counted -------------------------------------------
+
+
+class _CountingBuffer(bytearray):
+    """A decoder's buffer that adds up the length of every range searched in it."""
+
+    searched = 0
+
+    def _count(self, start: int | None, end: int | None) -> None:
+        low, high, _ = slice(start, end).indices(len(self))
+        _CountingBuffer.searched += max(high - low, 0)
+
+    def find(self, sub, start=None, end=None):  # type: ignore[no-untyped-def,override]
+        self._count(start, end)
+        return super().find(sub, start, end)
+
+    def rfind(self, sub, start=None, end=None):  # type: ignore[no-untyped-def,override]
+        self._count(start, end)
+        return super().rfind(sub, start, end)
+
+
+class _CountingPattern:
+    """A compiled pattern of the decoder's module that counts the range of each use."""
+
+    def __init__(self, pattern: re.Pattern[bytes]) -> None:
+        self._pattern = pattern
+
+    def _count(self, string: bytes, pos: int = 0, endpos: int = sys.maxsize) -> None:
+        _CountingBuffer.searched += max(min(endpos, len(string)) - pos, 0)
+
+    def search(self, string, pos=0, endpos=sys.maxsize):  # type: ignore[no-untyped-def]
+        self._count(string, pos, endpos)
+        return self._pattern.search(string, pos, endpos)
+
+    def match(self, string, pos=0, endpos=sys.maxsize):  # type: ignore[no-untyped-def]
+        self._count(string, pos, endpos)
+        return self._pattern.match(string, pos, endpos)
+
+
+def _bytes_searched(data: bytes, *, strict: bool) -> int:
+    """How many bytes the pure decoder's searches span, fed ``data`` one byte at a time.
+
+    Every range handed to a search of the buffer (``find``, ``rfind`` and the
+    module's patterns) is added up: an upper bound on the bytes looked at,
+    whatever the speed of the machine.  A scan that resumes where it stopped
+    spans a few bytes per byte fed; one that starts again at the line's start
+    spans the whole line each time.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_decoder, "_native", None)  # the pure decoder on either build
+        for name, value in vars(_decoder).copy().items():
+            if isinstance(value, re.Pattern):
+                patch.setattr(_decoder, name, _CountingPattern(value))
+        decoder = FrameDecoder("1.2", strict=strict)
+        decoder._buf = _CountingBuffer()
+        _CountingBuffer.searched = 0
+        events = _feed_bytewise(decoder, data)
+        assert [type(event) for event in events] == [Frame]
+        return _CountingBuffer.searched
+
+
+_BLANKS = b" " * 30_000
+#: Heads that trickle in: (strict, stream), each one frame.
+_TRICKLES = {
+    "blank-led line": (False, b"SEND\n" + _BLANKS + b"k:v\n\n\x00"),
+    "line of blanks": (False, b"SEND\nk:v\n" + b" \t\r" * 10_000 + b"\n\x00"),
+    "blanks before the command": (False, _BLANKS + b"\nSEND\n\n\x00"),
+    "long value": (False, b"SEND\nk:" + b"v" * 30_000 + b"\n\n\x00"),
+    "strict blank-led line": (True, b"SEND\n" + _BLANKS + b"k:v\n\n\x00"),
+    "strict long value": (True, b"SEND\nk:" + b"v" * 30_000 + b"\n\n\x00"),
+}
+
+
+@pytest.mark.parametrize(("strict", "data"), list(_TRICKLES.values()), ids=list(_TRICKLES))
+def test_a_head_fed_byte_by_byte_is_searched_a_bounded_number_of_times(
+    strict: bool, data: bytes
+) -> None:
+    """The lenient scan (the broker's) as well as the strict one: a head that
+    trickles in costs time in proportion to its size, not to its size squared
+    (about 4.5e8 bytes searched here)."""
+    assert _bytes_searched(data, strict=strict) <= 8 * len(data)

@@ -354,16 +354,20 @@ def test_spec_10_connect_whitespace_blank_line_is_bad_header_in_strict() -> None
     """1.0 §CONNECT's example ends its headers with a line of spaces: strict mode does not take
     it for the blank line, and with a real blank line after it, it is a header line without a
     colon -> BAD_HEADER."""
-    decode_error(b"CONNECT\nlogin: <username>\npasscode:<passcode>\n          \n\n\x00",
-                 K.BAD_HEADER, "1.0")
+    decode_error(
+        b"CONNECT\nlogin: <username>\npasscode:<passcode>\n          \n\n\x00", K.BAD_HEADER, "1.0"
+    )
 
 
 def test_spec_10_connect_example_as_is_fails_in_strict() -> None:
     """The exact 1.0 bytes then end of stream: the head never ends (strict mode has no blank
     line there), so BAD_HEADER and TRUNCATED both describe it; the API does not say which
     is reported first."""
-    decode_error(b"CONNECT\nlogin: <username>\npasscode:<passcode>\n          \n\x00",
-                 [K.BAD_HEADER, K.TRUNCATED], "1.0")
+    decode_error(
+        b"CONNECT\nlogin: <username>\npasscode:<passcode>\n          \n\x00",
+        [K.BAD_HEADER, K.TRUNCATED],
+        "1.0",
+    )
 
 
 def test_draft_padded_content_length_is_bad_in_strict() -> None:
@@ -423,7 +427,10 @@ def test_probe_colonval() -> None:
 def test_probe_hb_then_frame() -> None:
     """1.2 §Heart-beating: each EOL outside a frame is a heart-beat."""
     assert decode(b"\n\nMESSAGE\ndestination:/q\n\nx\x00\n") == [
-        HB, HB, F("MESSAGE", [("destination", "/q")], b"x"), HB
+        HB,
+        HB,
+        F("MESSAGE", [("destination", "/q")], b"x"),
+        HB,
     ]
 
 
@@ -448,7 +455,7 @@ def test_escapes_in_name_are_decoded(version: str) -> None:
 
 @pytest.mark.parametrize("version", ESCAPING_VERSIONS)
 def test_escaped_backslash_then_letter_is_not_an_escape(version: str) -> None:
-    """"\\\\n" is an escaped backslash followed by a plain 'n' (not a newline)."""
+    """ "\\\\n" is an escaped backslash followed by a plain 'n' (not a newline)."""
     frame = decode_one(b"MESSAGE\nfoo:\\\\n\\\\c\\\\\\\\\n\n\x00", version)
     assert frame.get("foo") == "\\n\\c\\\\"
 
@@ -492,7 +499,7 @@ def test_trailing_lone_backslash_in_value_is_fatal(version: str) -> None:
 
 @pytest.mark.parametrize("version", ESCAPING_VERSIONS)
 def test_trailing_lone_backslash_in_name_is_fatal(version: str) -> None:
-    """"foo\\:v": the name ends in a lone backslash (the colon is the separator)."""
+    """ "foo\\:v": the name ends in a lone backslash (the colon is the separator)."""
     decode_error(b"MESSAGE\nfoo\\:v\n\n\x00", K.BAD_ESCAPE, version)
 
 
@@ -568,9 +575,7 @@ def test_12_crlf_headers_body_with_lf_lf() -> None:
     assert frame == F("SEND", [("foo", "bar")], b"body\n\nmore")
 
 
-@pytest.mark.parametrize(
-    "line", [b"foo:a\rb", b"f\roo:v", b"foo:bar\r\r", b"\rfoo:bar"]
-)
+@pytest.mark.parametrize("line", [b"foo:a\rb", b"f\roo:v", b"foo:bar\r\r", b"\rfoo:bar"])
 def test_12_raw_cr_inside_header_line_is_bad_header(line: bytes) -> None:
     """1.2 §Augmented BNF: header names and values exclude CR; API: BAD_HEADER (strict)."""
     decode_error(b"SEND\n" + line + b"\n\n\x00", K.BAD_HEADER, "1.2")
@@ -606,7 +611,9 @@ def test_crlf_heartbeat_is_bad_command_before_12(version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_lenient_accepts_crlf_in_every_version(version: str) -> None:
     assert decode(b"\r\nSEND\r\nfoo:bar\r\n\r\nx\x00\r\n", version, strict=False) == [
-        HB, F("SEND", [("foo", "bar")], b"x"), HB
+        HB,
+        F("SEND", [("foo", "bar")], b"x"),
+        HB,
     ]
 
 
@@ -799,7 +806,7 @@ def test_decoded_frame_types() -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_content_length_body_may_hold_nuls(version: str) -> None:
-    """"this number of octets MUST be read, regardless of whether or not there are NULL
+    """ "this number of octets MUST be read, regardless of whether or not there are NULL
     octets in the body" (stomp-php #53 ignored it)."""
     events = decode(b"SEND\ncontent-length:5\n\nhe\x00lo\x00SEND\n\nx\x00", version)
     assert events == [F("SEND", [("content-length", "5")], b"he\x00lo"), F("SEND", [], b"x")]
@@ -824,7 +831,7 @@ def test_content_length_zero_then_data_is_missing_nul(version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_content_length_shorter_than_body_is_missing_nul(version: str) -> None:
-    """"The frame still needs to be terminated with a NULL octet"; no resync to a later NUL
+    """ "The frame still needs to be terminated with a NULL octet"; no resync to a later NUL
     (RabbitMQ and ActiveMQ both close the connection on this)."""
     decode_error(b"SEND\ncontent-length:2\n\nhello\x00", K.MISSING_NUL, version)
 
@@ -886,6 +893,21 @@ def test_content_length_with_many_leading_zeros(version: str) -> None:
     """[0-9]+ has no length bound: 25 digits of value 5 declare 5 octets, not a huge body."""
     raw = b"SEND\ncontent-length:" + b"0" * 24 + b"5\n\nhe\x00lo\x00"
     assert decode_one(raw, version).body == b"he\x00lo"
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_content_length_with_thousands_of_leading_zeros(version: str, strict: bool) -> None:
+    """Past the digits that Python's int() reads from a string (4300 by default),
+    the value is still the number the digits write: 5, not an error."""
+    raw = b"SEND\ncontent-length:" + b"0" * 5000 + b"5\n\nhe\x00lo\x00"
+    assert decode_one(raw, version, strict=strict).body == b"he\x00lo"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_content_length_of_thousands_of_digits_is_too_large(version: str) -> None:
+    raw = b"SEND\ncontent-length:" + b"1" * 5000 + b"\n\nhello\x00"
+    decode_error(raw, K.TOO_LARGE, version)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -980,7 +1002,12 @@ def test_eols_before_first_frame_are_heartbeats(version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_eols_after_frame_are_heartbeats(version: str) -> None:
     assert decode(b"SEND\n\n\x00\n\n\nSEND\n\n\x00\n", version) == [
-        F("SEND"), HB, HB, HB, F("SEND"), HB
+        F("SEND"),
+        HB,
+        HB,
+        HB,
+        F("SEND"),
+        HB,
     ]
 
 

@@ -364,7 +364,7 @@ HISTORY_PAGES = {"changelog.html", "benchmark-methodology.html", "fuzzing-log.ht
 
 
 def test_no_page_points_at_a_source_file_for_documentation(site: Path) -> None:
-    """"see docs/connection.rst" is a link on the site, not a file name."""
+    """ "see docs/connection.rst" is a link on the site, not a file name."""
     found = [
         f"{page.name}: {match.group()}"
         for page in site.glob("*.html")

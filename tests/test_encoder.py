@@ -52,7 +52,8 @@ def test_frame_layout(version: str) -> None:
     command, lines, body, _ = parse_encoded(out)
     assert command == b"SEND"
     assert [ln for ln in lines if not ln.startswith(b"content-length:")] == [
-        b"destination:/queue/a", b"x:1"
+        b"destination:/queue/a",
+        b"x:1",
     ]
     assert body == b"hi"
 
@@ -304,9 +305,7 @@ def test_unknown_command_is_refused(command: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize(
-    "header", [("k", "a\ud800b"), ("k\udfff", "v")], ids=["value", "name"]
-)
+@pytest.mark.parametrize("header", [("k", "a\ud800b"), ("k\udfff", "v")], ids=["value", "name"])
 def test_lone_surrogate_in_header_is_refused(version: str, header: tuple[str, str]) -> None:
     """A lone surrogate cannot be encoded in UTF-8 (1.2 §Value Encoding: headers are UTF-8)."""
     refused(F("SEND", [header]), version)

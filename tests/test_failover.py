@@ -27,7 +27,8 @@ from adapter_harness import (
 from brokers import USERS, real_broker
 
 from stomp_proto._client._brokers import Brokers, FirstConnect
-from stomp_proto._client._core import ClientCore, ConnectOptions
+from stomp_proto._client._core import ClientCore
+from stomp_proto._client._options import ConnectOptions
 
 #: Reconnect at once-ish: the test waits on events, never on the clock.
 FAST = Backoff(initial=0.05, maximum=0.2, jitter=0.0)
@@ -211,11 +212,11 @@ def test_each_first_attempt_gets_a_share_of_the_time_left() -> None:
     now = [100.0]
     first = FirstConnect(ConnectOptions(hosts=(("a", 1), ("b", 2)), timeout=10.0), lambda: now[0])
     attempts = first.attempts()
-    assert next(attempts) == 5.0  # half of it: the other address must get its turn
+    assert next(attempts) == (0.0, 5.0)  # half of it: the other address must get its turn
     assert first.brokers.current == ("a", 1)
     now[0] += 5.0  # the first address swallowed its share
     first.failed(TimeoutError())
-    assert next(attempts) == 5.0  # all that is left
+    assert next(attempts) == (0.0, 5.0)  # all that is left
     assert first.brokers.current == ("b", 2)
     first.failed(ConnectionRefusedError("refused"))
     assert list(attempts) == []
@@ -223,6 +224,49 @@ def test_each_first_attempt_gets_a_share_of_the_time_left() -> None:
     assert isinstance(error, ConnectionLost)
     expected = "cannot connect to any of 2 brokers: a:1: timed out after 5 s; b:2: refused"
     assert str(error) == expected
+
+
+def test_a_first_connect_retried_on_the_reconnect_schedule() -> None:
+    # Each round through the addresses has the whole timeout; the rounds are spaced
+    # by the reconnect schedule's waits until it is spent.
+    schedule = Backoff(initial=1.0, maximum=4.0, factor=2.0, jitter=0.0, attempts=2)
+    options = ConnectOptions(
+        hosts=(("a", 1), ("b", 2)), timeout=10.0, reconnect=schedule, retry_first_connect=True
+    )
+    first = FirstConnect(options, lambda: 0.0)
+    seen = []
+    for wait, timeout in first.attempts():
+        seen.append((wait, timeout, first.brokers.current))
+        first.failed(ConnectionRefusedError(f"refused by {first.brokers.current[0]}"))
+    assert seen == [
+        (0.0, 5.0, ("a", 1)),
+        (0.0, 10.0, ("b", 2)),
+        (1.0, 5.0, ("a", 1)),
+        (0.0, 10.0, ("b", 2)),
+        (2.0, 5.0, ("a", 1)),
+        (0.0, 10.0, ("b", 2)),
+    ]
+    assert str(first.error()) == (
+        "cannot connect in 6 attempts (3 rounds): a:1: refused by a; b:2: refused by b"
+    )
+    with pytest.raises(ValueError, match="give reconnect=Backoff"):
+        ConnectOptions(retry_first_connect=True)
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_first_connect_waits_for_a_broker_that_starts_late(h: Harness) -> None:
+    port = free_port()
+
+    async def start_late() -> None:
+        await h.sleep(0.5)  # the client's first attempts find nothing listening
+        await h.start_broker(port)
+
+    async def connect() -> None:
+        async with h.connect(port, reconnect=FAST, retry_first_connect=True, timeout=2.0) as client:
+            await client.send("/queue/late-broker", b"x", receipt=True)
+            assert client.stats.sessions == 1
+
+    await h.gather(start_late(), connect())
 
 
 def test_a_first_attempt_interrupted_by_something_else_is_not_a_failure() -> None:

@@ -145,3 +145,26 @@ def test_the_deep_harnesses_reach_a_megabyte() -> None:
             data = path.read_bytes()
             sizes.append(len(build(data[2:], Case.from_bytes(data).version, data)))
         assert max(sizes) > 1_000_000, (target, max(sizes))
+
+
+def test_the_differential_target_fails_where_the_builds_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It compares two packages: the pure twin beside the one installed, and one
+    changed (its encoder) makes the seeds fail."""
+    from fuzzing.differential import pure_twin
+
+    import stomp_proto
+
+    twin = pure_twin()
+    assert twin.BUILD == "pure" and twin.FrameEncoder is not stomp_proto.FrameEncoder
+    seeds = [path.read_bytes() for path in sorted((CORPUS / "differential").iterdir())]
+    for seed in seeds:
+        TARGETS["differential"](seed)
+    encode = stomp_proto.FrameEncoder.encode
+    monkeypatch.setattr(
+        stomp_proto.FrameEncoder, "encode", lambda *args, **kw: encode(*args, **kw) + b"\n"
+    )
+    with pytest.raises(AssertionError, match="builds differ"):
+        for seed in seeds:
+            TARGETS["differential"](seed)

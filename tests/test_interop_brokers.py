@@ -547,7 +547,7 @@ async def test_heartbeat_rounding(h: Harness, b: Endpoint) -> None:
 WRONG_PASSWORD = {
     "rabbitmq": ("Bad CONNECT", "Access refused for user 'guest'"),
     "activemq": ("User name [guest] or password is invalid.", "password is invalid"),
-    "embedded": ("Bad CONNECT: login failed", "login failed"),
+    "embedded": ("Bad CONNECT: login failed", "the login or the passcode is wrong"),
 }
 UNKNOWN_TRANSACTION = {
     "rabbitmq": ("Bad transaction", 'Invalid transaction identifier: "tx-nope"'),

@@ -10,6 +10,9 @@ so that a lazy import is caught as well as a top-level one.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -46,8 +49,13 @@ UPPER = (
 )
 
 
-def imported_modules(path: Path, package: str) -> set[str]:
-    """Every module ``path`` imports, absolute, at any depth of its code."""
+def imported_modules(path: Path, package: str, modules: Collection[str] = ()) -> set[str]:
+    """Every module ``path`` imports, absolute, at any depth of its code.
+
+    ``from . import x`` names the module ``x``; it names the package itself too
+    (its ``__init__``) unless every name it takes is one of ``modules``: taking a
+    submodule needs nothing of the package's ``__init__``.
+    """
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -58,9 +66,10 @@ def imported_modules(path: Path, package: str) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            found.add(module)
-            # "from . import threads" names a module too.
-            found.update(f"{module}.{alias.name}" for alias in node.names)
+            named = {f"{module}.{alias.name}" for alias in node.names}
+            found.update(named)  # "from . import threads" names a module too
+            if not modules or not named <= set(modules):
+                found.add(module)
     return found
 
 
@@ -76,32 +85,39 @@ def test_core_module_imports_nothing_built_on_it(name: str) -> None:
     assert not upward, f"stomp_proto.{name} imports {upward}"
 
 
-#: The sans-IO core's modules, for the cycle check (the WebSocket half aside).
-CORE_MODULES = (
-    *(f"stomp_proto.{name}" for name in CORE if name != "_websocket"),
-    "stomp_proto._client._core",
-)
-
-
-def test_the_core_has_no_import_cycle() -> None:
-    # Not even a lazy one or one for type checking only: each module of the core
-    # imports only modules below it (_errors and _events once imported each other).
-    # The native module (_speedups.pyx) is the exception by design: it imports the
-    # events it builds, and they look it up once they are defined.
-    graph = {
-        name: {
-            m
-            for m in imported_modules(
-                PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py"),
-                name.rpartition(".")[0],
-            )
-            if m in CORE_MODULES and m != name
-        }
-        for name in CORE_MODULES
-    }
+def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
+    # Not even a lazy one or one for type checking only: each module imports only
+    # modules below it.  (_errors and _events once imported each other; so did the
+    # client core and its failover list, and the URL parser and the client core.)
+    # The native twins (_*_native.pyx) are the exception by design: the events' twin
+    # imports the events it builds, and they look it up once they are defined.
+    graph = package_graph(PACKAGE, "stomp_proto")
     cycle = import_cycle(graph)
     assert cycle is None, f"import cycle: {' -> '.join(cycle or ())}"
-    assert graph["stomp_proto._client._core"] >= {"stomp_proto._connection"}
+    # The graph is the real one: lazy and type-only edges are in it.
+    assert "stomp_proto._connection" in graph["stomp_proto._client._core"]
+    assert "stomp_proto._client._errors" in graph["stomp_proto"]  # PEP 562, type-only
+    assert "stomp_proto._client._url" in graph["stomp_proto._client._options"]
+
+
+def test_import_stomp_proto_loads_no_io() -> None:
+    # The sans-IO package's top level loads the core only, as `import h11` loads no I/O;
+    # the clients' names load on first use.
+    program = (
+        "import sys, stomp_proto\n"
+        "io = sorted({'asyncio', 'socket', 'ssl', 'selectors', 'threading'} & set(sys.modules))\n"
+        "clients = sorted(m for m in sys.modules if m.startswith('stomp_proto._client'))\n"
+        "print(io, clients)\n"
+        "stomp_proto.ConnectionLost, stomp_proto.BrokerURL\n"
+        "print(stomp_proto.ConnectionLost.__module__, 'BrokerURL' in dir(stomp_proto))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "frozen_modules=off", "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["[] []", "stomp_proto True"], done.stdout
 
 
 def import_cycle(graph: dict[str, set[str]]) -> tuple[str, ...] | None:
@@ -144,7 +160,7 @@ def package_graph(directory: Path, package: str) -> dict[str, set[str]]:
         name: {
             m
             for m in imported_modules(
-                path, name if path.name == "__init__.py" else name.rpartition(".")[0]
+                path, name if path.name == "__init__.py" else name.rpartition(".")[0], modules
             )
             if m in modules and m != name
         }
@@ -185,6 +201,12 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     assert cycle == ("pkg", "pkg.a._x", "pkg"), cycle
     (tmp_path / "__init__.py").write_text("")
     assert import_cycle(package_graph(tmp_path, "pkg")) is None
+    # Taking a submodule (from . import _x) needs nothing of the package's __init__.
+    (tmp_path / "a" / "__init__.py").write_text("def f():\n    from . import _x\n")
+    assert import_cycle(package_graph(tmp_path, "pkg")) is None
+    (tmp_path / "a" / "_x.py").write_text("from . import NAME\n")
+    assert import_cycle(package_graph(tmp_path, "pkg")) == ("pkg.a", "pkg.a._x", "pkg.a")
+    (tmp_path / "a" / "__init__.py").write_text("")
     (tmp_path / "a" / "_x.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..b._y import Y\n"
     )
@@ -193,11 +215,11 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
 
 def test_backend_interfaces_import_no_client() -> None:
     # The neutral module: clients and backends depend on it, it on none of them
-    # (the client core's ConnectOptions is only a type it names).
+    # (the clients' ConnectOptions is only a type it names).
     path = PACKAGE / "_client" / "_backend.py"
     imports = imported_modules(path, "stomp_proto._client")
-    core = "stomp_proto._client._core"
-    upward = sorted(m for m in imports if reaches_up(m) and not m.startswith(core))
+    options = "stomp_proto._client._options"
+    upward = sorted(m for m in imports if reaches_up(m) and not m.startswith(options))
     assert not upward, f"stomp_proto._client._backend imports {upward}"
 
 

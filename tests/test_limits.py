@@ -9,9 +9,20 @@ when the extra header line is noticed), the accepted error offset is a small ran
 from __future__ import annotations
 
 import pytest
-from helpers import HB, Outcome, bytewise, run, same_outcome, sized, whole
+from helpers import HB, Outcome, bytewise, cut, run, same_outcome, sized, whole
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from stomp_proto import ErrorKind, Frame, Limits, Version
+from stomp_proto import (
+    Connect,
+    Connected,
+    ErrorKind,
+    Frame,
+    Limits,
+    Send,
+    ServerConnection,
+    Version,
+)
 
 K = ErrorKind
 SLACK = 16  # "small constant" allowed above a limit for decoder.buffered
@@ -126,8 +137,9 @@ HEADERS = Limits(max_headers=3)
 
 
 def test_max_headers_is_accepted() -> None:
-    assert_ok(b"SEND\na:1\nb:2\nc:3\n\n\x00", HEADERS, [F("SEND", [("a", "1"), ("b", "2"),
-                                                                     ("c", "3")])])
+    assert_ok(
+        b"SEND\na:1\nb:2\nc:3\n\n\x00", HEADERS, [F("SEND", [("a", "1"), ("b", "2"), ("c", "3")])]
+    )
 
 
 def test_one_header_over_max_headers_is_too_large() -> None:
@@ -175,6 +187,97 @@ def test_head_growing_by_one_long_line_fails_at_limit() -> None:
 def test_head_growing_by_many_short_lines_fails_at_limit() -> None:
     data = b"SEND\n" + b"h:1\n" * 50
     assert_too_large(data, HEAD, first=39, last=44, max_buffered=40 + SLACK)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize(
+    "data",
+    [b"SEND\n" + b"x" * 200, b"SEND\nk:" + b"x" * 200, b"x" * 200],
+    ids=["header", "value", "command"],
+)
+def test_long_line_in_a_long_head_names_max_line_length_however_split(
+    data: bytes, strict: bool
+) -> None:
+    """The line passes max_line_length (50) before the head passes max_head_size (100):
+    that is the limit crossed first, whether the bytes come whole or one at a time."""
+    limits = Limits(max_line_length=50, max_head_size=100)
+    for chunks in (whole(data), bytewise(data), sized(data, 60)):
+        out = run(chunks, limits=limits, strict=strict, eof=False)
+        assert (out.kind, out.limit) == (K.TOO_LARGE, "max_line_length"), out.summary()
+
+
+@pytest.mark.parametrize("server", [False, True])
+def test_lenient_blank_line_of_blanks_is_no_line_to_limit(server: bool) -> None:
+    """Lenient mode ends a head at a line of blanks; max_line_length bounds command
+    and header lines, not that one, whether it comes whole or byte by byte (the lenient
+    server's decoder, which the accelerated build scans natively, reads it so too)."""
+    limits = Limits(max_line_length=50)
+    frame = b"SEND\ndestination:/q\n" + b" \t" * 50 + b"\r\nhi\x00"
+    for chunks in (whole(frame), bytewise(frame), sized(frame, 60)):
+        if server:
+            conn = ServerConnection(strict=False, limits=limits)
+            conn.receive_data(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+            assert isinstance(conn.next_event(), Connect)
+            conn.send(Connected())
+            for chunk in chunks:
+                conn.receive_data(chunk)
+            events = list(conn)
+            assert [(type(e), e.body) for e in events] == [(Send, b"hi")]  # type: ignore[attr-defined]
+        else:
+            out = run(chunks, limits=limits, strict=False, eof=False)
+            assert out.error is None and out.events == [F("SEND", [("destination", "/q")], b"hi")]
+
+
+# Head material: every byte that decides a head limit (EOLs, CR, colons, blanks, NUL).
+_PIECES = [b"a", b"b:", b":", b"\n", b"\r", b"\r\n", b" ", b"\t", b"\0", b"v" * 9, b"\\n"]
+_heads = st.lists(st.sampled_from(_PIECES), max_size=40).map(b"".join)
+_small_limits = st.builds(
+    Limits,
+    max_line_length=st.integers(1, 40),
+    max_headers=st.integers(1, 6),
+    max_head_size=st.integers(1, 120),
+    max_body_size=st.integers(1, 40),
+    max_frame_size=st.integers(1, 160),
+)
+
+
+@example(  # lenient mode's blank line of blanks, longer than max_line_length: it ends the head
+    command=b" \n",
+    head=b"\r ",
+    body=b"\n\x00",
+    limits=Limits(max_line_length=1, max_head_size=5, max_frame_size=5),
+    version="1.0",
+    strict=False,
+    cuts=[],
+)
+@given(
+    command=st.sampled_from([b"SEND\n", b"MESSAGE\r\n", b" \n", b"", b"send\n"]),
+    head=_heads,
+    body=st.sampled_from([b"\n\x00", b"\n\nbody\x00", b"\r\n\r\n\x00\n"]),
+    limits=_small_limits,
+    version=st.sampled_from(["1.0", "1.1", "1.2"]),
+    strict=st.booleans(),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+)
+def test_every_split_names_the_same_limit(
+    command: bytes,
+    head: bytes,
+    body: bytes,
+    limits: Limits,
+    version: Version,
+    strict: bool,
+    cuts: list[int],
+) -> None:
+    """Limits' promise: the same outcome - frames, error kind and the limit named -
+    whether the bytes arrive whole, one at a time or in any other pieces."""
+    data = command + head + body
+    outcomes = [
+        run(chunks, version, strict=strict, limits=limits, eof=False)
+        for chunks in (whole(data), bytewise(data), cut(data, cuts))
+    ]
+    for other in outcomes[1:]:
+        assert same_outcome(outcomes[0], other), f"{outcomes[0].summary()}\n{other.summary()}"
+        assert str(other.error) == str(outcomes[0].error)
 
 
 # ---------------------------------------------------------------------------- max_body_size

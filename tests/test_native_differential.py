@@ -102,3 +102,93 @@ def test_client_native_and_pure_agree(config: int, recipe: bytes, seed: int) -> 
     case = Case.from_bytes(data)
     stream = server_script(recipe, case.version, data)[:20000]
     same_traces(lambda chunks: consume(case, chunks, session=True), stream, seed)
+
+
+# Short streams for every split: each reaches a place where the native decoder stops
+# and resumes (a head or a body in pieces), or hands over to the pure code (an error
+# or a limit reached in pieces, the end of the stream inside a frame).  Under the
+# limits below: lines of 24 bytes, 3 headers, heads of 72 bytes, bodies of 16.
+SPLIT_LIMITS = stomp_proto.Limits(
+    max_line_length=24, max_headers=3, max_head_size=72, max_body_size=16
+)
+SPLIT_STREAMS = [
+    b"MESSAGE\nk:v\ncontent-length:3\n\na\x00b\x00\n",
+    b"SEND\ndestination:/q\n\nhello\x00\r\n\nACK\nid:1\n\n\x00",
+    b"MESSAGE\r\na:b\r\n\r\nxy\x00",
+    b"SEND\na:\\c\\n\\\\\n\nb\x00",
+    b"SEND\ncontent-length:2\n\nabc\x00",  # no NUL after the declared body
+    b"SEND\ncontent-length:20\n\nabc",  # over max_body_size, body still arriving
+    b"SEND\n\n0123456789abcdefXYZ\x00",  # no content-length, past max_body_size
+    b"SUBSCRIBE\nid:1\n\nbody\x00",  # a body where none may be
+    b"SEND\nno colon here\n\n\x00",
+    b"SEND\n:empty-name\n\n\x00",
+    b"SEND\nname:a value that is far too long\n\n\x00",
+    b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00",  # one header too many
+    b"SEND\na:1\x00\n\n\x00",  # a NUL in the head
+    b"FOO\n\n\x00",
+    b"MESSAGE\n" + b"h:" + b"v" * 20 + b"\n" + b"i:" + b"w" * 20 + b"\n" + b"j:x\n\n\x00",
+    b"SEND\ncontent-length:4\n\nab",  # the stream ends inside the body
+    b"SEND\na:b",  # the stream ends inside the head
+    b"\r",
+    b"SEND\na:b\rc\n\n\x00",
+    b"CONNECTED\nversion:1.2\n\n\x00",
+]
+
+
+def split_trace(version: str, verbatim: bool, chunks: list[bytes]) -> Trace:
+    """What a decoder returns for ``chunks``, and its marks after each chunk."""
+    decoder = stomp_proto.FrameDecoder(version, strict=not verbatim, limits=SPLIT_LIMITS)
+    if verbatim:
+        decoder._keep_text()  # the lenient server's decoder
+    trace: Trace = []
+    try:
+        for chunk in [*chunks, None]:
+            decoder.receive_data(chunk)
+            while (item := decoder.next_frame()) is not None:
+                trace.append(repr(item))
+            # The pure decoder's own marks: the native code must leave them as it would.
+            trace.append(
+                repr(
+                    [
+                        getattr(decoder, name)
+                        for name in (
+                            "_pos",
+                            "_scan",
+                            "_line_start",
+                            "_head_lines",
+                            "_command",
+                            "_headers",
+                            "_content_length",
+                            "_body_limit",
+                            "_body_start",
+                        )
+                    ]
+                )
+            )
+    except stomp_proto.RemoteProtocolError as exc:
+        trace.append(f"raised {exc.kind} {exc.limit} {exc}")
+    return trace
+
+
+def every_split(stream: bytes) -> Iterator[list[bytes]]:
+    """The stream whole, byte by byte, cut once anywhere and cut twice anywhere."""
+    yield [stream]
+    yield [stream[i : i + 1] for i in range(len(stream))]
+    for i in range(len(stream) + 1):
+        yield [stream[:i], stream[i:]]
+        for j in range(i, len(stream) + 1):
+            yield [stream[:i], stream[i:j], stream[j:]]
+
+
+@pytest.mark.parametrize("stream", SPLIT_STREAMS, ids=range(len(SPLIT_STREAMS)))
+@pytest.mark.parametrize(
+    ("version", "verbatim"), [("1.0", False), ("1.1", False), ("1.2", False), ("1.2", True)]
+)
+def test_decoder_native_and_pure_agree_in_every_split(
+    stream: bytes, version: str, verbatim: bool
+) -> None:
+    for chunks in every_split(stream):
+        native = split_trace(version, verbatim, chunks)
+        with pure_core():
+            pure = split_trace(version, verbatim, chunks)
+        assert native == pure, chunks

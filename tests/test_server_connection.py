@@ -693,3 +693,33 @@ def test_an_http_request_is_refused_at_its_head(strict: bool) -> None:
         server.next_event()
     assert info.value.kind is ErrorKind.BAD_COMMAND
     assert isinstance(info.value.event_hint, Error)
+
+
+# -- iteration ----------------------------------------------------------------------------------
+
+
+def test_iterator_is_live_and_its_error_sticky() -> None:
+    # As on the client: iter(server) yields what next_event() gives, resumes
+    # after more bytes, and raises the session's error again on every call.
+    server = connected_server("1.2")
+    events = iter(server)
+    assert iter(events) is events
+    server.receive_data(b"\n")
+    assert list(events) == [HeartBeat()]
+    server.receive_data(b"SEND\ndestination:/q\n\nhi\x00")
+    assert next(events).body == b"hi"  # type: ignore[attr-defined]
+    server.receive_data(b"BOGUS\n\n\x00")
+    with pytest.raises(RemoteProtocolError) as first:
+        next(events)
+    with pytest.raises(RemoteProtocolError) as again:
+        next(events)
+    assert again.value is first.value
+
+
+def test_content_length_of_thousands_of_leading_zeros() -> None:
+    # 1.2 §Header content-length: an octet count in decimal digits; the grammar
+    # bounds neither its digits nor its zeros.
+    server = connected_server("1.2")
+    zeros = b"0" * 5000
+    [send] = feed(server, b"SEND\ndestination:/q\ncontent-length:" + zeros + b"2\n\nhi\x00")
+    assert isinstance(send, Send) and send.body == b"hi"

@@ -59,7 +59,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip(problem)
     from stomp_proto.spark import local_session
 
-    session = local_session("stomp_proto-tests", conf_dir=tmp_path_factory.mktemp("spark-conf"))
+    session = local_session(
+        "stomp_proto-tests", conf_dir=tmp_path_factory.mktemp("spark-conf"), ui=False
+    )
     try:
         yield session
     finally:

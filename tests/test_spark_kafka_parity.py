@@ -378,3 +378,130 @@ def test_kafkas_columns_binary_key_partition_replay_stable_timestamp_header_list
     assert {(r.stream, r.offset): r.timestamp for r in again} == stamps
     received = {(r.stream, r.offset): r.received_at for r in again}
     assert received != {(r.stream, r.offset): r.received_at for r in rows}
+
+
+# -- 6. routing, Kafka's schema and offsets, lag after a restart ------------------------------
+
+
+def count_rows(spark: Any, rabbit: dict[str, str], base: str, partitions: int) -> int:  # noqa: F811
+    return int(stream_read(spark, rabbit, base, partitions=str(partitions)).count())
+
+
+def test_the_stream_option_wins_over_the_stream_column_so_a_copy_never_feeds_its_source(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    names: list[str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    base = names[0]
+    spark.range(0, 40, 1, 2).selectExpr(
+        "CONCAT('k', id) AS key", "CAST(id AS STRING) AS body"
+    ).write.format("stomp-streams").options(**rabbit, stream=base, partitions="2").mode(
+        "append"
+    ).save()
+    source = stream_read(spark, rabbit, base, partitions="2")
+    assert "stream" in source.columns  # the column Kafka's 'topic' column is to its sink
+    # A batch copy: every row to <base>-copy-N, none back to <base>-N.
+    source.write.format("stomp-streams").options(
+        **rabbit, stream=f"{base}-copy", partitions="2"
+    ).mode("append").save()
+    # A streaming copy of the same rows, with the stream column still in them.
+    query = (
+        spark.readStream.format("stomp-streams")
+        .options(**rabbit, stream=base, partitions="2")
+        .load()
+        .writeStream.format("stomp-streams")
+        .options(**rabbit, stream=f"{base}-again", partitions="3")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    run_stream(query)
+    assert query.exception() is None
+    assert count_rows(spark, rabbit, base, 2) == 40
+    assert count_rows(spark, rabbit, f"{base}-copy", 2) == 40
+    assert count_rows(spark, rabbit, f"{base}-again", 3) == 40
+    # Without the option the column routes each row, to streams the sink declares.
+    spark.createDataFrame(
+        [(f"{base}-by-column-{i % 2}", f"b{i}") for i in range(6)], "stream STRING, body STRING"
+    ).write.format("stomp-streams").options(**rabbit).mode("append").save()
+    by_column = stream_read(spark, rabbit, f"{base}-by-column", partitions="2").collect()
+    assert sorted((r.stream, r.body.decode()) for r in by_column) == sorted(
+        (f"{base}-by-column-{i % 2}", f"b{i}") for i in range(6)
+    )
+
+
+def test_schema_kafka_and_kafkas_offset_json_in_spark(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    stream: str,
+    tmp_path: Path,
+) -> None:
+    kafka = stream_read(spark, rabbit, stream, schema="kafka")
+    # Spark's Kafka source's columns, names and types.
+    assert kafka.dtypes == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
+        ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int"),
+        ("headers", "array<struct<key:string,value:binary>>"),
+    ]  # fmt: skip
+    rows = kafka.selectExpr("CAST(value AS STRING) AS v", "topic", "partition", "offset").collect()
+    assert sorted(r.offset for r in rows) == list(range(20))
+    assert {(r.topic, r.partition) for r in rows} == {(stream, 0)}
+    # Kafka's offset JSON, with -1 (latest) as an end; -2 (earliest) as a start.
+    ranged = stream_read(
+        spark, rabbit, stream,
+        startingOffsets=json.dumps({stream: {"0": 5}}),
+        endingOffsets=json.dumps({stream: {"0": 12}}),
+    ).collect()  # fmt: skip
+    assert sorted(r.offset for r in ranged) == list(range(5, 12))
+    whole = stream_read(
+        spark, rabbit, stream, startingOffsets=json.dumps({stream: {"0": -2}}),
+        endingOffsets=json.dumps({stream: {"0": -1}}),
+    ).count()  # fmt: skip
+    assert whole == 20
+    # endingOffsets has no meaning for a streaming read: the query fails to start, naming it.
+    with pytest.raises(Exception, match="'endingOffsets' is for batch reads"):
+        stream_query_rows(spark, rabbit, stream, tmp_path / "checkpoint", endingOffsets="latest")
+
+
+def test_after_a_restart_the_lag_is_unknown_for_a_replayed_batch_then_real(
+    spark: Any,  # noqa: F811
+    rabbit: dict[str, str],
+    stream: str,
+    settings: ConnectionSettings,
+    tmp_path: Path,
+) -> None:
+    from stomp_proto.spark import offsets_behind_latest
+
+    checkpoint = tmp_path / "checkpoint"
+
+    def run(**options: str) -> list[Any]:
+        query = (
+            spark.readStream.format("stomp-streams")
+            .options(**rabbit, stream=stream, maxOffsetsPerTrigger="5", **options)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        run_stream(query)
+        return [p for p in query.recentProgress if p.numInputRows]
+
+    assert sum(p.numInputRows for p in run()) == 20
+    # Forget the last batch's commit: the restarted query replays that batch from its
+    # offset log, as after a crash, before it plans any new one.
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    publish(settings, f"{stream}-0", 30, size=10)
+    replayed = run()
+    assert sum(p.numInputRows for p in replayed) == 5 + 30
+    # Spark asks no source for its latest offset for a replayed batch: unknown, never 0.
+    assert json.loads(replayed[0].json)["sources"][0]["latestOffset"] is None
+    assert offsets_behind_latest(replayed[0]) == {}
+    # The first batch planned after the restart has the real backlog.
+    second = json.loads(replayed[1].json)["sources"][0]
+    assert second["latestOffset"] == {f"{stream}-0": 50}
+    assert second["endOffset"] == {f"{stream}-0": 25}
+    assert offsets_behind_latest(replayed[1]) == {f"{stream}-0": 25}

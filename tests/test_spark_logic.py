@@ -330,7 +330,14 @@ BAD_OPTIONS = [
     ("stomp-streams", {"stream": "s", "createStreams": "sure"},
      ["'createStreams'", "true or false", "'sure'"]),
     ("stomp-streams", {"streams": "/queue/x"}, ["'streams'", "'/queue/x'", "stream name"]),
-    ("stomp-streams", {}, ["'stream'", "'streams'"]),
+    ("stomp-streams", {"stream": "s", "schema": "avro"}, ["'schema'", "kafka", "'avro'"]),
+    ("stomp-streams", {"stream": "s", "schema": "kafka", "keyType": "string"},
+     ["'keyType'", "schema=kafka"]),
+    ("stomp-streams", {"stream": "s", "retryTimeout": "-1"}, ["'retryTimeout'", ">= 0", "'-1'"]),
+    ("stomp-streams", {"stream": "s", "startingOffsets": '{"s": {"0": -3}}'},
+     ["'startingOffsets'", "-2 (earliest), -1 (latest)", "-3"]),
+    ("stomp-streams", {"stream": "s", "endingOffsets": '{"s": {"0": -2}}'},
+     ["'endingOffsets'", "-1 (latest)", "-2"]),
 ]  # fmt: skip
 
 
@@ -353,6 +360,12 @@ def test_a_bad_option_fails_when_the_source_is_made_naming_it(
         data_source(source, options)
     for word in words:
         assert word in str(failure.value), (word, str(failure.value))
+
+
+def test_a_read_without_streams_fails_at_its_schema_a_write_may_route_by_its_column() -> None:
+    source = data_source("stomp-streams", {})  # a sink whose rows name their streams
+    with pytest.raises(ValueError, match=r"needs 'stream' and 'partitions'.*or 'streams'"):
+        source.schema()
 
 
 def test_good_options_pass_and_a_read_without_a_destination_fails_at_its_schema() -> None:
@@ -908,3 +921,9 @@ def test_reader_keeps_heart_beats_while_idle() -> None:
             reader.close()
     finally:
         server.close()
+
+
+def test_ending_offsets_on_a_streaming_read_is_refused_naming_it() -> None:
+    source = data_source("stomp-streams", {"stream": "s", "endingOffsets": "latest"})
+    with pytest.raises(ValueError, match=r"'endingOffsets' is for batch reads.*availableNow"):
+        source.streamReader(None)

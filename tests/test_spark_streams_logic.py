@@ -68,7 +68,8 @@ def test_stream_names() -> None:
         "next",
         "timestamp:1700000000",
         "timestamp=abc",
-        '{"s-0": -1}',
+        '{"s-0": -3}',
+        '{"s": {"0": -2.5}}',
         '{"s-0": 1.5}',
         '{"s-0": "5"}',
         '{"s-0": true}',
@@ -387,7 +388,7 @@ def test_range_read_resumes_after_the_last_offset_received(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from stomp_proto import Error, Message
-    from stomp_proto._client._core import BrokerError
+    from stomp_proto._client._errors import BrokerError
     from stomp_proto.spark._streams import _link
 
     begins: list[int] = []
@@ -591,3 +592,184 @@ def test_discover_partitions_reads_a_new_stream_from_its_first_offset() -> None:
     assert plain.latest_offsets({"o-0": 0}, None) == {"o-0": 10}
     with pytest.raises(ValueError, match=r"'discoverPartitions'.*'stream'"):
         StreamsReaderSettings.from_options({"streams": "a,b", "discoverPartitions": "true"})
+
+
+# -- Kafka's offset JSON ---------------------------------------------------------------------
+
+
+def test_kafkas_offset_json_with_earliest_and_latest_sentinels() -> None:
+    # Kafka's form: {"<topic>": {"<partition>": offset}}, -2 earliest, -1 latest; here a
+    # topic is the base name of the streams <stream>-0 .. <stream>-N.
+    fake = FakeStreams({"o-0": (100, 199), "o-1": (0, 49), "o-2": (7, 9)})
+
+    def kafka_planner(**options: str) -> StreamsPlanner:
+        settings = StreamsReaderSettings.from_options({"stream": "o", "partitions": "3", **options})
+        return StreamsPlanner(ConnectionSettings(), settings, probe=fake)
+
+    start = kafka_planner(startingOffsets='{"o": {"0": 150, "1": -2, "2": -1}}')
+    assert start.initial_offsets() == {"o-0": 150, "o-1": 0, "o-2": 10}
+    # Streams the JSON leaves out start at the earliest offset, as Kafka's do.
+    assert kafka_planner(startingOffsets='{"o": {"0": 120}}').initial_offsets() == {
+        "o-0": 120, "o-1": 0, "o-2": 7,
+    }  # fmt: skip
+    # Today's flat form still works, with the sentinels too.
+    assert kafka_planner(startingOffsets='{"o-0": -1, "o-1": 3}').initial_offsets() == {
+        "o-0": 200, "o-1": 3, "o-2": 7,
+    }  # fmt: skip
+    end = kafka_planner(endingOffsets='{"o": {"0": 180, "1": -1}}')
+    assert end.ending_offsets() == {"o-0": 180, "o-1": 50, "o-2": 10}
+    for options, words in [
+        # -2 (earliest) is no end, as in Kafka.
+        ({"endingOffsets": '{"o": {"0": -2}}'}, "'endingOffsets'.*-1 \\(latest\\); not -2"),
+        ({"startingOffsets": '{"o": {"3": 5}}'}, "'o-3', which is not read"),
+        ({"startingOffsets": '{"o": {"0": "5"}}'}, "not '5'"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            kafka_planner(**options)
+
+
+# -- the sink's routing ------------------------------------------------------------------------
+
+
+def test_the_stream_option_wins_over_a_stream_column_as_kafkas_topic_option_does() -> None:
+    from stomp_proto.spark._streams._writer import plan_stream_columns
+
+    columns = [("body", "binary"), ("key", "string"), ("stream", "string")]
+    # A DataFrame read from stream 'orders' carries stream = 'orders-N'; written with
+    # stream=copy, every row goes to copy-N, never back to its source.
+    copy = StreamsWriterSettings.from_options({"stream": "copy", "partitions": "2"})
+    planned = plan_stream_columns(columns, copy)
+    assert planned.stream is None and planned.key == "key"
+    targets = route(copy.streams, ["a", "b", None], None, 3, task_partition=1)
+    assert targets == [f"copy-{zlib.crc32(b'a') % 2}", f"copy-{zlib.crc32(b'b') % 2}", "copy-1"]
+    # Without the option, the column routes each row.
+    by_column = StreamsWriterSettings.from_options({})
+    assert by_column.streams == ()
+    assert plan_stream_columns(columns, by_column).stream == "stream"
+    assert route((), ["a", None], ["x-1", "y-0"], 2, task_partition=0) == ["x-1", "y-0"]
+    with pytest.raises(ValueError, match=r"row 1 .* null 'stream' column"):
+        route((), None, ["x-1", None], 2, task_partition=0)
+    with pytest.raises(ValueError, match=r"needs the 'stream' .* option, or a 'stream' column"):
+        plan_stream_columns([("body", "binary")], by_column)
+
+
+# -- options that are not silent ----------------------------------------------------------------
+
+
+def test_kafka_options_are_explained_and_sparks_own_options_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from stomp_proto.spark._options import option_names, warn_unknown_options
+    from stomp_proto.spark._streams._offsets import KAFKA_OPTIONS
+
+    known = (*option_names()["connection"], *streams_option_names()["streams-read"])
+    options = {
+        "includeHeaders": "true", "minPartitions": "8", "queryName": "eo",
+        "checkpointLocation": "/tmp/x", "path": "/tmp/y", "kafka.group.id": "g",
+        "maxOffsetPerTrigger": "5", "includeHeader": "x",
+    }  # fmt: skip
+    with caplog.at_level("WARNING", logger="stomp_proto.spark"):
+        warn_unknown_options("test-kafka-words", options, known, KAFKA_OPTIONS)
+        warn_unknown_options("test-kafka-words", options, known, KAFKA_OPTIONS)  # once only
+    messages = sorted(r.getMessage() for r in caplog.records)
+    assert len(messages) == 5, messages
+    text = "\n".join(messages)
+    for spark_option in ("queryName", "checkpointLocation", "'path'"):
+        assert spark_option not in text
+    assert "'includeHeaders' is ignored: headers are always read" in text
+    assert "'minPartitions' is ignored: not applicable" in text
+    assert "'kafka.group.id' is ignored: Kafka client settings have no meaning" in text
+    # A misspelling gets the option it can only mean; a name that only looks alike, none.
+    assert "'maxOffsetPerTrigger' is ignored; did you mean 'maxOffsetsPerTrigger'?" in text
+    assert "unknown option 'includeHeader' is ignored\n" in text + "\n"
+    assert "did you mean 'partitions'" not in text and "'connectHeaders'" not in text
+
+
+def test_a_timestamp_that_can_only_be_seconds_gets_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="stomp_proto.spark"):
+        settings = StreamsReaderSettings.from_options(
+            {"stream": "o", "startingTimestamp": "1767225600"}
+        )
+        StreamsReaderSettings.from_options({"stream": "o", "startingTimestamp": "1767225600000"})
+    assert settings.starting.timestamp == 1767225  # read as Kafka reads it: milliseconds
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "'startingTimestamp' is 1767225600 ms since the Unix epoch" in warning
+    assert "1970-01-21" in warning and "2026-01-01 00:00:00 UTC" in warning
+    assert "give 1767225600000" in warning
+
+
+# -- riding out a broker restart --------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import time
+
+    from stomp_proto.spark._streams._link import probe_streams
+    from stomp_proto.spark._streams._retry import BrokerUnavailableError
+
+    port = _closed_port()  # nothing listens: every connect is refused, as while RabbitMQ is down
+    settings = ConnectionSettings.from_options({"port": str(port), "retryTimeout": "0.8"})
+    began = time.monotonic()
+    with (
+        caplog.at_level("WARNING", logger="stomp_proto.spark"),
+        pytest.raises(BrokerUnavailableError) as failure,
+    ):
+        probe_streams(settings, ["s-0"])
+    took = time.monotonic() - began
+    assert 0.8 <= took < 5
+    assert f"the broker at 127.0.0.1:{port} failed for" in str(failure.value)
+    assert "retryTimeout=0.8 s" in str(failure.value) and "refused" in str(failure.value)
+    retries = [r.getMessage() for r in caplog.records]
+    assert len(retries) >= 3  # 0.1, 0.2, 0.4 s ... apart
+    assert all(f"probing s-0: broker 127.0.0.1:{port}:" in m for m in retries)
+    assert all("refused" in m for m in retries)
+    # retryTimeout=0: no retry at all, the connection's own error.
+    with pytest.raises(ConnectionRefusedError):
+        probe_streams(ConnectionSettings(port=port, retry_timeout=0), ["s-0"])
+
+
+def test_what_is_retried_and_what_fails_at_once() -> None:
+    from stomp_proto import Error
+    from stomp_proto._client._errors import BrokerError, ConnectionLost
+    from stomp_proto.spark._streams._link import MissingStreamError
+    from stomp_proto.spark._streams._retry import retrying
+
+    not_back = MissingStreamError(
+        "stream 'o-0' does not exist on the broker (the broker said: not_found: NOT_FOUND - "
+        "home node 'rabbit@host' of durable queue 'o-0' in vhost '/' is down or inaccessible)"
+    )
+    failures: list[BaseException] = [not_back, ConnectionLost("the broker closed the connection"),
+                                      BrokenPipeError(32, "Broken pipe")]  # fmt: skip
+
+    def flaky() -> str:
+        if failures:
+            raise failures.pop(0)
+        return "done"
+
+    assert retrying(ConnectionSettings(), "probing o-0", flaky) == "done"
+    for final in (
+        BrokerError(Error(message="Access refused for user 'guest'")),
+        MissingStreamError("stream 'x' does not exist on the broker (NOT_FOUND - no queue 'x')"),
+        TimeoutError("offsets 0..9 did not arrive within readTimeout=1 s"),
+    ):
+        calls: list[int] = []
+
+        def fails(final: BaseException = final, calls: list[int] = calls) -> None:
+            calls.append(1)
+            raise final
+
+        with pytest.raises(type(final)):
+            retrying(ConnectionSettings(), "probing x", fails)
+        assert len(calls) == 1, final

@@ -235,3 +235,36 @@ def test_header_layouts_are_bounded() -> None:
     assert len(rows._layouts) == _schema.MAX_LAYOUTS
     batch = rows.take()
     assert batch.column("headers").to_pylist()[-1] == [(f"h{len(frames) - 1}", "v")]
+
+
+def test_schema_kafka_gives_the_kafka_sources_columns_from_the_same_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, data = recorded_session()
+    expected = event_rows(data)
+    connected, _ = recorded_session()
+    sock = ReplaySocket([connected, data, GOODBYE])
+    monkeypatch.setattr(ConnectionSettings, "open_socket", lambda self: sock)
+    # Streams orders-0 .. orders-N: Kafka's topic "orders", partition N.
+    settings = StreamsReaderSettings.from_options(
+        {"stream": "orders", "partitions": "1", "schema": "kafka", "readTimeout": "5"}
+    )
+    batches = list(read_partition(ConnectionSettings(), settings, StreamRange(STREAM, 0, 11)))
+    assert all(b.schema == _schema.KAFKA_ARROW_SCHEMA for b in batches)
+    # Spark's Kafka source: key, value, topic, partition, offset, timestamp, timestampType,
+    # headers as (string, binary) pairs, in this order.
+    assert _schema.KAFKA_ARROW_SCHEMA.names == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    got = [row for b in batches for row in b.to_pylist()]
+    assert len(got) == len(expected)
+    for row, want in zip(got, expected, strict=True):
+        assert row["key"] == (None if want["key"] is None else want["key"].encode())
+        assert row["value"] == want["body"]
+        assert (row["topic"], row["partition"], row["offset"]) == ("orders", 0, want["offset"])
+        assert row["timestamp"] == want["timestamp"]
+        # Kafka's types: 0 is CreateTime (the sink's stamp), -1 no timestamp at all.
+        assert row["timestampType"] == (-1 if want["timestamp"] is None else 0)
+        pairs = [(h["key"], h["value"]) for h in row["headers"]]
+        assert all(isinstance(v, bytes) for _, v in pairs)
+        assert by_name([(k, v.decode()) for k, v in pairs]) == want["header_list"]

@@ -40,7 +40,7 @@ def test_without_the_extra_nothing_imports_opentelemetry() -> None:
         import sys
         import stomp_proto, stomp_proto.asyncio, stomp_proto.threads, stomp_proto.trio
         import stomp_proto.broker
-        from stomp_proto._client._core import ConnectOptions
+        from stomp_proto._client._options import ConnectOptions
         ConnectOptions.build("failover:(stomp://h1,stomp://h2)", None, {})
         loaded = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
         assert not loaded, loaded

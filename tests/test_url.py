@@ -15,7 +15,7 @@ import pytest
 
 import stomp_proto
 from stomp_proto import Backoff, BrokerURL
-from stomp_proto._client._core import ConnectOptions
+from stomp_proto._client._options import ConnectOptions
 
 
 def build(host: str | None = None, port: int | None = None, **options: Any) -> ConnectOptions:
@@ -95,6 +95,37 @@ def test_failover_options_left_out_keep_our_defaults() -> None:
     assert build("failover:(stomp://h1,stomp://h2)?randomize=true").randomize is True
 
 
+def test_failover_url_takes_every_backoff_option() -> None:
+    # The options ActiveMQ's transport lacks keep its units: milliseconds for times.
+    options = build(
+        "failover:(stomp://h1,stomp://h2)?jitter=0.25&heldAfter=1500&resetAfter=20000"
+        "&errorAttempts=5&initialReconnectDelay=50"
+    )
+    assert options.reconnect == Backoff(
+        initial=0.05, jitter=0.25, held_after=1.5, reset_after=20.0, error_attempts=5
+    )
+    for bad, named in [
+        ("jitter=1", "'jitter' is a fraction"),
+        ("errorAttempts=2.5", "'errorAttempts' is a whole number"),
+        ("heldAfter=-1", "'heldAfter' is negative"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            BrokerURL.parse(f"failover:(stomp://h1)?{bad}")
+
+
+def test_several_hosts_in_one_address_point_to_failover() -> None:
+    with pytest.raises(ValueError, match=re.escape("failover:(stomp://host1:61613,")):
+        BrokerURL.parse("stomp://h1,h2:61613")
+
+
+def test_a_passcode_of_another_type_is_named_by_its_type_only() -> None:
+    with pytest.raises(TypeError) as caught:
+        build("127.0.0.1", 61613, passcode=1234)
+    assert str(caught.value) == (
+        "connect() option passcode must be a str or None, not int (the value is not shown)"
+    )
+
+
 # -- said once ------------------------------------------------------------------------------
 
 
@@ -166,7 +197,7 @@ def test_bad_hosts(hosts: Any, kind: type[Exception], named: str) -> None:
     [
         ("http://h", "scheme 'http'"),
         ("stomp://", "host is missing"),
-        ("stomp://h:port", "port 'port'"),
+        ("stomp://h:port", "the port is not a number"),
         ("stomp://h:0", "port '0'"),
         ("stomp://h:99999", "port '99999'"),
         ("stomp://:pw@h", "login"),

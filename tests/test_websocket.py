@@ -59,6 +59,7 @@ from stomp_proto import (
 )
 from stomp_proto._websocket import (
     ClientHandshake,
+    OriginPolicy,
     ServerHandshake,
     accepted_versions,
     offered_subprotocols,
@@ -815,3 +816,118 @@ def test_any_chunking_of_any_messages_gives_the_same_stream(
             break
     received += upgrade.channel.receive_data(wire[position:]).data
     assert received == expected
+
+
+# -- the Origin policy -----------------------------------------------------------------
+# RFC 6455 10.2: a server reached by browsers checks Origin, or any page the user opens
+# may use it.  RFC 6454 defines an origin as scheme, host and port (the scheme's default
+# port when none is written) and its serialization as scheme://host[:port].
+
+
+def upgrade_with_origin(port: int, origin: str | None, host: str | None = None) -> bytes:
+    """A WebSocket upgrade with ``Origin: origin`` (none for None); the broker's answer."""
+    lines = [
+        f"GET {PATH} HTTP/1.1",
+        f"Host: {host or f'{HOST}:{port}'}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ]
+    if origin is not None:
+        lines.append(f"Origin: {origin}")
+    with socket.create_connection((HOST, port), timeout=WAIT) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_foreign_origin_is_refused_with_403_and_logged(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="stomp_proto.broker")
+    answer = upgrade_with_origin(broker.port, "http://evil.example")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 403 "), answer
+    assert b"origin 'http://evil.example' is not allowed\n" in body  # chunked
+    refusal = [r.getMessage() for r in caplog.records if "evil.example" in r.getMessage()]
+    assert refusal and "BAD_WEBSOCKET" in refusal[0] and f"{HOST}:" in refusal[0]
+    assert broker.core.counters.upgrades_refused == {403: 1}
+    assert broker.core.counters.connections_opened["websocket"] == 0
+    # The stompjs way (a client library sending Origin) is refused just the same.
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        ws_connect(f"ws://{HOST}:{broker.port}{PATH}", origin="http://evil.example")
+    assert refused.value.response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [None, "http://{host}:{port}", "HTTP://{host}:{port}", "http://{host}:{port}/"],
+    ids=["no-origin", "own", "own-upper-case", "own-with-slash"],
+)
+def test_no_origin_and_the_brokers_own_are_accepted(broker: Broker, origin: str | None) -> None:
+    if origin is not None:
+        origin = origin.format(host=HOST, port=broker.port)
+    assert upgrade_with_origin(broker.port, origin).startswith(b"HTTP/1.1 101 ")
+
+
+def test_own_origin_follows_the_host_header_and_default_ports(broker: Broker) -> None:
+    # A page of http://localhost:80 asking for ws://localhost/ws: same origin.
+    assert upgrade_with_origin(broker.port, "http://localhost", "localhost:80").startswith(
+        b"HTTP/1.1 101 "
+    )
+    # Another port, or another scheme than the broker serves (http), is another origin.
+    for origin in (f"http://{HOST}:{broker.port + 1}", f"https://{HOST}:{broker.port}"):
+        assert upgrade_with_origin(broker.port, origin).startswith(b"HTTP/1.1 403 "), origin
+
+
+@pytest.mark.parametrize(
+    ("allowed", "origin", "status"),
+    [
+        (["http://app.example:8000"], "http://app.example:8000", b"101"),
+        (["http://APP.example:8000"], "http://app.example:8000", b"101"),
+        (["https://app.example"], "https://app.example:443", b"101"),
+        (["http://app.example:8000"], "http://app.example:8001", b"403"),
+        (["http://app.example:8000"], "https://app.example:8000", b"403"),
+        (["http://a.example", "http://b.example"], "http://b.example", b"101"),
+        (["*"], "http://evil.example", b"101"),
+        (["null"], "null", b"101"),
+        ([], "null", b"403"),
+    ],
+)
+def test_allowed_origins_let_others_in(allowed: list[str], origin: str, status: bytes) -> None:
+    service = ServiceLoop()
+    try:
+        options = {"websocket": PATH, "allowed_origins": allowed}
+        broker = service.call(service.start_broker(0, False, options))
+        assert upgrade_with_origin(broker.port, origin).startswith(b"HTTP/1.1 " + status)
+    finally:
+        assert not service.close()
+
+
+@pytest.mark.parametrize(
+    "bad", ["evil.example", "http://", "http://a.example/path", "http://a.example:99999", "", "**"]
+)
+def test_an_allowed_origin_that_is_no_origin_is_refused_at_once(bad: str) -> None:
+    with pytest.raises(ValueError, match="allowed origin"):
+        Broker(websocket=PATH, allowed_origins=[bad])
+
+
+def test_allowed_origins_is_a_list_not_a_string() -> None:
+    with pytest.raises(TypeError):
+        Broker(websocket=PATH, allowed_origins="http://a.example")
+
+
+def test_origin_policy_without_io() -> None:
+    policy = OriginPolicy(["http://a.example:8000"])
+    assert policy.refusal(None, "b.example") is None
+    assert policy.refusal("http://a.example:8000", "b.example") is None
+    assert policy.refusal("http://b.example", "b.example") is None  # its own
+    assert policy.refusal("http://b.example", "b.example:80") is None
+    assert policy.refusal("not an origin", "b.example") == "origin 'not an origin' is not allowed"
+    secure = OriginPolicy(secure=True)
+    assert secure.refusal("https://b.example", "b.example:443") is None
+    assert secure.refusal("http://b.example", "b.example") is not None

@@ -37,17 +37,10 @@ from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
-from ._core import (
-    CONNECT_WAITER,
-    BrokerError,
-    ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
-    End,
-    Resolve,
-    reason,
-)
+from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
+from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._lifecycle import ClientState, ClientStats
+from ._options import ConnectOptions
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
@@ -142,6 +135,9 @@ class AsyncSubscription:
         return self
 
     async def __anext__(self) -> Message:
+        messages = self._messages
+        if messages and self._tracing is None and len(messages) < self._limit:
+            return messages.popleft()  # get()'s common case, without a second coroutine
         message = await self.get()
         if message is None:
             raise StopAsyncIteration
@@ -239,6 +235,16 @@ class AsyncClient:
         """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
         return self._core.brokers.current
 
+    @property
+    def state(self) -> ClientState:
+        """Where the client stands: connected, reconnecting, closed or failed."""
+        return self._core.life.state
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
+        return self._core.life.stats
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
@@ -247,6 +253,7 @@ class AsyncClient:
         ``timeout``: seconds for it; by default the options' timeout.
         """
         session = _Session(self._core.conn, self._backend.waiter())
+        self._core.life.attempt(self._backend.now())
         try:
             async with self._backend.timeout(self._options.timeout if timeout is ... else timeout):
                 await self._connect(session)
@@ -254,7 +261,7 @@ class AsyncClient:
             session.current = False
             await session.abandon()
             raise
-        self._core.reconnects.started(self._backend.now())
+        self._core.session_started(self._backend.now())
         self._ready.set()
 
     async def _connect(self, session: _Session) -> None:
@@ -322,6 +329,7 @@ class AsyncClient:
             await self._session.abandon()
         self._fail_waiters(ConnectionLost("the client is closed"))
         self._finish(None)
+        self._core.life.closed()
 
     # -- reading -----------------------------------------------------------------
 
@@ -344,7 +352,9 @@ class AsyncClient:
                     continue
                 route = self._core.route(event)
                 if type(route) is Message:
-                    await self._deliver(route, stream, conn)
+                    full = self._deliver(route)
+                    if full is not None:
+                        await self._deliver_when_room(full, route, stream, conn)
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -384,20 +394,35 @@ class AsyncClient:
             if data:
                 await stream.send(data)
 
-    async def _deliver(self, message: Message, stream: Stream, conn: ClientConnection) -> None:
+    def _deliver(self, message: Message) -> AsyncSubscription | None:
+        """Hand ``message`` to its subscription's buffer, or to ``unsolicited``.
+
+        The common case, room in the buffer, takes no await.  Returns the
+        subscription when its buffer is full (see :meth:`_deliver_when_room`).
+        A message for a subscription that has ended is dropped, unacknowledged:
+        the broker delivers it again.
+        """
         subscription, receipt = self._core.target(message)
         if subscription is None:
             if not self.unsolicited.put_nowait(message):
                 self.unsolicited.get_nowait()
                 self.unsolicited.put_nowait(message)
-            return
+            return None
         if receipt is not None:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
-        # The common case: room in the buffer, no timeout to arm.  A message
-        # for a subscription that has ended is dropped, unacknowledged: the
-        # broker delivers it again.
+        if subscription._ended or subscription._put_nowait(message):
+            return None
+        return subscription
+
+    async def _deliver_when_room(
+        self,
+        subscription: AsyncSubscription,
+        message: Message,
+        stream: Stream,
+        conn: ClientConnection,
+    ) -> None:
         while not subscription._ended and not subscription._put_nowait(message):
             # A full buffer pauses reading (back-pressure) but not heart-beats.
             try:
@@ -422,8 +447,9 @@ class AsyncClient:
             return
         if self._reconnecting:
             return  # the attempt in progress sees it (session.error)
-        if not self._core.again(error, self._backend.now()):
-            self._finish(error)
+        ending = self._core.session_lost(error, self._backend.now())
+        if ending is not None:
+            self._finish(ending)
             return
         self._reconnecting = True
         self._reconnector = self._backend.spawn(lambda: self._reconnect(error))
@@ -438,13 +464,15 @@ class AsyncClient:
                     return
                 except BrokerError as exc:  # a refused login, or a refused restore
                     error = exc
+                    self._core.life.failed(exc)
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
                     why = reason(exc, self._options.timeout)
+                    self._core.life.failed(exc, self._options.timeout)
                     error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
-            self._finish(error)
+            self._finish(self._core.life.gave_up(error))
         finally:
             self._reconnecting = False
 
@@ -483,7 +511,10 @@ class AsyncClient:
         return waiter
 
     async def _send(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it."""
         try:
@@ -493,7 +524,10 @@ class AsyncClient:
             raise
 
     async def _write(
-        self, event: FrameEvent, receipt: str | None = None, settles: Message | None = None
+        self,
+        event: FrameEvent | PlainSettle,
+        receipt: str | None = None,
+        settles: Message | None = None,
     ) -> None:
         """Write ``event``; with ``receipt``, wait until the broker confirms it.
 
@@ -522,10 +556,7 @@ class AsyncClient:
                 conn = session.conn
                 if conn.state is ConnectionState.CLOSED or session.error is not None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)  # before the write: its answer may come during it
+                data = self._core.frame(conn, event, settles)
                 await stream.send(data)
         except OSError as exc:
             self._waiters.pop(receipt or "", None)
@@ -672,7 +703,9 @@ async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
     """Connect and log in, to the first broker that lets us (see FirstConnect);
     failures become ClientError subclasses."""
     first = FirstConnect(options, backend.now)
-    for timeout in first.attempts():
+    for wait, timeout in first.attempts():
+        if wait:
+            await backend.sleep(wait)
         client = AsyncClient(options, backend, first.brokers)
         try:
             await client._open(timeout)

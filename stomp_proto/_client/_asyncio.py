@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from typing import cast
 
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
-from ._backend import Stream
-from ._core import ConnectOptions
+from ._backend import HandOverLock, Stream
+from ._options import ConnectOptions
 
 __all__ = ["AsyncioBackend"]
 
@@ -17,36 +19,154 @@ __all__ = ["AsyncioBackend"]
 _WRITE_BATCH = 64 * 1024
 
 
-class _StreamPair:
-    """asyncio's streams; small frames are gathered and written once per loop turn.
+class _Stream(asyncio.BufferedProtocol):
+    """A TCP (or TLS) connection, read into one buffer; frames written once per loop turn.
 
-    One ``write`` (one ``send`` system call) per frame is most of the cost of a
-    producer sending small messages, and of a consumer acknowledging them.  So
-    ``send`` keeps the bytes and writes them all either when the task lets the
-    event loop run (a ``call_soon`` callback) or when :data:`_WRITE_BATCH` bytes
-    have gathered - then it also drains, which is where back-pressure waits.
-    The order of the bytes is unchanged, and ``aclose`` writes what is left.
+    Reading: the transport writes what arrives straight into a buffer of
+    :data:`READ_SIZE` bytes made once, and ``receive`` takes all of it as one
+    ``bytes`` - no stream reader, no buffer per read, one copy.  While the
+    buffer is full (the client's reader is not taking: its consumer is behind)
+    the transport stops reading, which is the back-pressure a full
+    subscription buffer asks for.
+
+    Writing: one ``write`` (one ``send`` system call) per frame is most of the
+    cost of a producer sending small messages, and of a consumer acknowledging
+    them.  So ``send`` keeps the bytes and writes them all either when the
+    task lets the event loop run (a ``call_soon`` callback) or when
+    :data:`_WRITE_BATCH` bytes have gathered - then it also waits while the
+    transport's own buffer is above its high-water mark.  The order of the
+    bytes is unchanged, and ``aclose`` writes what is left.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, over_ssl: bool) -> None:
+        self._loop = loop
+        self._over_ssl = over_ssl
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray(_READ_SIZE)
+        self._view = memoryview(self._buffer)
+        #: Bytes at the front of the buffer that ``receive`` has not taken yet.
+        self._size = 0
+        self._reading_paused = False
+        #: The stream has ended (the peer's end of stream, or the connection is lost).
+        self._ended = False
+        #: Why the connection was lost, if not cleanly.
+        self._error: BaseException | None = None
+        self._lost = False
+        #: What a ``receive`` (there is one reader) waits on.
+        self._arrived: asyncio.Future[None] | None = None
+        self._writing_paused = False
+        self._drained: list[asyncio.Future[None]] = []
+        self._closed: asyncio.Future[None] = loop.create_future()
         self._pending: list[bytes] = []
         self._pending_size = 0
         self._flush_handle: asyncio.Handle | None = None
 
+    # -- the protocol (called by the transport) ----------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's transports have the methods without being asyncio.Transport subclasses.)
+        self._transport = cast(asyncio.Transport, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._size == len(self._buffer):
+            # A transport may hand over one more read after pause_reading():
+            # the buffer grows rather than lose it.
+            grown = bytearray(2 * len(self._buffer))
+            grown[: self._size] = self._view
+            self._buffer, self._view = grown, memoryview(grown)
+        return self._view[self._size :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._size += nbytes
+        if self._size == len(self._buffer) and not self._reading_paused:
+            assert self._transport is not None
+            self._reading_paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._ended = True
+        self._wake()
+        # Kept open (not over TLS, which cannot half-close): a DISCONNECT may still go out.
+        return not self._over_ssl
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._ended = self._lost = True
+        self._error = exc
+        self._wake()
+        for waiter in self._drained:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drained.clear()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        for waiter in self._drained:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drained.clear()
+
+    def _wake(self) -> None:
+        arrived = self._arrived
+        if arrived is not None and not arrived.done():
+            arrived.set_result(None)
+
+    # -- the Stream (called by the client) -----------------------------------------
+
     async def receive(self) -> bytes:
-        return await self._reader.read(_READ_SIZE)
+        while not self._size and not self._ended:
+            arrived = self._arrived = self._loop.create_future()
+            try:
+                await arrived
+            finally:
+                self._arrived = None
+        size = self._size
+        if size:
+            data = bytes(self._view[:size])
+            self._size = 0
+            if self._reading_paused and not self._lost:
+                assert self._transport is not None
+                self._reading_paused = False
+                self._transport.resume_reading()
+            return data
+        if self._error is not None:
+            raise self._error
+        return b""
 
     async def send(self, data: bytes) -> None:
         self._pending.append(data)
         self._pending_size += len(data)
-        if self._pending_size >= _WRITE_BATCH or self._writer.transport.is_closing():
-            # A closing transport: drain() reports the lost connection to the caller.
+        transport = self._transport
+        assert transport is not None
+        if self._pending_size >= _WRITE_BATCH or transport.is_closing():
             self._flush()
-            await self._writer.drain()
+            await self._drain()
         elif self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+            self._flush_handle = self._loop.call_soon(self._flush)
+
+    async def _drain(self) -> None:
+        """Wait while the transport holds too much; once the connection is lost,
+        raise why (as ``StreamWriter.drain`` does)."""
+        self._check_lost()
+        assert self._transport is not None
+        if self._transport.is_closing():
+            await asyncio.sleep(0)  # lets connection_lost() come, if it is on its way
+        elif self._writing_paused:
+            waiter = self._loop.create_future()
+            self._drained.append(waiter)
+            await waiter
+        self._check_lost()
+
+    def _check_lost(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._lost:
+            raise ConnectionResetError("Connection lost")
 
     def _flush(self) -> None:
         if self._flush_handle is not None:
@@ -56,14 +176,47 @@ class _StreamPair:
             data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
             self._pending.clear()
             self._pending_size = 0
-            self._writer.write(data)
+            assert self._transport is not None
+            self._transport.write(data)
 
     async def aclose(self) -> None:
         self._flush()
-        self._writer.close()
+        assert self._transport is not None
+        self._transport.close()
         # Shielded: cancelling one closer (the reader, say) must not cancel the
         # close waiter that every other closer of this stream shares.
-        await asyncio.shield(self._writer.wait_closed())
+        await asyncio.shield(self._closed)
+
+
+class _Lock(HandOverLock):
+    """The write lock (see :class:`HandOverLock`): waiters wait on futures."""
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def _wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                await self.__aexit__()  # handed the lock, then cancelled: hand it on
+            elif waiter in self._waiters:  # (a release may have dropped it already)
+                self._waiters.remove(waiter)
+            raise
+
+    def _hand_over(self) -> bool:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return True
+        return False
 
 
 class _Waiter:
@@ -130,10 +283,12 @@ class AsyncioBackend:
     """asyncio's primitives for :class:`AsyncClient`."""
 
     async def open_stream(self, options: ConnectOptions) -> Stream:
-        reader, writer = await asyncio.open_connection(
-            options.host, options.port, ssl=options.ssl, limit=_READ_SIZE
+        loop = asyncio.get_running_loop()
+        over_ssl = options.ssl is not None
+        _, stream = await loop.create_connection(
+            lambda: _Stream(loop, over_ssl=over_ssl), options.host, options.port, ssl=options.ssl
         )
-        return _StreamPair(reader, writer)
+        return stream
 
     def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
         return asyncio.timeout(seconds)
@@ -153,8 +308,8 @@ class AsyncioBackend:
     def flag(self) -> asyncio.Event:
         return asyncio.Event()
 
-    def lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
+    def lock(self) -> _Lock:
+        return _Lock()
 
     def spawn(self, function: Callable[[], Awaitable[None]]) -> _Task:
         return _Task(function)

@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .._events import Event, Message
 
 if TYPE_CHECKING:
-    from ._core import ConnectOptions
+    from ._options import ConnectOptions
 
-__all__ = ["Backend", "BlockingStream", "Flag", "Queue", "Stream", "Task", "Waiter"]
+__all__ = [
+    "Backend",
+    "BlockingStream",
+    "Flag",
+    "HandOverLock",
+    "Queue",
+    "Stream",
+    "Task",
+    "Waiter",
+]
 
 #: Bytes one read asks for, in every client.
 READ_SIZE = 256 * 1024
@@ -63,6 +72,44 @@ class Flag(Protocol):
 class Task(Protocol):
     def cancel(self) -> None: ...
     async def join(self) -> None: ...
+
+
+class HandOverLock:
+    """A lock for tasks of one event loop, cheap when free, fair when held.
+
+    The client takes its write lock once per frame, and the locks of asyncio
+    and trio cost as much as writing a small frame (a coroutine more; trio's
+    scheduling pass and owner bookkeeping).  A free lock is taken at once.
+    A held one is waited for in order: each release hands it straight to the
+    oldest waiter (it stays held), so none can be passed over.  A backend
+    says how to wait and how to wake.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def locked(self) -> bool:
+        return self._held
+
+    async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        await self._wait()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self._hand_over():
+            self._held = False
+
+    async def _wait(self) -> None:
+        """Until a release hands the lock over (cancelled: not taken, or passed on)."""
+        raise NotImplementedError
+
+    def _hand_over(self) -> bool:
+        """Wake the oldest waiter, now the holder; False when nobody waits."""
+        raise NotImplementedError
 
 
 class Backend(Protocol):

@@ -32,7 +32,7 @@ from .._errors import RemoteProtocolError
 from .._frame import Version
 from .._websocket import ClientHandshake, WebSocketChannel, accepted_versions
 from ._backend import BlockingStream
-from ._core import ConnectOptions
+from ._options import ConnectOptions
 
 __all__ = ["SocketStream", "TLSStream", "WebSocketStream", "open_stream"]
 

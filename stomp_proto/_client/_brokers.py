@@ -17,43 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from .._errors import ProtocolError
+from ._errors import ClientError, ConnectionLost, reason
+from ._options import Address, ConnectOptions
 
-if TYPE_CHECKING:
-    from ._core import ClientError, ConnectOptions
-
-__all__ = ["Address", "Brokers", "FirstConnect", "check_addresses"]
-
-#: One broker: (host, port).
-Address = tuple[str, int]
-
-
-def check_addresses(hosts: object) -> tuple[Address, ...]:
-    """``hosts`` as given to ``connect(hosts=...)``, checked: a non-empty list of (host, port)."""
-    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
-        raise TypeError(
-            "hosts is a list of (host, port) pairs, e.g. [('b1', 61613), ('b2', 61613)]"
-        )
-    if not hosts:
-        raise ValueError("hosts is empty: give at least one (host, port)")
-    checked = []
-    for number, address in enumerate(hosts, 1):
-        if (
-            not isinstance(address, Sequence)
-            or isinstance(address, (str, bytes))
-            or len(address) != 2
-        ):
-            raise TypeError(f"hosts entry {number} is not a (host, port) pair: {address!r}")
-        host, port = address
-        if not isinstance(host, str) or not host:
-            raise ValueError(f"hosts entry {number}: the host is not a non-empty str")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise ValueError(f"hosts entry {number}: the port {port!r} is not from 1 to 65535")
-        checked.append((host, port))
-    return tuple(checked)
+__all__ = ["Brokers", "FirstConnect"]
 
 
 class Brokers:
@@ -103,7 +73,8 @@ class FirstConnect:
     left to reuse), all sharing :attr:`brokers`::
 
         first = FirstConnect(options, clock)
-        for timeout in first.attempts():
+        for wait, timeout in first.attempts():
+            sleep(wait)
             client = Client(options, first.brokers)
             try:
                 client._open(timeout)
@@ -115,7 +86,7 @@ class FirstConnect:
         raise first.error()
     """
 
-    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options")
+    __slots__ = ("_clock", "_failures", "_timeout", "brokers", "options", "rounds")
 
     def __init__(self, options: ConnectOptions, clock: Callable[[], float]) -> None:
         self.options = options
@@ -124,36 +95,58 @@ class FirstConnect:
         self._failures: list[tuple[Address, BaseException, float | None]] = []
         #: The current attempt's timeout (how long a timed-out one waited).
         self._timeout: float | None = None
+        #: Rounds through the addresses begun (more than one with ``retry_first_connect``).
+        self.rounds = 0
 
-    def attempts(self) -> Iterator[float | None]:
-        """The timeout of each attempt, one per address; the brokers point at it."""
-        total = self.options.timeout
-        deadline = None if total is None else self._clock() + total
-        for left in range(len(self.brokers), 0, -1):
-            if self._failures:
-                self.brokers.advance()
-            self._timeout = None if deadline is None else max(0.0, deadline - self._clock()) / left
-            yield self._timeout
+    def attempts(self) -> Iterator[tuple[float, float | None]]:
+        """``(wait first, timeout)`` of each attempt, one per address; the brokers point
+        at it.
+
+        With ``retry_first_connect``, a round in which every address failed is
+        followed by another after the next wait of the ``reconnect`` schedule, each
+        round with the whole ``timeout``, until the schedule is spent.
+        """
+        backoff = self.options.reconnect if self.options.retry_first_connect else None
+        delays = iter(()) if backoff is None else backoff.delays()
+        wait = 0.0
+        while True:
+            self.rounds += 1
+            total = self.options.timeout
+            deadline = None if total is None else self._clock() + total
+            for left in range(len(self.brokers), 0, -1):
+                if self._failures:
+                    self.brokers.advance()
+                now = self._clock()
+                self._timeout = None if deadline is None else max(0.0, deadline - now) / left
+                yield wait, self._timeout
+                wait = 0.0
+            next_wait = next(delays, None)
+            if next_wait is None:
+                return
+            wait = next_wait
 
     def failed(self, exc: BaseException) -> None:
         """The attempt at the current address failed with ``exc``; re-raised unless it
         is a failure to connect (cancellation, KeyboardInterrupt, a bug go through)."""
-        from ._core import ClientError
-
         if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
             raise exc
         self._failures.append((self.brokers.current, exc, self._timeout))
 
     def error(self) -> BaseException:
         """The error of a first connect where every address failed."""
-        from ._core import ClientError, ConnectionLost, reason
-
         if len(self._failures) == 1:
             (host, port), exc, timeout = self._failures[0]
             if isinstance(exc, ClientError) and not isinstance(exc, ConnectionLost):
                 return exc  # a BrokerError (a refused login) stays one
             why = reason(exc, timeout)
             error: ClientError = ConnectionLost(f"cannot connect to {host}:{port}: {why}")
+        elif self.rounds > 1:  # retried: the last reason at each address
+            last = {address: reason(exc, timeout) for address, exc, timeout in self._failures}
+            reasons = "; ".join(f"{host}:{port}: {why}" for (host, port), why in last.items())
+            error = ConnectionLost(
+                f"cannot connect in {len(self._failures)} attempts ({self.rounds} rounds): "
+                f"{reasons}"
+            )
         else:
             reasons = "; ".join(
                 f"{host}:{port}: {reason(exc, timeout)}"
@@ -164,5 +157,3 @@ class FirstConnect:
             )
         error.__cause__ = self._failures[-1][1]
         return error
-
-

@@ -18,20 +18,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import random
-import ssl as _ssl
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeAlias, TypedDict, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
-from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
-from .._connection import DEFAULT_TOLERANCE, ClientConnection
+from .._checks import as_headers, check_bool
+from .._connection import ClientConnection
 from .._events import (
     Ack,
     AckMode,
     Commit,
-    Connect,
     Connected,
     ConnectionClosed,
     Disconnect,
@@ -47,359 +43,15 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
-from .._frame import VERSIONS, Version
-from .._limits import Limits
-from ._brokers import Address, Brokers, check_addresses
+from ._backoff import Backoff
+from ._brokers import Brokers
+from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._lifecycle import Lifecycle
+from ._options import ConnectOptions
 
 log = logging.getLogger("stomp_proto.client")
 
-__all__ = [
-    "Backoff",
-    "BrokerError",
-    "ClientCore",
-    "ClientError",
-    "ClientOptions",
-    "ConnectOptions",
-    "ConnectionLost",
-    "HeartBeatLost",
-    "Outbox",
-    "Reconnects",
-    "TracingHook",
-]
-
-
-class ClientError(Exception):
-    """Base class of the errors the client adapters raise (besides protocol errors)."""
-
-
-class BrokerError(ClientError):
-    """The broker sent an ERROR frame; it closes the connection after it.
-
-    ``error`` is the :class:`~stomp_proto.Error` event: ``message`` is the
-    broker's short text, ``body`` its details.
-    """
-
-    def __init__(self, error: Error) -> None:
-        #: The :class:`~stomp_proto.Error` event the broker sent.
-        self.error = error
-        detail = error.body.decode("utf-8", "replace").strip()
-        text = error.message or "ERROR frame without a message"
-        super().__init__(f"{text}: {detail}" if detail and detail != text else text)
-
-    @property
-    def message(self) -> str | None:
-        """The ERROR frame's ``message`` header."""
-        return self.error.message
-
-
-class ConnectionLost(ClientError):
-    """The connection ended: the peer closed it, the network failed, or it was never made."""
-
-
-def reason(exc: BaseException, timeout: float | None = None) -> str:
-    """What went wrong, in words, never empty (an asyncio timeout has no text of its own)."""
-    text = str(exc)
-    if text:
-        return text
-    if isinstance(exc, TimeoutError):
-        return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
-    return type(exc).__name__
-
-
-class HeartBeatLost(ConnectionLost):
-    """Nothing arrived from the broker within the negotiated heart-beat deadline."""
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Reconnect schedule: waits grow from ``initial`` by ``factor`` up to ``maximum``.
-
-    Each wait is spread by up to ``jitter`` (a fraction) so that many clients
-    do not return at once.  ``attempts=None`` retries forever.
-
-    The waits grow while attempts fail: a broker that is down is tried less and
-    less often, at most once every ``maximum`` seconds.  They start over after
-    any session that stayed up ``held_after`` seconds: on a flapping link
-    (cuts every few seconds, the broker up) every cut is followed by a short
-    wait, and a client still connects at most once per ``held_after`` seconds.
-    A session shorter than that (a broker that accepts and then drops, or
-    refuses what the client restores) counts as a failed attempt.
-    ``error_attempts`` bounds how many times in a row the client comes back
-    after the broker ended the session (or refused the login) with an ERROR;
-    after that the :class:`BrokerError` ends the client.  That count starts
-    over after a session that stayed up ``reset_after`` seconds.
-    """
-
-    #: The first wait, in seconds.
-    initial: float = 0.1
-    #: The longest wait, in seconds.
-    maximum: float = 30.0
-    #: Each wait is this many times the one before.
-    factor: float = 2.0
-    #: How far (a fraction) each wait is spread either way, at random.
-    jitter: float = 0.1
-    #: How many times to try in a row; ``None``: forever.
-    attempts: int | None = None
-    #: Seconds a session must stay up for the count of ERROR endings to start over.
-    reset_after: float = 10.0
-    #: How many sessions in a row the broker may end with an ERROR.
-    error_attempts: int = 3
-    #: Seconds a session must stay up for the waits to start over from ``initial``.
-    held_after: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("initial", "maximum", "factor", "jitter", "reset_after", "held_after"):
-            check_number(f"Backoff.{name}", getattr(self, name), minimum=0.0)
-        for name in ("attempts", "error_attempts"):
-            value = getattr(self, name)
-            if value is None and name == "attempts":
-                continue
-            if not is_int(value):
-                raise wrong_type(f"Backoff.{name}", "an int", value)
-            if value < 0:
-                raise ValueError(f"Backoff.{name} must not be negative, not {value!r}")
-        if self.factor < 1.0:
-            raise ValueError(f"Backoff.factor must be at least 1, not {self.factor!r}")
-        if self.jitter >= 1.0:
-            raise ValueError(f"Backoff.jitter must be below 1 (a fraction), not {self.jitter!r}")
-        if self.maximum < self.initial:
-            raise ValueError(
-                f"Backoff.maximum ({self.maximum!r}) must be at least initial ({self.initial!r})"
-            )
-
-    def delays(self) -> Iterator[float]:
-        """The waits of one run of the schedule, in seconds (jitter applied)."""
-        delay = self.initial
-        for _ in itertools.count() if self.attempts is None else range(self.attempts):
-            yield delay * (1 + random.uniform(-self.jitter, self.jitter))
-            delay = min(delay * self.factor, self.maximum)
-
-
-def _option(name: str) -> str:
-    """How an error names the ``connect()`` option ``name``."""
-    return f"connect() option {name}"
-
-
-class TracingHook(Protocol):
-    """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
-    (OpenTelemetry) is one.
-
-    The clients know nothing more of tracing: without the option the hook is
-    one ``is None`` test per send and per message taken.
-    """
-
-    def sending(
-        self, send: Send, broker: tuple[str, int], version: Version | None
-    ) -> AbstractContextManager[Send]:
-        """Around the writing of ``send`` (and the wait for its receipt): yields the
-        SEND to write instead (with the trace context in its headers).
-
-        ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
-        STOMP version (``None`` before CONNECTED).
-        """
-        ...
-
-    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
-        """The application took ``message`` from a subscription; ``broker`` and
-        ``version`` as for :meth:`sending`."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectOptions:
-    """How to reach and log in to a broker; shared by every adapter's ``connect``."""
-
-    #: The first broker's address (``hosts[0]``).
-    host: str = "127.0.0.1"
-    port: int = 61613
-    login: str | None = None
-    #: Left out of the repr: options get logged.
-    passcode: str | None = field(default=None, repr=False)
-    #: The CONNECT ``host`` header: RabbitMQ's virtual host ("/" is its default).
-    vhost: str = "/"
-    #: (can send every ms, want to receive every ms); 0 disables a direction.
-    heartbeat: tuple[int, int] = (10_000, 10_000)
-    versions: tuple[Version, ...] = VERSIONS
-    ssl: _ssl.SSLContext | None = None
-    #: Seconds allowed for connecting and for each wait on the broker (receipts, ...).
-    timeout: float | None = 30.0
-    #: Reconnect after the session ends (a lost connection, a heart-beat timeout
-    #: or an ERROR), restoring subscriptions; None: never.  The first connect
-    #: is not retried.
-    reconnect: Backoff | None = None
-    #: Messages buffered per subscription before reading from the socket pauses.
-    max_pending_messages: int = 1000
-    #: Silence allowed from the broker, in negotiated heart-beat intervals.
-    heartbeat_tolerance: float = DEFAULT_TOLERANCE
-    headers: Mapping[str, str] = field(default_factory=dict)
-    limits: Limits | None = None
-    #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
-    #: or ``wss://`` with ``ssl``.  None: plain STOMP over TCP.
-    websocket: str | None = None
-    #: The brokers, in the order tried (failover); empty: just ``(host, port)``.
-    hosts: tuple[Address, ...] = ()
-    #: Try ``hosts`` in an order shuffled once, not as given.
-    randomize: bool = False
-    #: OpenTelemetry spans and trace context in headers (:mod:`stomp_proto.tracing`).
-    tracing: TracingHook | None = None
-
-    def __post_init__(self) -> None:
-        if not self.hosts:
-            object.__setattr__(self, "hosts", ((self.host, self.port),))
-        self._check()
-        if self.websocket is not None:
-            from .._websocket import check_path, require_wsproto
-
-            check_path(self.websocket)
-            require_wsproto()  # fail at connect(), with how to install it
-
-    def _check(self) -> None:
-        """TypeError or ValueError for an option no connection could use, naming it."""
-        option = _option
-        if not isinstance(self.host, str):
-            raise wrong_type("connect() host", "a str such as '127.0.0.1'", self.host)
-        if not is_int(self.port):
-            raise wrong_type("connect() port", "an int such as 61613", self.port)
-        if not 0 <= self.port < 65536:
-            raise ValueError(f"connect() port must be between 0 and 65535, not {self.port!r}")
-        for name in ("login", "passcode", "websocket"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                shown = "***" if name == "passcode" else value
-                raise wrong_type(option(name), "a str or None", shown)
-        if not isinstance(self.vhost, str):
-            raise wrong_type(option("vhost"), "a str such as '/'", self.vhost)
-        heartbeat = self.heartbeat
-        if not (
-            type(heartbeat) is tuple
-            and len(heartbeat) == 2
-            and all(is_int(x) for x in heartbeat)
-        ):
-            raise wrong_type(
-                option("heartbeat"),
-                "a pair of ints",
-                heartbeat,
-                "(can send every ms, want every ms), such as (10000, 10000); (0, 0) for none",
-            )
-        if min(heartbeat) < 0:
-            raise ValueError(f"{option('heartbeat')} must not be negative, not {heartbeat!r}")
-        versions = self.versions
-        if type(versions) is not tuple or not all(isinstance(v, str) for v in versions):
-            raise wrong_type(option("versions"), "a tuple such as ('1.1', '1.2')", versions)
-        if not versions or not set(versions) <= set(VERSIONS):
-            raise ValueError(f"{option('versions')} must be some of {VERSIONS!r}, not {versions!r}")
-        if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
-            raise wrong_type(
-                option("ssl"), "an ssl.SSLContext or None", self.ssl, "ssl.create_default_context()"
-            )
-        if self.timeout is not None:
-            check_number(option("timeout"), self.timeout)
-            if self.timeout <= 0:
-                raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
-        if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
-            raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
-        if not is_int(self.max_pending_messages):
-            raise wrong_type(option("max_pending_messages"), "an int", self.max_pending_messages)
-        if self.max_pending_messages < 1:
-            raise ValueError(
-                f"{option('max_pending_messages')} must be at least 1, "
-                f"not {self.max_pending_messages!r}"
-            )
-        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
-        check_limits(option("limits"), self.limits)
-        check_bool(option("randomize"), self.randomize)
-
-    @classmethod
-    def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
-        """Options from the arguments of an adapter's ``connect()``.
-
-        ``host`` may be a connection URL (see :class:`~stomp_proto.BrokerURL`);
-        each thing is said once: a URL with a ``port`` or a keyword it already
-        sets, or ``hosts`` with ``host``/``port``, is a ValueError.  An unknown
-        keyword is a TypeError that lists the :class:`ClientOptions`.
-        """
-        values: dict[str, Any] = dict(options)
-        unknown = sorted(values.keys() - ClientOptions.__annotations__.keys())
-        if unknown:
-            raise TypeError(
-                f"connect() got an unknown option {unknown[0]!r}; the options "
-                f"(stomp_proto.ClientOptions) are: {', '.join(ClientOptions.__annotations__)}"
-            )
-        if host is not None:
-            from .._url import looks_like_url, merge_url  # (it imports this module)
-
-            if looks_like_url(host):
-                if port is not None:
-                    raise ValueError("a port was given with a URL: write it in the URL")
-                values = merge_url(host, values)
-                host = None
-        if "headers" in values:
-            values["headers"] = dict(as_headers(values["headers"]))
-        if "hosts" in values:
-            if host is not None or port is not None:
-                raise ValueError("give either host and port or hosts=[...], not both")
-            hosts = values["hosts"] = check_addresses(values["hosts"])
-            host, port = hosts[0]
-        return cls(
-            host="127.0.0.1" if host is None else host,
-            port=61613 if port is None else port,
-            **values,
-        )
-
-    def connect_event(self, versions: tuple[Version, ...] | None = None) -> Connect:
-        """The CONNECT; ``versions`` narrows the accepted ones (a WebSocket subprotocol's cap)."""
-        return Connect(
-            host=self.vhost,
-            accept_versions=self.versions if versions is None else versions,
-            login=self.login,
-            passcode=self.passcode,
-            heartbeat=self.heartbeat,
-            headers=as_headers(self.headers),
-        )
-
-
-class ClientOptions(TypedDict, total=False):
-    """The keyword arguments every adapter's ``connect(host, port, **options)`` takes.
-
-    All are optional; the defaults are given with each.
-    """
-
-    #: The user name (CONNECT ``login`` header); default none.
-    login: str | None
-    #: The password (``passcode`` header); default none.  Never logged.
-    passcode: str | None
-    #: The CONNECT ``host`` header: the virtual host (RabbitMQ's vhost); default ``"/"``.
-    vhost: str
-    #: ``(can send every ms, want every ms)``; default ``(10_000, 10_000)``, 0 turns off.
-    heartbeat: tuple[int, int]
-    #: The protocol versions offered; default all three, the best one wins.
-    versions: tuple[Version, ...]
-    #: An :class:`ssl.SSLContext`: connect with TLS; default plain TCP.
-    ssl: _ssl.SSLContext | None
-    #: Seconds for connecting and for each wait on the broker (receipts); default 30.
-    timeout: float | None
-    #: Reconnect after the session ends (a lost connection, a heart-beat timeout or
-    #: an ERROR) on this schedule, restoring subscriptions; default ``None``: never.
-    #: The first connect is not retried.
-    reconnect: Backoff | None
-    #: Messages buffered per subscription before reading pauses; default 1000.
-    max_pending_messages: int
-    #: Silence allowed from the broker, in its heart-beat intervals; default 2.5.
-    heartbeat_tolerance: float
-    #: Extra CONNECT headers; default none.
-    headers: Mapping[str, str]
-    #: The :class:`Limits` on what the broker sends; default ``Limits()``.
-    limits: Limits | None
-    #: A path such as ``"/ws"``: STOMP over WebSocket (see :doc:`websocket`); default TCP.
-    websocket: str | None
-    #: Several brokers, ``[(host, port), ...]``, tried in order (failover, see
-    #: :doc:`failover`); instead of ``host`` and ``port``.
-    hosts: Sequence[tuple[str, int]]
-    #: Try ``hosts`` in an order shuffled once; default ``False``: as given.
-    randomize: bool
-    #: A :class:`stomp_proto.tracing.Tracing`: spans for each send and each message
-    #: taken, trace context in the headers (see :doc:`tracing`); default none.
-    tracing: TracingHook | None
+__all__ = ["ClientCore", "End", "Outbox", "Reconnects", "Resolve"]
 
 
 # -- routes: what an adapter does with one event ---------------------------------
@@ -466,6 +118,21 @@ class Reconnects:
         if self._delays is None:
             self._delays = self._backoff.delays()
         return next(self._delays, None)
+
+
+class PlainSettle:
+    """The ACK (``nack``: NACK) of ``message`` with no transaction and no receipt.
+
+    What a consumer acknowledging each message sends: :meth:`ClientCore.frame`
+    has ``ClientConnection.ack()`` make its frame, rather than an :class:`Ack`
+    event the connection would check and encode.
+    """
+
+    __slots__ = ("message", "nack")
+
+    def __init__(self, message: Message, nack: bool) -> None:
+        self.message = message
+        self.nack = nack
 
 
 #: Subscriptions left on one connection that the core remembers, so that
@@ -580,6 +247,19 @@ def wide_window(subscribe: Subscribe) -> bool:
     return False
 
 
+def _header_pairs(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    """:func:`as_headers`, without its ABC checks for what a sender passes most: a dict of str."""
+    if type(headers) is dict:
+        pairs = tuple(headers.items())
+        for name, value in pairs:
+            if type(name) is not str or type(value) is not str:
+                return as_headers(headers)  # it converts or refuses them, as it says
+        return pairs
+    return as_headers(headers)
+
+
 class ClientCore(Generic[S]):
     """One client's protocol-side state, across reconnects.
 
@@ -610,6 +290,10 @@ class ClientCore(Generic[S]):
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
+        #: The client's state, counts and log lines (see :class:`Lifecycle`).
+        self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
+        #: Whether the application sent DISCONNECT: the end of the session is then no loss.
+        self.leaving = False
         #: Whether a SEND without a receipt went out on this connection with no
         #: RECEIPT after it: an ERROR now may be its refusal (brokers answer in order).
         self._unvouched = False
@@ -694,14 +378,16 @@ class ClientCore(Generic[S]):
 
         A ``str`` body is sent as UTF-8 text.
         """
-        check_bool("send() receipt", receipt)
-        if isinstance(body, str):
-            body = body.encode("utf-8")
-            if content_type is None:
-                content_type = "text/plain;charset=utf-8"
-        elif isinstance(body, (bytearray, memoryview)):
-            body = bytes(body)
-        # Anything else is not sendable: Send refuses it, saying so.
+        if receipt is not False:
+            check_bool("send() receipt", receipt)
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+                if content_type is None:
+                    content_type = "text/plain;charset=utf-8"
+            elif isinstance(body, (bytearray, memoryview)):
+                body = bytes(body)
+            # Anything else is not sendable: Send refuses it, saying so.
         receipt_id = self._receipt(receipt)
         event = Send(
             destination,
@@ -709,24 +395,46 @@ class ClientCore(Generic[S]):
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=as_headers(headers or ()),
+            headers=_header_pairs(headers) if headers else (),
             content_length=content_length,
         )
         return event, receipt_id
 
     def settle_event(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
-    ) -> tuple[Ack | Nack, str | None]:
+    ) -> tuple[Ack | Nack | PlainSettle, str | None]:
         """The ACK (or NACK) of ``message``, and its receipt id if one is wanted.
 
         The connection writes the headers of the negotiated version; the
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
         """
+        if receipt is False and transaction is None and type(message) is Message:
+            return PlainSettle(message, nack), None  # the common case: see frame()
         check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
+
+    def frame(
+        self, conn: ClientConnection, event: FrameEvent | PlainSettle, settles: Message | None
+    ) -> bytes:
+        """The bytes of ``event`` from ``conn``, the current connection (the adapters
+        call this under their write lock, and write the bytes next).
+
+        ``settles``: the message an ACK or NACK is for; it must have come on
+        ``conn``.  A :class:`PlainSettle` is made by ``conn.ack()`` (``nack()``),
+        which checks that itself and, in the accelerated build, makes the
+        frame natively without an event.
+        """
+        if isinstance(event, PlainSettle):
+            message = event.message
+            return conn.nack(message) if event.nack else conn.ack(message)
+        if settles is not None:
+            conn.check_delivered(settles)
+        data = conn.send(event)
+        self.written(event)  # before the write: its answer may come during it
+        return data
 
     @staticmethod
     def may_hold(receipt: str | None, buffered: int, wide_window: bool) -> bool:
@@ -740,6 +448,7 @@ class ClientCore(Generic[S]):
 
     def disconnect_event(self) -> tuple[Disconnect, str]:
         receipt = self.next_id("disconnect")
+        self.leaving = True  # the broker may close the connection as it confirms it
         return Disconnect(receipt=receipt), receipt
 
     def commit_event(self, transaction: str) -> tuple[Commit, str]:
@@ -858,6 +567,22 @@ class ClientCore(Generic[S]):
             handle._end(failure)
             self.refused = True
         return failure
+
+    def session_started(self, now: float) -> None:
+        """A session is up: its subscriptions restored, calls may go through."""
+        self.reconnects.started(now)
+        self.life.connected(now)
+
+    def session_lost(self, error: ClientError, now: float) -> ClientError | None:
+        """The session in use ended with ``error``: None to reconnect, else the error the
+        client ends with."""
+        if self.leaving:  # the application is leaving: the end it asked for, no loss
+            return error
+        again = self.again(error, now)
+        self.life.lost(error, again=again)
+        if again:
+            return None
+        return error if self.options.reconnect is None else self.life.gave_up(error)
 
     def again(self, error: ClientError, now: float) -> bool:
         """The session (or an attempt at one) ended with ``error``: whether to reconnect.

@@ -54,17 +54,16 @@ from ._brokers import Brokers, FirstConnect
 from ._core import (
     CONNECT_WAITER,
     OUTBOX_DELAY,
-    BrokerError,
     ClientCore,
-    ClientError,
-    ConnectionLost,
-    ConnectOptions,
     End,
     Outbox,
+    PlainSettle,
     Resolve,
-    reason,
     wide_window,
 )
+from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._lifecycle import ClientState, ClientStats
+from ._options import ConnectOptions
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 
@@ -371,6 +370,16 @@ class Client:
         """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
         return self._core.brokers.current
 
+    @property
+    def state(self) -> ClientState:
+        """Where the client stands: connected, reconnecting, closed or failed."""
+        return self._core.life.state
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
+        return self._core.life.stats
+
     # -- lifecycle ---------------------------------------------------------------
 
     def _open(self, timeout: float | EllipsisType | None = ...) -> None:
@@ -394,6 +403,7 @@ class Client:
         """Open a stream (to the broker to try), write the CONNECT on it, and let it be read."""
         if timeout is ...:
             timeout = self._options.timeout
+        self._core.life.attempt(time.monotonic())
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
@@ -421,7 +431,7 @@ class Client:
         self._session_connected = True
         self._connect_deadline = None
         self._connected_once = True
-        self._core.reconnects.started(time.monotonic())
+        self._core.session_started(time.monotonic())
         with self._state_lock:
             if not self._closed:
                 self._ready.set()
@@ -473,6 +483,7 @@ class Client:
         if stream is not None:
             stream.shutdown()  # the thread reading sees the end and lets go
         self._finish(None)  # wakes every consumer
+        self._core.life.closed()
         with self._hub:
             self._live = False
             self._keeper.notify_all()
@@ -673,15 +684,24 @@ class Client:
                 stream.close()
             if self._closed:
                 return
-            if not self._connected_once or not self._core.again(error, time.monotonic()):
-                self._finish(error)
+            if not self._connected_once:
+                self._finish(error)  # the first connect's: connect() raises it
+                return
+            if connected:
+                ending = self._core.session_lost(error, time.monotonic())
+            else:  # an attempt that ended before CONNECTED
+                self._core.life.failed(error)
+                again = self._core.again(error, time.monotonic())
+                ending = None if again else self._core.life.gave_up(error)
+            if ending is not None:
+                self._finish(ending)
                 return
             if not connected and not isinstance(error, BrokerError):
                 error = ConnectionLost(f"reconnect failed: {error}")
             while True:
                 delay = self._core.reconnects.next_delay()
                 if delay is None:
-                    self._finish(error)
+                    self._finish(self._core.life.gave_up(error))
                     return
                 if self._stopping.wait(delay):
                     return
@@ -693,6 +713,7 @@ class Client:
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
+                    self._core.life.failed(exc, self._options.timeout)
                     error = ConnectionLost(
                         f"reconnect failed: {reason(exc, self._options.timeout)}"
                     )
@@ -880,7 +901,7 @@ class Client:
 
     def _send(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -895,7 +916,7 @@ class Client:
 
     def _write(
         self,
-        event: FrameEvent,
+        event: FrameEvent | PlainSettle,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -916,10 +937,7 @@ class Client:
                 stream = self._stream
                 if conn.state is ConnectionState.CLOSED or stream is None:
                     raise self._core.error or ConnectionLost("the connection is closed")
-                if settles is not None:
-                    conn.check_delivered(settles)
-                data = conn.send(event)
-                self._core.written(event)
+                data = self._core.frame(conn, event, settles)
                 if receipt is not None:
                     waiter = self._waiters[receipt] = _Waiter(self)
             if hold:
@@ -1086,7 +1104,9 @@ def open_client(options: ConnectOptions) -> Client:
     """A connected, logged-in :class:`Client`, on the first broker that lets us (see
     FirstConnect); errors are ClientErrors (ConnectionLost...)."""
     first = FirstConnect(options, time.monotonic)
-    for timeout in first.attempts():
+    for wait, timeout in first.attempts():
+        if wait:
+            time.sleep(wait)
         client = Client(options, first.brokers)
         try:
             client._open(timeout)

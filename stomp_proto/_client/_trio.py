@@ -10,8 +10,8 @@ import trio
 
 from .._events import Event, Message
 from ._backend import READ_SIZE as _READ_SIZE
-from ._backend import Stream
-from ._core import ConnectOptions
+from ._backend import HandOverLock, Stream
+from ._options import ConnectOptions
 
 __all__ = ["TrioBackend"]
 
@@ -20,16 +20,44 @@ __all__ = ["TrioBackend"]
 _WRITE_BATCH = 64 * 1024
 
 
+class _Lock(HandOverLock):
+    """The write locks (see :class:`HandOverLock`): waiters park.
+
+    Cancelled while parked, a waiter is not handed the lock; unparked, it holds it.
+    """
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters = trio.lowlevel.ParkingLot()
+
+    async def _wait(self) -> None:
+        await self._waiters.park()
+
+    def _hand_over(self) -> bool:
+        if not self._waiters:
+            return False
+        self._waiters.unpark()
+        return True
+
+
 class _TrioStream:
-    """A trio stream; small frames are gathered and written together.
+    """A trio stream; frames are gathered and written together, by one task.
 
     ``send_all`` per frame costs two passes of trio's scheduler, most of the
-    cost of sending a small message.  So ``send`` keeps the bytes, and a flush
-    task (started in the client's nursery when the first bytes wait) writes
-    all that has gathered once the sender lets other tasks run; a sender that
-    does not, writes them itself each :data:`_WRITE_BATCH` bytes.  ``send``
-    stays a cancellation point.  A lock keeps one ``send_all`` at a time, in
-    the order the bytes came; a failed write fails the next ``send``.
+    cost of sending a small message.  So ``send`` keeps the bytes, and a
+    writer task (started in the client's nursery when the first bytes wait)
+    writes all that has gathered once the sender lets other tasks run, again
+    and again while more comes.  A sender that leaves :data:`_WRITE_BATCH`
+    bytes or more waiting waits until the writer has written them
+    (back-pressure), and hears if that failed.
+
+    Only the writer task writes, so a sender cancelled while it waits never
+    cuts a frame short (a ``send_all`` cancelled part way leaves a partial
+    frame on the wire): the bytes it gave go out whole, as asyncio's
+    transport writes them.  ``send`` stays a cancellation point, before it
+    takes the bytes.  A failed write fails every later ``send``.
     """
 
     def __init__(self, stream: trio.abc.Stream, nursery: trio.Nursery) -> None:
@@ -37,8 +65,13 @@ class _TrioStream:
         self._nursery = nursery
         self._pending: list[bytes] = []
         self._pending_size = 0
-        self._flush_started = False
-        self._lock = trio.Lock()
+        #: Whether a writer task runs (or the closer writes): nobody else may.
+        self._writing = False
+        #: Bytes ever given to send(), and of those, written.
+        self._given = 0
+        self._written = 0
+        #: Senders waiting for their bytes to be written.
+        self._full = trio.lowlevel.ParkingLot()
         self._error: OSError | None = None
 
     async def receive(self) -> bytes:
@@ -53,36 +86,50 @@ class _TrioStream:
         await trio.lowlevel.checkpoint_if_cancelled()
         self._pending.append(data)
         self._pending_size += len(data)
+        self._given += len(data)
+        if not self._writing:
+            self._writing = True
+            self._nursery.start_soon(self._write_task)
         if self._pending_size >= _WRITE_BATCH:
-            await self._flush()
-            if self._error is not None:
-                raise self._error
-        elif not self._flush_started:
-            self._flush_started = True
-            self._nursery.start_soon(self._flush_task)
+            given = self._given
+            while self._written < given and self._error is None:
+                await self._full.park()
+        if self._error is not None:
+            raise self._error
 
-    async def _flush_task(self) -> None:
-        self._flush_started = False
-        await self._flush()
+    async def _write_task(self) -> None:
+        try:
+            while self._pending and self._error is None:
+                await self._write_pending()
+        finally:
+            self._writing = False
+            self._full.unpark_all()
 
-    async def _flush(self) -> None:
-        async with self._lock:
-            if not self._pending or self._error is not None:
-                return
-            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-            self._pending.clear()
-            self._pending_size = 0
-            try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                self._error = OSError(str(exc) or "connection closed")
+    async def _write_pending(self) -> None:
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._error = OSError(str(exc) or "connection closed")
+        except BaseException:
+            # Cancelled part way (the client's nursery is ending): what is on
+            # the wire may end inside a frame, so nothing more can be sent.
+            self._error = OSError("a write was cancelled part way")
+            raise
+        else:
+            self._written += len(data)
+        finally:
+            self._full.unpark_all()
 
     async def aclose(self) -> None:
         try:
             # A write in progress may never end (say, a TLS handshake the peer
             # dropped): closing the stream is what ends it, so do not wait for it.
-            if not self._lock.locked():
-                await self._flush()
+            if not self._writing and self._pending and self._error is None:
+                self._writing = True
+                await self._write_pending()
         finally:
             await self._stream.aclose()
 
@@ -157,27 +204,6 @@ class _Flag:
 
     async def wait(self) -> None:
         await self._event.wait()
-
-
-class _Lock:
-    """trio.Lock without the scheduling pass when it is free.
-
-    ``trio.Lock.acquire`` always lets other tasks run first; the client takes
-    its write lock once per frame, and that pass would cost as much as the
-    frame.  A free lock is taken at once; a held one is waited for as usual.
-    """
-
-    def __init__(self) -> None:
-        self._lock = trio.Lock()
-
-    async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 class _Task:

@@ -7,6 +7,8 @@ client's counterpart is ``_blocking.WebSocketStream``.)
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from .._errors import RemoteProtocolError
 from .._frame import Version
 from .._websocket import ClientHandshake, WebSocketChannel
@@ -59,7 +61,11 @@ class WebSocketStream:
         while not self._ended:
             got = self._channel.receive_data(data)
             if got.to_send:
-                await self._write(got.to_send)
+                # A pong or the answer to a close.  A broken connection must not
+                # lose what came with it (a broker's ERROR, then its close): the
+                # next read or write sees the failure.
+                with suppress(OSError):
+                    await self._write(got.to_send)
             if got.closed:
                 # Data that came before the close is returned first, the end next time.
                 self._ended = True

@@ -85,6 +85,7 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
+from ._metrics import Counters
 
 __all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
 
@@ -104,6 +105,8 @@ DEFAULT_HEARTBEAT = (10000, 10000)
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
 DEFAULT_SLOW_CONSUMER_TIMEOUT = 60.0
+#: The ERROR message every client gets when the broker shuts down.
+SHUTDOWN_REASON = "broker shutting down"
 
 
 class BrokerOptions(TypedDict, total=False):
@@ -499,6 +502,9 @@ class BrokerCore:
         self._topics: dict[str, list[_Subscription]] = {}
         self._session_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
+        #: What the broker has done so far (:class:`~stomp_proto.broker._metrics.Counters`):
+        #: the core counts sessions, messages and refusals; a transport adds the rest.
+        self.counters = Counters()
 
     # -- inspection ------------------------------------------------------------
 
@@ -516,6 +522,21 @@ class BrokerCore:
         """Messages waiting in the queue ``destination`` for a consumer (not yet delivered)."""
         queue = self._queues.get(destination)
         return len(queue.ready) if queue is not None else 0
+
+    def destinations(self) -> dict[str, tuple[int, int, int]]:
+        """Each destination in use: ``(queued, unacked, subscribers)``.
+
+        For a topic, the sums over its subscriptions' private queues.
+        """
+        found: dict[str, tuple[int, int, int]] = {}
+        for destination, queue in self._queues.items():
+            unacked = sum(len(s.unacked) for s in queue.consumers)
+            found[destination] = (len(queue.ready), unacked, len(queue.consumers))
+        for destination, subscriptions in self._topics.items():
+            queued = sum(len(s.queue.ready) for s in subscriptions)
+            unacked = sum(len(s.unacked) for s in subscriptions)
+            found[destination] = (queued, unacked, len(subscriptions))
+        return dict(sorted(found.items()))
 
     # -- driving ---------------------------------------------------------------
 
@@ -547,7 +568,7 @@ class BrokerCore:
             if connection.state is ConnectionState.CLOSED:
                 self._end_session(session, outbox)
             else:
-                self._refuse(session, None, message, detail, outbox)
+                self._refuse(session, None, message, detail, outbox, _reason(message))
         while not session.closed:
             try:
                 event = connection.next_event()
@@ -555,6 +576,7 @@ class BrokerCore:
                 # The connection is closed already; the hint is the ERROR the specs ask for.
                 if exc.event_hint is not None:
                     outbox.write(session, connection.send(exc.event_hint))
+                self.counters.refused[exc.kind.name.lower()] += 1
                 self._end_session(session, outbox)
                 break
             if event is None:
@@ -592,7 +614,7 @@ class BrokerCore:
             self._dispatch(subscription.queue, outbox)
         return outbox
 
-    def shut_down(self, reason: str = "broker shutting down") -> Outbox:
+    def shut_down(self, reason: str = SHUTDOWN_REASON) -> Outbox:
         """End every session with an ERROR saying ``reason``."""
         outbox = Outbox()
         sessions = list(self._sessions.values())
@@ -638,7 +660,14 @@ class BrokerCore:
 
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
         if self._users is not None and not self._login_ok(event.login, event.passcode):
-            self._refuse(session, None, LOGIN_FAILED, "login failed", outbox)
+            self._refuse(
+                session,
+                None,
+                LOGIN_FAILED,
+                "the login or the passcode is wrong",
+                outbox,
+                "login_failed",
+            )
             return
         # Offer beats only in the directions the client asked for, so that the
         # header says what will actually happen.
@@ -646,6 +675,7 @@ class BrokerCore:
         ours = (self._heartbeat[0] if wants else 0, self._heartbeat[1] if can_send else 0)
         connected = Connected(heartbeat=ours, session=session.id, server=self._server_name)
         outbox.write(session, session.connection.send(connected))
+        self.counters.sessions_opened += 1
 
     def _login_ok(self, login: str | None, passcode: str | None) -> bool:
         assert self._users is not None
@@ -664,7 +694,10 @@ class BrokerCore:
         # A transaction is buffered in memory: bound it like a queue.
         if len(transaction.sends) >= self._max_queue_length:
             detail = f"a transaction holds at most {self._max_queue_length} messages"
-            self._refuse(session, event.receipt, "transaction too large", detail, outbox)
+            self._refuse(
+                session, event.receipt, "transaction too large", detail, outbox,
+                "transaction_too_large",
+            )  # fmt: skip
             return
         transaction.sends.append(event)
 
@@ -672,7 +705,7 @@ class BrokerCore:
         prefetch = self._prefetch(event)
         if prefetch is None:
             detail = "prefetch-count and activemq.prefetchSize must be non-negative integers"
-            self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox)
+            self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox, "bad_subscribe")
             return
         destination = event.destination
         if destination.startswith(TOPIC_PREFIX):
@@ -709,6 +742,7 @@ class BrokerCore:
             settlements = self._books[session].transactions[event.transaction].settlements
             settlements.extend((queue, message, again) for message in messages)
         else:
+            self._count_settled(len(messages), again)
             self._settle(queue, messages, again, outbox)
         self._dispatch(queue, outbox)  # in-flight room was freed
 
@@ -734,8 +768,15 @@ class BrokerCore:
             self._abort(transaction, outbox)
             return
         for queue, message, again in transaction.settlements:
+            self._count_settled(1, again)
             self._settle(queue, [message], again, outbox)
         self._publish(transaction.sends, outbox)
+
+    def _count_settled(self, count: int, nacked: bool) -> None:
+        if nacked:
+            self.counters.messages_nacked += count
+        else:
+            self.counters.messages_acked += count
 
     def _abort(self, transaction: _Transaction, outbox: Outbox) -> None:
         # The client cannot ACK these again (its connection counts them as
@@ -746,6 +787,7 @@ class BrokerCore:
     # -- routing ---------------------------------------------------------------
 
     def _publish(self, sends: list[Send], outbox: Outbox) -> None:
+        self.counters.messages_received += len(sends)
         for send in sends:
             destination = send.destination
             if destination.startswith(TOPIC_PREFIX):
@@ -771,7 +813,7 @@ class BrokerCore:
             queue = self._queues.get(destination)
             if (queue.held if queue is not None else 0) + count > self._max_queue_length:
                 detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
-                self._refuse(session, cause.receipt, "queue full", detail, outbox)
+                self._refuse(session, cause.receipt, "queue full", detail, outbox, "queue_full")
                 return False
         return True
 
@@ -825,6 +867,7 @@ class BrokerCore:
             )
             data = connection.send(delivery)
         outbox.write(session, data)
+        self.counters.messages_delivered += 1
         if subscription.ack == "auto":
             subscription.queue.settle(1)
         else:
@@ -869,9 +912,19 @@ class BrokerCore:
             del self._queues[queue.destination]
 
     def _refuse(
-        self, session: Session, receipt: str | None, message: str, detail: str, outbox: Outbox
+        self,
+        session: Session,
+        receipt: str | None,
+        message: str,
+        detail: str,
+        outbox: Outbox,
+        reason: str,
     ) -> None:
-        """Send an ERROR and end the session (an ERROR always ends a STOMP session)."""
+        """Send an ERROR and end the session (an ERROR always ends a STOMP session).
+
+        ``reason`` is what the refusal is counted as (``counters.refused``).
+        """
+        self.counters.refused[reason] += 1
         error = Error(
             message=message,
             body=detail.encode(),
@@ -893,3 +946,8 @@ class BrokerCore:
         for transaction in books.transactions.values():
             self._abort(transaction, outbox)
         self._sessions.pop(session.id, None)
+
+
+def _reason(message: str) -> str:
+    """A deadline's ERROR message as a metrics label: ``"CONNECT timeout"``: ``connect_timeout``."""
+    return message.lower().replace(" ", "_")

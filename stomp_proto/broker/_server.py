@@ -20,13 +20,21 @@ slowed down by TCP instead of growing the broker's memory.  What the broker
 buffers for one client is so bounded by about twice ``output_limit`` (or
 ``output_limit`` and one message, for messages larger than that).
 
-STOMP over WebSocket (``websocket="/ws"``): on the same port.  The first
-bytes of each connection tell them apart - an HTTP ``GET `` starts an upgrade,
-anything else is plain STOMP (a STOMP client sends a command or a heart-beat
-EOL first).  The handshake (``stomp_proto._websocket``, on wsproto) must end
-within :data:`HANDSHAKE_TIMEOUT` seconds; a refused or malformed upgrade is
-logged (INFO, with its ``BAD_WEBSOCKET`` kind) and the connection closed, and
-the negotiated subprotocol caps the session's STOMP versions.
+HTTP on the same port: STOMP over WebSocket (``websocket="/ws"``) and the
+metrics (``GET /metrics``, on unless ``metrics=False``).  The first bytes of
+each connection tell them apart - an HTTP ``GET `` is a request, anything else
+is plain STOMP (a STOMP client sends a command or a heart-beat EOL first; one
+that sends nothing for :data:`HANDSHAKE_TIMEOUT` seconds, or its CONNECT
+deadline if shorter, is taken for STOMP too, and its CONNECT deadline counts
+from the connection).  A request must be complete within
+:data:`HANDSHAKE_TIMEOUT` seconds.  ``/metrics`` gets the Prometheus text
+exposition and the connection is closed.  A WebSocket upgrade goes to
+``stomp_proto._websocket`` (on wsproto), whose :class:`OriginPolicy` refuses
+(403) browser pages of other origins than the broker's own and
+``allowed_origins``; a refused or malformed upgrade is logged (INFO, with its
+``BAD_WEBSOCKET`` kind and the reason, the origin for a foreign one) and the
+connection closed, and the negotiated subprotocol caps the session's STOMP
+versions.
 
 Ending a connection the broker ended (an ERROR, a refused upgrade, shutdown):
 :func:`stomp_proto.asyncio.drain_and_close` half-closes it, reads and discards
@@ -48,16 +56,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as _ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Unpack
 
 from .._closing import asyncio_drain_and_close, close_writer
+from .._connection import ServerConnection
 from .._errors import ErrorKind, RemoteProtocolError
 from .._events import ConnectionClosed, Error, HeartBeatTimeout
-from .._frame import VERSIONS
-from .._websocket import ServerHandshake, WebSocketChannel, check_path, require_wsproto
-from ._core import DEFAULT_OUTPUT_LIMIT, BrokerCore, BrokerOptions, Outbox, Session
+from .._frame import VERSIONS, Version
+from .._state import ConnectionState
+from .._websocket import (
+    OriginPolicy,
+    ServerHandshake,
+    WebSocketChannel,
+    check_path,
+    require_wsproto,
+)
+from ._core import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_OUTPUT_LIMIT,
+    SHUTDOWN_REASON,
+    BrokerCore,
+    BrokerOptions,
+    Outbox,
+    Session,
+)
+from ._metrics import CONTENT_TYPE, METRICS_PATH, exposition
 
 __all__ = ["Broker", "run_broker"]
 
@@ -71,6 +96,8 @@ READ_SIZE = 64 * 1024
 #: Seconds a connection has, with ``websocket`` on, to send its first bytes and
 #: (for a WebSocket) to complete the upgrade.
 HANDSHAKE_TIMEOUT = 10.0
+#: Most bytes of an HTTP request head (request line and headers) read before answering.
+MAX_REQUEST_HEAD = 16 * 1024
 _HTTP_GET = b"GET "
 
 
@@ -136,8 +163,12 @@ class Broker:
 
     ``ssl`` makes it a TLS server; ``websocket`` (a path such as ``"/ws"``)
     serves STOMP over WebSocket on the same port as well (needs wsproto, the
-    ``ws`` extra); the other keywords, ``options``, are the :class:`BrokerCore`
-    options (:class:`BrokerOptions`).
+    ``ws`` extra), to clients without an ``Origin`` header and to web pages of
+    the broker's own origin or one of ``allowed_origins``
+    (``"scheme://host[:port]"``, ``"*"`` for any; see :doc:`/security`);
+    ``metrics`` serves ``GET /metrics`` (the Prometheus text format, see
+    :meth:`metrics`) on the same port; the other keywords, ``options``, are
+    the :class:`BrokerCore` options (:class:`BrokerOptions`).
     Use it as an async context manager::
 
         async with Broker() as broker:
@@ -153,11 +184,18 @@ class Broker:
         *,
         ssl: _ssl.SSLContext | None = None,
         websocket: str | None = None,
+        allowed_origins: Iterable[str] = (),
+        metrics: bool = True,
         **options: Unpack[BrokerOptions],
     ) -> None:
         if websocket is not None:
             check_path(websocket)
             require_wsproto()
+        if isinstance(allowed_origins, str):
+            raise TypeError("allowed_origins is a list of origins, not one string")
+        self._origins = OriginPolicy(allowed_origins, secure=ssl is not None)
+        #: Whether ``GET /metrics`` is served.
+        self.serves_metrics = metrics
         #: The :class:`BrokerCore` that does the work (inspect queues and sessions there).
         self.core = BrokerCore(**options)
         #: The WebSocket path served beside plain STOMP; ``None``: plain STOMP only.
@@ -169,6 +207,9 @@ class Broker:
         self._port: int | None = None
         self._ssl = ssl
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
+        connect_timeout = options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        #: Seconds a connection may stay silent before it is taken for plain STOMP.
+        self._silence_limit = min(HANDSHAKE_TIMEOUT, connect_timeout or HANDSHAKE_TIMEOUT)
         self._server: asyncio.Server | None = None
         self._peers: dict[Session, _Peer] = {}
         #: Connections not yet known to be WebSocket or plain STOMP.
@@ -182,6 +223,28 @@ class Broker:
         if self._port is None:
             raise RuntimeError("the broker is not listening; use 'async with' or start()")
         return self._port
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """The origins admitted besides the broker's own (``"*"``: any)."""
+        return self._origins.allowed
+
+    def metrics(self) -> str:
+        """The broker's metrics in the Prometheus text format: what ``GET /metrics`` serves.
+
+        Counters (``stomp_broker_*_total``): connections opened by transport,
+        sessions opened, messages received, delivered, acked and nacked,
+        sessions refused by reason, WebSocket upgrades refused by status, bytes
+        received and sent.  Gauges: open connections and sessions, and per
+        destination the messages queued, the unacknowledged ones and the
+        subscribers.  See :doc:`/metrics`.
+        """
+        open_sessions = sum(
+            session.connection.state is ConnectionState.CONNECTED for session in self.core.sessions
+        )
+        return exposition(
+            self.core.counters, len(self._peers), open_sessions, self.core.destinations()
+        )
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -203,7 +266,20 @@ class Broker:
             self._accept, self.host, self._requested_port, ssl=self._ssl
         )
         self._port = self._server.sockets[0].getsockname()[1]
-        log.info("STOMP broker listening on %s:%d", self.host, self._port)
+        log.info("STOMP broker listening on %s", self.listening_on)
+
+    @property
+    def listening_on(self) -> str:
+        """Where the broker listens, in words: ``host:port``, then its WebSocket and
+        metrics addresses (as its log line and the command line say it)."""
+        address = f"{self.host}:{self.port}"
+        tls = self._ssl is not None
+        where = address
+        if self.websocket is not None:
+            where += f" (WebSocket: {'wss' if tls else 'ws'}://{address}{self.websocket})"
+        if self.serves_metrics:
+            where += f" (metrics: {'https' if tls else 'http'}://{address}{METRICS_PATH})"
+        return where
 
     async def serve_forever(self) -> None:
         """Wait until the broker is closed (by :meth:`close`, or by cancelling this)."""
@@ -240,67 +316,119 @@ class Broker:
             return
         # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
         writer.transport.set_write_buffer_limits(high=self._output_limit)
-        if self.websocket is None:
-            self._start(_Peer(self.core.open_session(), reader, writer))
+        loop = asyncio.get_running_loop()
+        accepted = loop.time()
+        if self.websocket is None and not self.serves_metrics:
+            self._start(_Peer(self._open_session(accepted), reader, writer))
             return
-        task = asyncio.get_running_loop().create_task(
-            self._upgrade(reader, writer, self.websocket), name="stomp-broker-handshake"
-        )
+        task = loop.create_task(self._route(reader, writer, accepted), name="stomp-broker-route")
         self._undecided.add(task)
         task.add_done_callback(self._undecided.discard)
 
+    def _open_session(
+        self, accepted: float, versions: tuple[Version, ...] | None = None
+    ) -> Session:
+        session = self.core.open_session(versions)
+        # Its CONNECT deadline counts from the connection, not from when it was routed.
+        session.handle_timer(accepted)
+        return session
+
     def _start(self, peer: _Peer) -> None:
+        self.core.counters.connections_opened["tcp" if peer.ws is None else "websocket"] += 1
         self._peers[peer.session] = peer
         peer.task = asyncio.get_running_loop().create_task(
             self._serve(peer), name=f"stomp-broker-{peer.session.id}"
         )
 
-    async def _upgrade(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
+    async def _route(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
     ) -> None:
-        """Tell a WebSocket upgrade from plain STOMP; start the session either way."""
+        """Tell HTTP from plain STOMP; start the session, or answer the request."""
         peername = _address(writer.get_extra_info("peername"))
         try:
-            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+            try:
+                async with asyncio.timeout(self._silence_limit):
+                    data = await reader.read(READ_SIZE)
+            except asyncio.CancelledError:
+                # The broker is closing: a silent client is told so, as a STOMP one is.
+                writer.write(ServerConnection().send(Error(message=SHUTDOWN_REASON)))
+                writer.close()
+                raise
+            except TimeoutError:
+                # Silent: no browser and no scraper (they speak first), so STOMP.
+                if not self._closing:
+                    self._start(_Peer(self._open_session(accepted), reader, writer))
+                    return
                 data = b""
-                while len(data) < len(_HTTP_GET) and _HTTP_GET.startswith(data):
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+                while data and len(data) < len(_HTTP_GET) and _HTTP_GET.startswith(data):
                     chunk = await reader.read(READ_SIZE)
                     if not chunk:
                         break
                     data += chunk
                 if not data.startswith(_HTTP_GET):
                     if data and not self._closing:
-                        self._start(_Peer(self.core.open_session(), reader, writer, pending=data))
+                        session = self._open_session(accepted)
+                        self._start(_Peer(session, reader, writer, pending=data))
                         return
-                else:
-                    handshake = ServerHandshake(path, self._versions)
-                    upgrade = handshake.receive_data(data)
-                    while upgrade is None:
-                        upgrade = handshake.receive_data(await reader.read(READ_SIZE) or None)
-                    if upgrade.error is not None:
-                        _log_refusal(peername, upgrade.error)  # before the client hears of it
-                    writer.write(upgrade.to_send)
-                    if upgrade.channel is not None and not self._closing:
-                        session = self.core.open_session(upgrade.versions)
-                        self._start(_Peer(session, reader, writer, upgrade.channel, b""))
-                        return
+                elif await self._answer_http(reader, writer, data, peername, accepted):
+                    return
         except TimeoutError:
             _log_refusal(
                 peername,
                 RemoteProtocolError(
                     ErrorKind.BAD_WEBSOCKET,
-                    f"no STOMP frame or complete WebSocket upgrade within {HANDSHAKE_TIMEOUT} s",
+                    f"no STOMP frame or complete HTTP request within {HANDSHAKE_TIMEOUT} s",
                 ),
             )
         except OSError:
             pass  # reset before it said anything: nothing to serve
         except asyncio.CancelledError:
-            writer.transport.abort()  # the broker is closing: no time for a polite close
+            if not writer.is_closing():
+                writer.transport.abort()  # the broker is closing: no time for a polite close
             raise
         except Exception:
             # As for sessions: one connection's failure must not take the broker down.
             log.exception("STOMP broker: handshake with %s failed", peername)
         await asyncio_drain_and_close(reader, writer)
+
+    async def _answer_http(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        data: bytes,
+        peername: str,
+        accepted: float,
+    ) -> bool:
+        """Answer a GET: the metrics, or a WebSocket upgrade; True when a session started."""
+        while b"\r\n\r\n" not in data and len(data) < MAX_REQUEST_HEAD:
+            chunk = await reader.read(READ_SIZE)
+            if not chunk:
+                break
+            data += chunk
+        request_line = data.split(b"\r\n", 1)[0].split(b" ")
+        target = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
+        if self.serves_metrics and target.partition("?")[0] == METRICS_PATH:
+            writer.write(_http_answer(200, "OK", CONTENT_TYPE, self.metrics()))
+            return False
+        if self.websocket is None:
+            log.info("STOMP broker: %s asked for %r: not found", peername, target)
+            writer.write(_http_answer(404, "Not Found", "text/plain", f"no {target!r} here\n"))
+            return False
+        handshake = ServerHandshake(self.websocket, self._versions, self._origins)
+        upgrade = handshake.receive_data(data)
+        while upgrade is None:
+            upgrade = handshake.receive_data(await reader.read(READ_SIZE) or None)
+        if upgrade.error is not None:
+            _log_refusal(peername, upgrade.error)  # before the client hears of it
+            if upgrade.status is not None:
+                self.core.counters.upgrades_refused[upgrade.status] += 1
+        writer.write(upgrade.to_send)
+        if upgrade.channel is None or self._closing:
+            return False
+        session = self._open_session(accepted, upgrade.versions)
+        self._start(_Peer(session, reader, writer, upgrade.channel, b""))
+        return True
 
     async def _serve(self, peer: _Peer) -> None:
         session = peer.session
@@ -309,9 +437,12 @@ class Broker:
             while not session.closed:
                 data = await self._next_input(peer)
                 peer.ended = data is None
+                if data:
+                    self.core.counters.bytes_received += len(data)
                 session.receive_data(data)
                 beat = session.handle_timer(loop.time())
                 if beat:
+                    self.core.counters.bytes_sent += len(beat)
                     peer.write(beat)
                 self._flush(self.core.process(session))
         except Exception:
@@ -371,6 +502,7 @@ class Broker:
             peer = self._peers.get(session)
             if peer is None:
                 continue
+            self.core.counters.bytes_sent += len(data)
             peer.write(data)
             if session.closed:
                 continue
@@ -457,6 +589,16 @@ def _log_ending(peer: _Peer, shutting_down: bool) -> None:
         log.info("%s lost: closed without DISCONNECT", where)
 
 
+def _http_answer(status: int, reason: str, content_type: str, body: str) -> bytes:
+    """A complete HTTP/1.1 answer that closes the connection."""
+    payload = body.encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + payload
+
+
 def _log_refusal(peer: str, error: RemoteProtocolError) -> None:
     # A client's mistake, not the broker's: INFO, with the kind to grep for.
     log.info(
@@ -470,19 +612,30 @@ async def run_broker(
     *,
     ssl: _ssl.SSLContext | None = None,
     websocket: str | None = None,
+    allowed_origins: Iterable[str] = (),
+    metrics: bool = True,
     on_listening: Callable[[Broker], object] | None = None,
     **options: Unpack[BrokerOptions],
 ) -> None:
     """Serve a :class:`Broker` on ``host:port`` until cancelled, then close it cleanly.
 
     ``ssl`` (a server-side :class:`ssl.SSLContext`) makes it a TLS server;
-    ``websocket``: also serve STOMP over WebSocket at this path (see
-    :class:`Broker`); ``options`` are the :class:`BrokerCore` options.
+    ``websocket``: also serve STOMP over WebSocket at this path, to the
+    ``allowed_origins`` (see :class:`Broker`); ``metrics``: serve ``GET
+    /metrics``; ``options`` are the :class:`BrokerCore` options.
 
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).
     """
-    async with Broker(host, port, ssl=ssl, websocket=websocket, **options) as broker:
+    async with Broker(
+        host,
+        port,
+        ssl=ssl,
+        websocket=websocket,
+        allowed_origins=allowed_origins,
+        metrics=metrics,
+        **options,
+    ) as broker:
         if on_listening is not None:
             on_listening(broker)
         await broker.serve_forever()

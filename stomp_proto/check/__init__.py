@@ -11,7 +11,8 @@ from .._frame import Version
 from .._public import present_as
 from ._case import CATALOGUE, Case, Outcome, Probe, Verdict, case
 from ._case import GROUPS as _GROUPS
-from ._report import write_html, write_json, write_junit
+from ._html import write_html
+from ._report import write_json, write_junit
 from ._runner import Report, Result, run, select
 from ._wire import RawFrame, Target, Unreachable, Wire
 

@@ -37,6 +37,9 @@ class Verdict(enum.Enum):
     INFORMATIONAL = "INFORMATIONAL"
     #: An optional feature is absent (or the run's transport cannot test it).
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    #: The case could not run (CONNECT refused, no CONNECTED, the broker gone, a
+    #: checker error): no verdict on the broker, never counted as FAILED.
+    NOT_RUN = "NOT-RUN"
 
     def __str__(self) -> str:
         return self.value
@@ -73,9 +76,10 @@ class Case:
     version: Version
     #: Where the clause is: ``1.2 §Heart-beating``.
     section: str
-    #: The clause, quoted from that section.
+    #: The clause, the spec's words only, quoted from that section.
     clause: str
-    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged.
+    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged (a MUST or SHOULD only
+    #: where the quoted words of this case's own version say so).
     level: str
     #: What the case checks, in one line.
     title: str
@@ -83,6 +87,8 @@ class Case:
     run: Callable[[Any], Outcome] = field(repr=False, compare=False)
     #: Needs a transport feature: "websocket" (runs only over WebSocket) or "".
     needs: str = ""
+    #: The checker's own note on the clause or its level (never the spec's words).
+    remark: str = ""
 
 
 GROUPS: dict[str, str] = {
@@ -112,6 +118,11 @@ _counters: dict[tuple[str, str], itertools.count[int]] = {}
 ALL: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 V11: tuple[Version, ...] = ("1.1", "1.2")
 V12: tuple[Version, ...] = ("1.2",)
+#: ``levels=`` for a rule that 1.0 and 1.1 state without a keyword ("will", "is"):
+#: a miss there is INFORMATIONAL.
+MAY_BEFORE_12: dict[str, str] = {"1.0": "MAY", "1.1": "MAY"}
+#: ``levels=`` for a MUST that STOMP 1.0 words as "should" or "recommended".
+SHOULD_IN_10: dict[str, str] = {"1.0": "SHOULD"}
 
 
 def case(
@@ -134,18 +145,19 @@ def case(
         title = (function.__doc__ or function.__name__).strip().splitlines()[0]
         for version in versions:
             number = next(_counters.setdefault((version, group), itertools.count(1)))
-            section, text = quoted.quote(version)
+            judged = quoted.judged(version, (levels or {}).get(version, level))
             CATALOGUE.append(
                 Case(
                     id=f"{version}/{group}/{number}",
                     group=group,
                     version=version,
-                    section=section,
-                    clause=text,
-                    level=(levels or {}).get(version, level),
+                    section=judged.section,
+                    clause=judged.text,
+                    level=judged.level,
                     title=title,
                     run=function,
                     needs=needs,
+                    remark=judged.remark,
                 )
             )
         return function
@@ -171,6 +183,8 @@ class Probe:
         self._wires: list[Wire] = []
         self._tag = uuid.uuid4().hex[:10]
         self._names = itertools.count(1)
+        #: How many of the run's queues the case named.
+        self.queues = 0
 
     # -- outcomes --------------------------------------------------------------
 
@@ -202,6 +216,7 @@ class Probe:
 
     def queue(self, label: str = "q") -> str:
         """A destination no other case (nor run) uses."""
+        self.queues += 1
         return f"{self.target.prefix}{self._tag}.{label}{next(self._names)}"
 
     def name(self, label: str) -> str:
@@ -343,17 +358,17 @@ def describe(frame: RawFrame) -> str:
     return frame.command
 
 
-def run_case(case: Case, target: Target) -> tuple[Outcome, list[str], float]:
-    """Run one case; its outcome, wire log and duration in seconds."""
+def run_case(case: Case, target: Target) -> tuple[Outcome, list[str], float, int]:
+    """Run one case; its outcome, wire log, duration in seconds and queues named."""
     probe = Probe(case, target)
     started = time.monotonic()
     with probe.closing():
         try:
             outcome = case.run(probe)
         except Setup as exc:
-            outcome = Outcome(Verdict.FAILED, f"could not set the case up: {exc}")
+            outcome = Outcome(Verdict.NOT_RUN, f"could not set the case up: {exc}")
         except Unreachable as exc:
-            outcome = Outcome(Verdict.FAILED, f"connection failed during the case: {exc}")
-        except Exception as exc:  # a checker bug must show, not pass
-            outcome = Outcome(Verdict.FAILED, f"checker error: {type(exc).__name__}: {exc}")
-    return outcome, probe.log, time.monotonic() - started
+            outcome = Outcome(Verdict.NOT_RUN, f"connection failed during the case: {exc}")
+        except Exception as exc:  # a checker bug must show (the run exits 2), not pass
+            outcome = Outcome(Verdict.NOT_RUN, f"checker error: {type(exc).__name__}: {exc}")
+    return outcome, probe.log, time.monotonic() - started, probe.queues

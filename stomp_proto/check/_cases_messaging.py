@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._case import V11, V12, Outcome, Probe, case, describe
+from ._case import MAY_BEFORE_12, SHOULD_IN_10, V11, V12, Outcome, Probe, case, describe
 from ._common import nothing_before_sentinel, roundtrip
 from ._wire import RawFrame, Wire
 
@@ -45,7 +45,7 @@ def _leave(p: Probe, wire: Wire) -> None:
 # -- SUBSCRIBE ids and ack modes ---------------------------------------------------
 
 
-@case("subscribe", "ack-auto", "MUST")
+@case("subscribe", "ack-auto", "MAY")
 def auto_ack(p: Probe) -> Outcome:
     """With ack:auto (the default) a delivered message is consumed: no redelivery."""
     wire = p.session()
@@ -58,7 +58,7 @@ def auto_ack(p: Probe) -> Outcome:
     return p.check(not again, f"delivered again: {again}", ok="not redelivered")
 
 
-@case("subscribe", "ack-client", "MUST", levels={"1.0": "MAY"})
+@case("subscribe", "ack-client", "MAY")
 def client_ack_cumulative(p: Probe) -> Outcome:
     """With ack:client an ACK settles that message and all before it, not those after."""
     wire = p.session()
@@ -122,7 +122,7 @@ def two_subscriptions(p: Probe) -> Outcome:
     return p.check(got == {b"a": "sub-a", b"b": "sub-b"}, f"subscriptions: {got}", ok="matched")
 
 
-@case("subscribe", "unsubscribe", "MUST")
+@case("subscribe", "unsubscribe", "MAY")
 def unsubscribe_stops(p: Probe) -> Outcome:
     """After UNSUBSCRIBE no more messages come from that subscription."""
     wire = p.session()
@@ -214,7 +214,7 @@ def ack_settles(p: Probe) -> Outcome:
     return p.check(not again, f"redelivered: {again}", ok="settled")
 
 
-@case("ack", "nack", "MUST", V11)
+@case("ack", "nack", "MAY", V11)
 def nack_accepted(p: Probe) -> Outcome:
     """A NACK naming the MESSAGE is accepted."""
     wire = p.session()
@@ -279,7 +279,7 @@ def _tx_session(p: Probe) -> tuple[Wire, str, str]:
     return wire, dest, tx
 
 
-@case("transactions", "transaction", "MUST")
+@case("transactions", "transaction", "MAY")
 def send_held_until_commit(p: Probe) -> Outcome:
     """A SEND in a transaction is not delivered before the COMMIT."""
     wire, dest, tx = _tx_session(p)
@@ -288,7 +288,7 @@ def send_held_until_commit(p: Probe) -> Outcome:
     return p.check(good, detail, ok="held")
 
 
-@case("transactions", "transaction", "MUST")
+@case("transactions", "transaction", "MAY")
 def commit_delivers(p: Probe) -> Outcome:
     """COMMIT delivers the transaction's messages, in order."""
     wire, dest, tx = _tx_session(p)
@@ -298,7 +298,7 @@ def commit_delivers(p: Probe) -> Outcome:
     return p.check(bodies == [b"t1", b"t2", b"t3"], f"bodies {bodies}", ok="in order")
 
 
-@case("transactions", "transaction-abort", "MUST")
+@case("transactions", "transaction-abort", "MAY")
 def abort_discards(p: Probe) -> Outcome:
     """ABORT discards the transaction's messages."""
     wire, dest, tx = _tx_session(p)
@@ -308,7 +308,7 @@ def abort_discards(p: Probe) -> Outcome:
     return p.check(good, detail, ok="discarded")
 
 
-@case("transactions", "transaction-implicit-abort", "MUST")
+@case("transactions", "transaction-implicit-abort", "MAY")
 def disconnect_aborts(p: Probe) -> Outcome:
     """A transaction left open at DISCONNECT is aborted."""
     wire, dest, tx = _tx_session(p)
@@ -354,7 +354,7 @@ def ack_in_committed_tx(p: Probe) -> Outcome:
     return p.check(not again, f"redelivered: {again}", ok="settled")
 
 
-@case("transactions", "transaction-unknown", "SHOULD")
+@case("transactions", "transaction-unknown", "MAY")
 def commit_unknown(p: Probe) -> Outcome:
     """COMMIT of an unknown transaction gets an ERROR."""
     wire = p.session()
@@ -389,14 +389,14 @@ def _one_message(
     return p.message(wire), dest
 
 
-@case("message", "message-destination", "MUST")
+@case("message", "message-destination", "MUST", levels={"1.1": "MAY"})
 def message_destination(p: Probe) -> Outcome:
     """A MESSAGE carries a destination header."""
     msg, _dest = _one_message(p)
     return p.check(msg.get("destination") is not None, "no destination", ok="present")
 
 
-@case("message", "message-destination", "SHOULD")
+@case("message", "message-destination", "SHOULD", levels={"1.1": "MAY"})
 def message_destination_same(p: Probe) -> Outcome:
     """The MESSAGE's destination is the SEND's."""
     msg, dest = _one_message(p)
@@ -404,14 +404,14 @@ def message_destination_same(p: Probe) -> Outcome:
     return p.check(got == dest, f"destination {got!r}", ok="identical")
 
 
-@case("message", "message-headers", "MUST")
+@case("message", "message-headers", "MUST", levels=MAY_BEFORE_12)
 def message_id(p: Probe) -> Outcome:
     """A MESSAGE carries a message-id header."""
     msg, _ = _one_message(p)
     return p.check(msg.get("message-id") is not None, "no message-id", ok="present")
 
 
-@case("message", "message-headers", "MUST")
+@case("message", "message-headers", "MUST", levels=MAY_BEFORE_12)
 def message_ids_unique(p: Probe) -> Outcome:
     """Two messages have different message-ids."""
     wire, first = roundtrip(p, [], b"one")
@@ -424,7 +424,7 @@ def message_ids_unique(p: Probe) -> Outcome:
     return p.check(a != b, f"both message-id {a!r}", ok="different")
 
 
-@case("message", "message-headers", "MUST", V11)
+@case("message", "message-headers", "MUST", V11, levels={"1.1": "MAY"})
 def message_subscription(p: Probe) -> Outcome:
     """A MESSAGE carries the subscription id it is delivered for."""
     msg, _ = _one_message(p)
@@ -456,7 +456,7 @@ def message_ack_auto(p: Probe) -> Outcome:
     return p.info("ack header present" if msg.get("ack") is not None else "no ack header")
 
 
-@case("message", "send-user-headers", "MUST", levels={"1.0": "SHOULD"})
+@case("message", "send-user-headers", "MUST", levels=SHOULD_IN_10)
 def user_headers_pass(p: Probe) -> Outcome:
     """User headers of the SEND are passed through to the MESSAGE."""
     msg, _ = _one_message(p, [("x-user-a", "1"), ("x-user-b", "two")])
@@ -469,7 +469,7 @@ def user_headers_pass(p: Probe) -> Outcome:
     )
 
 
-@case("message", "message-headers", "MAY")
+@case("message", "server-headers", "MAY")
 def server_added_headers(p: Probe) -> Outcome:
     """Which headers the broker adds to a MESSAGE."""
     msg, _ = _one_message(p)

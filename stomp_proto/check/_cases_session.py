@@ -8,13 +8,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .._frame import Version
-from ._case import ALL, V11, V12, Outcome, Probe, Verdict, case, describe
+from ._case import ALL, V11, V12, Outcome, Probe, case, describe
+from ._common import beat_window, judge_gap, too_long
 from ._wire import RawFrame, Wire, build
 
 # -- connecting --------------------------------------------------------------------
 
 
-@case("connecting", "connected", "MUST")
+@case("connecting", "connected", "MAY")
 def connected(p: Probe) -> Outcome:
     """A valid CONNECT is answered with CONNECTED."""
     wire = p.session()
@@ -35,7 +36,7 @@ def connected_version(p: Probe) -> Outcome:
     return p.check(version == p.version, f"version {version!r}", ok=f"version {version}")
 
 
-@case("connecting", "negotiation", "MUST", V11)
+@case("connecting", "negotiation", "MAY", V11)
 def highest_common_version(p: Probe) -> Outcome:
     """accept-version with several versions gives the highest one in common."""
     offered = "1.0,1.1" if p.version == "1.1" else "1.0,1.1,1.2"
@@ -51,7 +52,7 @@ def highest_common_version(p: Probe) -> Outcome:
     )
 
 
-@case("connecting", "negotiation", "MUST", ("1.1",))
+@case("connecting", "negotiation", "MAY", ("1.1",))
 def unknown_version_in_list(p: Probe) -> Outcome:
     """accept-version:1.1,2.0 gives 1.1 (the spec's example)."""
     wire = p.open()
@@ -63,7 +64,18 @@ def unknown_version_in_list(p: Probe) -> Outcome:
     )
 
 
-@case("connecting", "negotiation-none", "MUST", V11)
+def _error_then_close(p: Probe, wire: Wire, got: RawFrame | None, *, close: bool = True) -> Outcome:
+    """A refusal judged: an ERROR came (``got``), and the connection closed (if ``close``)."""
+    closed = wire.wait_closed()
+    state = ", closed" if closed else ", left open"
+    return p.check(
+        got is not None and (closed or not close),
+        ("ERROR" if got else "no ERROR") + state,
+        ok="ERROR" + state,
+    )
+
+
+@case("connecting", "negotiation-none", "MUST", V11, levels={"1.1": "SHOULD"})
 def no_common_version(p: Probe) -> Outcome:
     """accept-version with no version in common gives ERROR and the close."""
     wire = p.open()
@@ -71,15 +83,11 @@ def no_common_version(p: Probe) -> Outcome:
     got = wire.expect("CONNECTED")
     if got is not None and got.command == "CONNECTED":
         return p.broken(f"CONNECTED version {got.get('version')!r}")
-    closed = wire.wait_closed()
-    return p.check(
-        got is not None and closed,
-        ("ERROR" if got else "no ERROR") + (", closed" if closed else ", left open"),
-        ok="ERROR, closed",
-    )
+    # 1.1 asks for the ERROR only; closing after it is 1.2's addition.
+    return _error_then_close(p, wire, got, close=p.version != "1.1")
 
 
-@case("connecting", "negotiation-none", "SHOULD", V11)
+@case("connecting", "negotiation-none", "MAY", V11)
 def no_common_version_lists(p: Probe) -> Outcome:
     """The ERROR for no common version has a version header listing the broker's."""
     wire = p.open()
@@ -154,12 +162,7 @@ def wrong_passcode(p: Probe) -> Outcome:
     got = wire.expect("CONNECTED")
     if got is not None and got.command == "CONNECTED":
         return p.info("logged in anyway (no authentication, or anonymous access)")
-    closed = wire.wait_closed()
-    return p.check(
-        got is not None and closed,
-        ("ERROR" if got else "no ERROR") + (", closed" if closed else ", left open"),
-        ok="ERROR, closed",
-    )
+    return _error_then_close(p, wire, got)
 
 
 @case("connecting", "vhost", "MAY", V11)
@@ -241,25 +244,18 @@ def broker_sends_beats(p: Probe) -> Outcome:
     interval = _negotiated(wire, 1000)
     if interval == 0:
         return p.absent("the broker offers no heart-beats (sx = 0)")
+    window = beat_window(p, interval)
+    if window is None:
+        return too_long(p, interval)
     start = wire.now()
-    window = min(max(3.2 * interval / 1000, 1.5), 7.0)
     with ThreadPoolExecutor(len(wires)) as pool:
         stray = [f for got in pool.map(lambda w: w.quiet(window), wires) for f in got]
     worst = max(max(_gaps(w, start)) for w in wires) * 1000
     if not all(_beats_after(w, start) for w in wires):
-        if window * 1000 < 1.5 * interval + 250:
-            return p.info(f"the interval, {interval} ms, is too long to judge in {window:.1f} s")
         return p.broken(f"no heart-beat in {window:.1f} s at {interval} ms")
     if stray:
         return p.broken(f"frames instead of EOLs: {[f.command for f in stray]}")
-    if worst <= 1.5 * interval + 250:
-        return p.ok(f"interval {interval} ms, longest gap {worst:.0f} ms")
-    if worst <= 3 * interval:
-        # Late, but within what a tolerant receiver allows (ours: 2.5 intervals).
-        return Outcome(
-            Verdict.NON_STRICT, f"late: interval {interval} ms, longest gap {worst:.0f} ms"
-        )
-    return p.broken(f"interval {interval} ms, longest gap {worst:.0f} ms")
+    return judge_gap(p, interval, worst)
 
 
 @case("heart-beating", "heart-beat-rate", "MAY", V11)
@@ -271,7 +267,7 @@ def negotiated_rate(p: Probe) -> Outcome:
     )
 
 
-@case("heart-beating", "heart-beat-rate", "SHOULD", V11)
+@case("heart-beating", "heart-beat-rate", "MAY", V11)
 def no_beats_when_zero(p: Probe) -> Outcome:
     """heart-beat:0,0 means no beats from the broker."""
     wire = p.session(heartbeat="0,0")
@@ -383,7 +379,7 @@ def _receipt_case(command: str, versions: tuple[Version, ...]) -> None:
         return _receipt_for(p, command)
 
     run.__doc__ = f"{command} with a receipt header is answered with its RECEIPT."
-    case("receipts", "receipt", "MUST", versions)(run)
+    case("receipts", "receipt", "MAY", versions)(run)
 
 
 for _command in ("SEND", "SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK"):
@@ -392,7 +388,7 @@ _receipt_case("NACK", V11)
 _receipt_case("DISCONNECT", ALL)
 
 
-@case("receipts", "receipt-cumulative", "MUST")
+@case("receipts", "receipt-cumulative", "MAY")
 def receipts_in_order(p: Probe) -> Outcome:
     """Twenty receipts come back in the order of the frames."""
     wire = p.session()
@@ -413,7 +409,7 @@ def receipts_in_order(p: Probe) -> Outcome:
     return p.check(got == ids, f"receipt order {got}", ok="in order")
 
 
-@case("receipts", "receipt-id", "MUST", V11)
+@case("receipts", "receipt-id", "MUST", V11, levels={"1.1": "MAY"})
 def escaped_receipt(p: Probe) -> Outcome:
     """A receipt with a colon comes back escaped in receipt-id."""
     wire = p.session()
@@ -502,7 +498,7 @@ def error_has_receipt_id(p: Probe) -> Outcome:
     return p.check(rid == "bad-1", f"receipt-id {rid!r}", ok="receipt-id:bad-1")
 
 
-@case("error", "content-length-should", "SHOULD")
+@case("error", "content-length-error", "SHOULD")
 def error_content_length(p: Probe) -> Outcome:
     """An ERROR with a body carries content-length."""
     _wire, got = _error_on_open_session(p)
@@ -532,9 +528,9 @@ def error_content_type(p: Probe) -> Outcome:
     )
 
 
-@case("error", "error-before-close", "SHOULD")
+@case("error", "send-error", "MUST")
 def error_before_close(p: Probe) -> Outcome:
-    """When the broker ends a session over a bad frame, the ERROR arrives before the close."""
+    """An unprocessable SEND (body longer than content-length) gets an ERROR before the close."""
     wire = p.session()
     wire.send(b"SEND\ndestination:" + p.queue().encode() + b"\ncontent-length:2\n\nbody\x00")
     got = wire.expect("ERROR", "RECEIPT")
@@ -548,7 +544,7 @@ def error_before_close(p: Probe) -> Outcome:
     )
 
 
-@case("error", "send-error", "MUST")
+@case("error", "subscribe-error", "MUST")
 def subscribe_without_destination(p: Probe) -> Outcome:
     """A SUBSCRIBE without destination gets an ERROR."""
     wire = p.session()
@@ -571,7 +567,7 @@ def unknown_command(p: Probe) -> Outcome:
     return p.info((describe(got) if got else "no answer") + ("; closed" if closed else "; open"))
 
 
-@case("error", "error-close", "MAY", ("1.0", "1.1"))
+@case("error", "error-may", "MAY", ("1.0", "1.1"))
 def open_after_error_old(p: Probe) -> Outcome:
     """Whether the broker keeps a 1.0/1.1 session open after an ERROR."""
     wire = p.session()
@@ -600,7 +596,7 @@ def _before_connect(p: Probe, data: bytes, what: str) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MUST", V12)
+@case("before-connect", "before-connect", "MAY", V12)
 def send_before_connect(p: Probe) -> Outcome:
     """A SEND before CONNECT is not processed."""
     return _before_connect(
@@ -608,7 +604,7 @@ def send_before_connect(p: Probe) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MUST", V12)
+@case("before-connect", "before-connect", "MAY", V12)
 def subscribe_before_connect(p: Probe) -> Outcome:
     """A SUBSCRIBE before CONNECT is not processed."""
     return _before_connect(
@@ -618,7 +614,7 @@ def subscribe_before_connect(p: Probe) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MUST", V12)
+@case("before-connect", "before-connect", "MAY", V12)
 def begin_before_connect(p: Probe) -> Outcome:
     """A BEGIN before CONNECT is not processed."""
     return _before_connect(p, build("BEGIN", [("transaction", "t"), ("receipt", "r0")]), "BEGIN")
@@ -647,7 +643,7 @@ def http_first(p: Probe) -> Outcome:
 # -- STOMP over WebSocket ----------------------------------------------------------
 
 
-@case("websocket", "websocket", "SHOULD", V11, needs="websocket")
+@case("websocket", "websocket", "MAY", V11, needs="websocket")
 def subprotocol(p: Probe) -> Outcome:
     """The WebSocket subprotocol agreed is this version's (v12.stomp...)."""
     wire = p.open()

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import TextIO
 
 from .._frame import Version
-from ._report import print_table, write_html, write_json, write_junit
+from ._case import CATALOGUE, Case
+from ._html import write_html
+from ._report import print_table, write_json, write_junit
 from ._runner import Report, run, select
 from ._wire import Target, Unreachable
 
-#: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); no connection.
+#: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); the run
+#: could not be made or is incomplete (no connection, a case NOT-RUN, bad options).
 EXIT_CLEAN, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 #: ``--version`` -> the versions it checks.
 VERSIONS: dict[str, tuple[Version, ...]] = {
@@ -77,6 +82,11 @@ def _add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     parser.add_argument("--html", metavar="DIR", help="write HTML pages (and an index of runs)")
     parser.add_argument(
+        "--name",
+        help="the run's name in the HTML report (default: the broker's server header and "
+        "version, or the client's name)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=2.0,
@@ -97,31 +107,81 @@ def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     client.add_argument(
         "--accept-timeout",
         type=float,
-        default=30.0,
-        help="seconds to wait for the client to (re)connect",
+        default=60.0,
+        help="seconds to wait for the client to (re)connect; then exit 2 (default %(default)s)",
     )
     _add_report_options(client)
 
 
-def _write_reports(report: Report, args: argparse.Namespace, out: TextIO) -> int:
+def _write_reports(report: Report, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print_table(report, out, colour=out.isatty(), verbose=args.verbose)
-    if args.json:
-        write_json(report, args.json)
-    if args.junit:
-        write_junit(report, args.junit, strict=args.strict)
-    if args.html:
-        page = write_html(report, args.html)
-        out.write(f"HTML report: {page}\n")
+    try:
+        if args.json:
+            write_json(report, args.json)
+        if args.junit:
+            write_junit(report, args.junit, strict=args.strict)
+        if args.html:
+            page = write_html(report, args.html, name=args.name)
+            out.write(f"HTML report: {page}\n")
+    except OSError as exc:  # checked before the run; the disk can still fill or vanish
+        err.write(f"stomp-proto {args.command}: cannot write the report: {exc}\n")
+        return EXIT_UNREACHABLE
+    if report.incomplete or report.not_run():
+        why = report.incomplete or f"{len(report.not_run())} cases could not run"
+        err.write(f"stomp-proto {args.command}: incomplete run: {why}\n")
+        return EXIT_UNREACHABLE
     return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
+
+
+def _refusal(args: argparse.Namespace, catalogue: list[Case]) -> str:
+    """Why the options cannot give a run ("" when they can): checked before any case runs."""
+    for option, patterns in (("--cases", args.cases), ("--exclude", args.exclude)):
+        unknown = [p for p in patterns if not select(VERSIONS["all"], [p], (), catalogue)]
+        if unknown:
+            groups = ", ".join(sorted({c.group for c in catalogue}, key=str))
+            return (
+                f"{option} {','.join(unknown)} matches no case; patterns are case ids with "
+                f"wildcards (1.2/receipts/*) or groups: {groups}"
+            )
+    for option, path in (("--json", args.json), ("--junit", args.junit)):
+        if path and (problem := _unwritable(Path(path), folder=False)):
+            return f"{option} {path}: {problem}"
+    if args.html and (problem := _unwritable(Path(args.html), folder=True)):
+        return f"--html {args.html}: {problem}"
+    return ""
+
+
+def _unwritable(path: Path, *, folder: bool) -> str:
+    """Why a report cannot be written at ``path`` ("" when it can)."""
+    if folder and path.exists() and not path.is_dir():
+        return "not a directory"
+    if not folder and path.is_dir():
+        return "is a directory"
+    if not folder and not path.parent.is_dir():
+        return f"no directory {path.parent}"
+    existing = path if folder and path.exists() else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    if not folder and path.exists() and not os.access(path, os.W_OK):
+        return "not writable"
+    return ""
 
 
 def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._client_mode import CLIENT_CATALOGUE, serve_client_cases
 
+    refusal = _refusal(args, CLIENT_CATALOGUE)
+    if refusal:
+        err.write(f"stomp-proto check-client: {refusal}\n")
+        return EXIT_UNREACHABLE
     cases = select(VERSIONS[args.versions], args.cases, args.exclude, CLIENT_CATALOGUE)
     if not cases:
-        err.write("no case matches --cases/--exclude\n")
-        return EXIT_FAILED
+        err.write("stomp-proto check-client: no case of this --version matches --cases\n")
+        return EXIT_UNREACHABLE
 
     def listening(port: int) -> None:
         err.write(
@@ -143,7 +203,7 @@ def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except OSError as exc:
         err.write(f"stomp-proto check-client: {exc}\n")
         return EXIT_UNREACHABLE
-    return _write_reports(report, args, out)
+    return _write_reports(report, args, out, err)
 
 
 def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -160,16 +220,20 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.timeout,
         args.prefix,
     )
+    refusal = _refusal(args, CATALOGUE)
+    if refusal:
+        err.write(f"stomp-proto check: {refusal}\n")
+        return EXIT_UNREACHABLE
     cases = select(VERSIONS[args.versions], args.cases, args.exclude)
     if not cases:
-        err.write("no case matches --cases/--exclude\n")
-        return EXIT_FAILED
+        err.write("stomp-proto check: no case of this --version matches --cases\n")
+        return EXIT_UNREACHABLE
     try:
         report = run(target, cases, workers=args.workers)
     except Unreachable as exc:
         err.write(f"stomp-proto check: {exc}\n")
         return EXIT_UNREACHABLE
-    return _write_reports(report, args, out)
+    return _write_reports(report, args, out, err)
 
 
 __all__ = [

@@ -60,3 +60,44 @@ def nothing_before_sentinel(p: Probe, wire: Wire, destination: str) -> tuple[boo
     if got.body == b"sentinel":
         return True, "the sentinel came first"
     return False, f"a message came before the sentinel: body {got.body[:60]!r}"
+
+
+# -- heart-beats -------------------------------------------------------------------
+#
+# The sender MUST send data at least every <n> ms; the receiver SHOULD be tolerant
+# and take an error margin into account.  The checker is the receiver: a gap of
+# up to <n> plus its margin is on time (OK), a longer one breaks the MUST (FAILED).
+# There is no NON-STRICT margin: the SHOULD binds the receiver, not the sender.
+
+
+def beat_margin(interval: float) -> float:
+    """The checker's error margin, in ms, for beats every ``interval`` ms."""
+    return max(500.0, interval / 2)
+
+
+def beat_window(p: Probe, interval: float) -> float | None:
+    """Seconds to watch three intervals and the margin; None when over 5 x ``--timeout``.
+
+    Two intervals at least, so that one late beat cannot hide; a third, so that a
+    sender whose timer drifts against the session shows its worst gap.
+    """
+    window = (3 * interval + beat_margin(interval)) / 1000
+    return window if window <= 5 * p.timeout else None
+
+
+def too_long(p: Probe, interval: float) -> Outcome:
+    """UNIMPLEMENTED: the interval is too long to observe within the run's bounds."""
+    return p.absent(
+        f"the interval, {interval:.0f} ms, is too long to observe within 5 x --timeout "
+        f"({5 * p.timeout:g} s): raise --timeout to judge it"
+    )
+
+
+def judge_gap(p: Probe, interval: float, worst: float) -> Outcome:
+    """OK when the longest gap (ms) is within the interval and the margin, else broken."""
+    limit = interval + beat_margin(interval)
+    return p.check(
+        worst <= limit,
+        f"interval {interval:.0f} ms, longest gap {worst:.0f} ms (on time: up to {limit:.0f} ms)",
+        ok=f"interval {interval:.0f} ms, longest gap {worst:.0f} ms",
+    )

@@ -7,16 +7,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from .._frame import Version
 from . import _cases_frames, _cases_messaging, _cases_session  # noqa: F401  (registration)
 from ._case import CATALOGUE, GROUPS, Case, Verdict, run_case
-from ._wire import Target, Unreachable, Wire, build
-
-#: The most lines of wire log a result keeps (the first and the last ones).
-WIRE_LINES = 40
+from ._wire import Target, Unreachable, Wire, build, left_behind, queue_headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +31,8 @@ class Result:
     wire: tuple[str, ...]
     #: Seconds the case took.
     duration: float
+    #: How many of the run's queues the case named.
+    queues: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The case's entry in the JSON report."""
@@ -41,6 +41,7 @@ class Result:
             "group": self.case.group,
             "section": self.case.section,
             "clause": self.case.clause,
+            "remark": self.case.remark,
             "level": self.case.level,
             "title": self.case.title,
             "verdict": str(self.verdict),
@@ -60,6 +61,12 @@ class Report:
     results: list[Result] = field(default_factory=list)
     #: Seconds the run took.
     duration: float = 0.0
+    #: Why the run is incomplete ("" when every case ran): the broker stopped answering...
+    incomplete: str = ""
+    #: What the run leaves on the broker (its queues), in a sentence.
+    left_behind: str = ""
+    #: When the run started, UTC, ISO 8601 to the second.
+    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     def counts(self) -> Counter[str]:
         """How many cases got each verdict."""
@@ -69,6 +76,10 @@ class Report:
         """Whether a case FAILED (or, with ``strict``, was NON-STRICT)."""
         bad = {Verdict.FAILED, Verdict.NON_STRICT} if strict else {Verdict.FAILED}
         return any(r.verdict in bad for r in self.results)
+
+    def not_run(self) -> list[Result]:
+        """The cases that could not run (their verdict is NOT-RUN)."""
+        return [r for r in self.results if r.verdict is Verdict.NOT_RUN]
 
     def summary(self) -> dict[str, Any]:
         """Counts of verdicts, overall and per group, and the duration."""
@@ -81,6 +92,8 @@ class Report:
             "verdicts": dict(self.counts()),
             "groups": groups,
             "duration": round(self.duration, 1),
+            "incomplete": self.incomplete,
+            "left_behind": self.left_behind,
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,6 +101,7 @@ class Report:
         return {
             "cases": [r.as_dict() for r in self.results],
             "broker": self.broker,
+            "started": self.started,
             "summary": self.summary(),
         }
 
@@ -155,6 +169,7 @@ def run(target: Target, cases: list[Case], *, workers: int = 12) -> Report:
     """Run ``cases`` against the broker; :class:`Unreachable` when it cannot be reached."""
     started = time.monotonic()
     report = Report(probe_broker(target))
+    target = replace(target, queue_headers=queue_headers(report.broker["server"]))
 
     def one(case: Case) -> Result:
         if case.needs == "websocket" and not target.websocket:
@@ -165,11 +180,15 @@ def run(target: Target, cases: list[Case], *, workers: int = 12) -> Report:
                 (),
                 0.0,
             )
-        outcome, log, duration = run_case(case, target)
-        if len(log) > WIRE_LINES:
-            cut = len(log) - WIRE_LINES
-            log = [*log[: WIRE_LINES - 20], f"... {cut} lines left out ...", *log[-20:]]
-        return Result(case, outcome.verdict, outcome.detail, tuple(log), duration)
+        outcome, log, duration, queues = run_case(case, target)
+        verdict, detail = outcome.verdict, outcome.detail
+        if verdict in (Verdict.FAILED, Verdict.NON_STRICT):
+            # A miss is only a verdict while the broker still answers: one that is
+            # gone or paused misses everything, and that is no violation.
+            gone = _unreachable(target)
+            if gone:
+                verdict, detail = Verdict.NOT_RUN, f"{gone} (the case saw: {detail})"
+        return Result(case, verdict, detail, tuple(log), duration, queues)
 
     # The slow cases (heart-beats, size limits) first, so they overlap the rest.
     slow = ("heart-beating", "size-limits", "streams")
@@ -177,8 +196,23 @@ def run(target: Target, cases: list[Case], *, workers: int = 12) -> Report:
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         done = dict(zip([c.id for c in order], pool.map(one, order), strict=True))
     report.results = [done[c.id] for c in cases]
+    report.left_behind = left_behind(target, sum(r.queues for r in report.results))
+    if report.not_run():
+        gone = _unreachable(target)
+        report.incomplete = f"{len(report.not_run())} cases could not run; " + (
+            gone if gone else "the broker still answers CONNECT"
+        )
     report.duration = time.monotonic() - started
     return report
+
+
+def _unreachable(target: Target) -> str:
+    """Why the broker no longer accepts a login ("" when it does)."""
+    try:
+        probe_broker(target)
+    except Unreachable as exc:
+        return f"the broker stopped answering: {exc}"
+    return ""
 
 
 __all__ = ["GROUPS", "Report", "Result", "probe_broker", "run", "select"]

@@ -12,6 +12,7 @@ it and logs both directions with timestamps.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import ssl
 import time
@@ -268,6 +269,36 @@ class Target:
     timeout: float = 2.0
     #: How the queues of the run are named: this prefix, a run tag and a number.
     prefix: str = "/queue/stomp-check."
+    #: Headers every SEND and SUBSCRIBE to the run's queues carries, so that the broker
+    #: removes them after the run (RabbitMQ: ``x-expires``); see :func:`queue_headers`.
+    queue_headers: tuple[tuple[str, str], ...] = ()
+
+
+#: How long RabbitMQ keeps one of the run's queues after its last use, in ms.
+RABBITMQ_EXPIRY_MS = 60_000
+
+
+def queue_headers(server: str) -> tuple[tuple[str, str], ...]:
+    """What a broker (by its server header) is told over STOMP to remove the run's queues."""
+    if server.startswith("RabbitMQ"):
+        # Queue arguments must be the same on every declaration, SEND and SUBSCRIBE alike.
+        return (("x-expires", str(RABBITMQ_EXPIRY_MS)),)
+    return ()
+
+
+def left_behind(target: Target, queues: int) -> str:
+    """What the run leaves on the broker, in one sentence for the report."""
+    where = f"{queues} queues named {target.prefix}*"
+    if dict(target.queue_headers).get("x-expires"):
+        seconds = int(dict(target.queue_headers)["x-expires"]) // 1000
+        return f"nothing after {seconds} s: the run's {where} carry x-expires"
+    return (
+        f"the run's {where} (this broker offers no way over STOMP to remove them; "
+        "messages left in some of them)"
+    )
+
+
+_FRAME_START = re.compile(rb"(\A|\x00[\r\n]*)(SEND|SUBSCRIBE)(\r?\n)")
 
 
 class Wire:
@@ -389,6 +420,9 @@ class Wire:
         if self.closed:
             self.note(f"(not sent, closed) {data[:80]!r}")
             return
+        if self.target.queue_headers and self.target.prefix.encode() in data:
+            extra = b"".join(f"{k}:{v}\n".encode() for k, v in self.target.queue_headers)
+            data = _FRAME_START.sub(lambda m: m.group(0) + extra, data)
         self._log_bytes("->", data)
         pieces = [data] if not chunk else [data[i : i + chunk] for i in range(0, len(data), chunk)]
         try:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTURE_SCHEMA",
+    "KAFKA_SCHEMA",
     "MESSAGE_SCHEMA",
     "STREAMS_SCHEMA",
     "StompCaptureDataSource",
@@ -52,6 +53,8 @@ __all__ = [
 MESSAGE_SCHEMA = _columns.MESSAGE_SCHEMA
 #: The ``stomp-streams`` source's schema (DDL); columns are only ever added at the end.
 STREAMS_SCHEMA = _columns.STREAMS_SCHEMA
+#: The ``stomp-streams`` source's schema with ``schema=kafka`` (DDL): Spark's Kafka source's.
+KAFKA_SCHEMA = _columns.KAFKA_SCHEMA
 #: The ``stomp-capture`` source's schema (DDL).
 CAPTURE_SCHEMA = _columns.CAPTURE_SCHEMA
 

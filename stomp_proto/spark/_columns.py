@@ -17,6 +17,7 @@ __all__ = [
     "BINARY",
     "CAPTURE_SCHEMA",
     "HEADER_MAP",
+    "KAFKA_SCHEMA",
     "MESSAGE_SCHEMA",
     "RESERVED_HEADERS",
     "STREAMS_SCHEMA",
@@ -38,14 +39,22 @@ STREAMS_SCHEMA = (
     "received_at TIMESTAMP, key STRING, row_id STRING, partition INT, timestamp TIMESTAMP, "
     "header_list ARRAY<STRUCT<key: STRING, value: STRING>>"
 )
+#: ``schema=kafka``: exactly the columns, names and types of Spark's Kafka source.
+KAFKA_SCHEMA = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+    "timestamp TIMESTAMP, timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
 CAPTURE_SCHEMA = (
     "path STRING, frame_index BIGINT, offset BIGINT, command STRING, "
     "headers MAP<STRING, STRING>, body BINARY, error STRING"
 )
 
 
-def streams_schema(key_binary: bool) -> str:
-    """:data:`STREAMS_SCHEMA`, with ``key BINARY`` (Kafka's type) when ``keyType=binary``."""
+def streams_schema(key_binary: bool, kafka: bool = False) -> str:
+    """:data:`STREAMS_SCHEMA`, with ``key BINARY`` (Kafka's type) when ``keyType=binary``;
+    :data:`KAFKA_SCHEMA` with ``schema=kafka``."""
+    if kafka:
+        return KAFKA_SCHEMA
     return STREAMS_SCHEMA.replace("key STRING,", "key BINARY,") if key_binary else STREAMS_SCHEMA
 
 

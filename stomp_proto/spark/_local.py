@@ -6,6 +6,7 @@ same settings everywhere, so that what the tests check is what users run.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["local_session"]
+
+log = logging.getLogger("stomp_proto.spark")
 
 # Errors only: Spark's INFO start-up chatter would bury a program's own output,
 # and the native-Hadoop warning is noise on every machine without it.
@@ -37,6 +40,7 @@ def local_session(
     cores: int = 2,
     conf_dir: str | Path | None = None,
     max_failures: int = 1,
+    ui: bool = True,
 ) -> Any:
     """A ``local[cores]`` SparkSession named ``app_name``, bound to 127.0.0.1, with the
     STOMP sources registered.
@@ -47,7 +51,11 @@ def local_session(
     same packages: pyarrow and stomp_proto), ``SPARK_LOCAL_IP`` (unless set)
     and ``SPARK_CONF_DIR``, a directory holding a log4j2 configuration that
     shows errors only (``conf_dir``; a new temporary one when omitted).  The
-    web UI and the console progress bar are off.  Stop it with ``.stop()``.
+    console progress bar is off.  The web UI is on, on 127.0.0.1 (port 4040,
+    or the next free one), and its address is logged at INFO on the
+    ``stomp_proto.spark`` logger; ``ui=False`` turns it off (tests and
+    benchmarks: lighter, and no port taken), which is logged too.  Stop the
+    session with ``.stop()``.
     ``max_failures`` above 1 lets a failed task run again, up to that many
     attempts in all (``local[cores,max_failures]``; local mode runs each task
     once by default).
@@ -69,7 +77,7 @@ def local_session(
             f"local[{cores}]" if max_failures <= 1 else f"local[{cores},{max_failures}]"
         )
         .appName(app_name)
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -77,4 +85,8 @@ def local_session(
         .getOrCreate()
     )
     register(session)
+    if ui:
+        log.info("local_session: the Spark UI is at %s", session.sparkContext.uiWebUrl)
+    else:
+        log.info("local_session: the Spark UI is off (ui=False)")
     return session

@@ -25,17 +25,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._client._core import Backoff
+from .._client._backoff import Backoff
+from .._client._url import BrokerURL
 from .._events import AckMode, Connect
 from .._frame import VERSIONS, Version
-from .._url import BrokerURL
 
 __all__ = [
+    "SPARK_OPTIONS",
     "CaptureSettings",
     "ConnectionSettings",
     "ReaderSettings",
     "WriterSettings",
     "option_names",
+    "warn_once",
     "warn_unknown_options",
 ]
 
@@ -43,7 +45,7 @@ log = logging.getLogger("stomp_proto.spark")
 
 #: Options that Spark itself sets or reads (``load(path)``, a stream's checkpoint),
 #: never a mistake in a source's options.
-SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
+SPARK_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
 OnError = Literal["row", "fail"]
 
@@ -164,6 +166,8 @@ class ConnectionSettings:
     hosts: tuple[tuple[str, int], ...] = ()
     #: Try ``hosts`` in a random order.
     randomize: bool = False
+    #: ``stomp-streams``: seconds a call keeps retrying a broker that is down or restarting.
+    retry_timeout: float = 60.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ConnectionSettings:
@@ -205,7 +209,13 @@ class ConnectionSettings:
             timeout=read.number("timeout", 30.0, minimum=0.001),
             versions=versions,
             connect_headers=read.headers("connectHeaders"),
+            retry_timeout=read.number("retryTimeout", 60.0),
         )
+
+    @property
+    def broker(self) -> str:
+        """The broker's ``host:port`` (each of them, for a failover ``url``), for messages."""
+        return ", ".join(f"{host}:{port}" for host, port in self.hosts or ((self.host, self.port),))
 
     def open_socket(self) -> socket.socket:
         """A connected socket to the broker (TLS when asked), Nagle off; blocking,
@@ -436,18 +446,46 @@ def option_names() -> dict[str, tuple[str, ...]]:
     }  # fmt: skip
 
 
-def warn_unknown_options(source: str, options: Mapping[str, str], known: Iterable[str]) -> None:
-    """Log a WARNING for each option ``source`` does not read, with the nearest known name.
+#: The warnings already logged by this process: Spark makes a data source, and checks its
+#: options, several times for one query.
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str, *args: object) -> None:
+    """Log a WARNING on the ``stomp_proto.spark`` logger, unless this process already did."""
+    text = message % args
+    if text not in _WARNED:
+        _WARNED.add(text)
+        log.warning("%s", text)
+
+
+def warn_unknown_options(
+    source: str,
+    options: Mapping[str, str],
+    known: Iterable[str],
+    explained: Mapping[str, str] | None = None,
+) -> None:
+    """Log a WARNING, once per process, for each option ``source`` does not read.
 
     Spark lower-cases option names, so they are compared without case; a
     misspelt option would otherwise be ignored in silence (as Kafka's source
-    does).
+    does).  An option of ``explained`` (lower-cased name -> what to do
+    instead; Kafka's options, for the stream source) gets its explanation; any
+    other gets the known name it is a likely misspelling of, if one is close
+    enough that it can only mean the same.  Spark's own options never warn.
     """
     names = {name.lower(): name for name in known}
+    notes = {k.lower(): v for k, v in (explained or {}).items()}
     for given in sorted(options):
         lowered = str(given).lower()
         if lowered in names or lowered in SPARK_OPTIONS:
             continue
-        near = difflib.get_close_matches(lowered, list(names), n=1, cutoff=0.6)
+        note = notes.get(lowered)
+        if note is None and lowered.startswith("kafka."):
+            note = notes.get("kafka.*")
+        if note is not None:
+            warn_once("%s: option %r is ignored: %s", source, given, note)
+            continue
+        near = difflib.get_close_matches(lowered, list(names), n=1, cutoff=0.8)
         hint = f"; did you mean {names[near[0]]!r}?" if near else ""
-        log.warning("%s: unknown option %r is ignored%s", source, given, hint)
+        warn_once("%s: unknown option %r is ignored%s", source, given, hint)

@@ -17,11 +17,13 @@ import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ig
 
 from .._events import Message
 from .._frame import Frame
-from ._columns import CAPTURE_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
+from ._columns import CAPTURE_SCHEMA, KAFKA_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
 
 __all__ = [
     "CAPTURE_ARROW_SCHEMA",
     "CAPTURE_SCHEMA",
+    "KAFKA_ARROW_SCHEMA",
+    "KAFKA_SCHEMA",
     "MESSAGE_ARROW_SCHEMA",
     "MESSAGE_SCHEMA",
     "OMITTED_HEADERS",
@@ -75,6 +77,26 @@ STREAMS_ARROW_SCHEMA = pa.schema(
 STREAMS_ARROW_SCHEMA_BINARY_KEY = STREAMS_ARROW_SCHEMA.set(
     STREAMS_ARROW_SCHEMA.get_field_index("key"), pa.field("key", pa.binary())
 )
+
+#: ``schema=kafka``: Kafka's headers, (key, binary value) pairs in order, repeats kept.
+_KAFKA_HEADERS_TYPE = pa.list_(
+    pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
+)
+KAFKA_ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", _TIMESTAMP),
+        ("timestampType", pa.int32()),
+        ("headers", _KAFKA_HEADERS_TYPE),
+    ]
+)
+#: Kafka's ``timestampType``: 0 is CreateTime (the sink's stamp); -1, no timestamp.
+CREATE_TIME = 0
+NO_TIMESTAMP_TYPE = -1
 
 #: Stream MESSAGE headers left out of the ``headers`` column: the ``stomp``
 #: source's, and the offset (a column of its own).
@@ -218,6 +240,7 @@ class StreamRows:
         "_stream",
         "_times",
         "_timestamp_header",
+        "_topic",
         "_values",
     )
 
@@ -230,8 +253,11 @@ class StreamRows:
         partition: int = 0,
         timestamp_header: str = "x-timestamp",
         key_binary: bool = False,
+        topic: str | None = None,
     ) -> None:
+        """``topic``: rows in :data:`KAFKA_SCHEMA` (``schema=kafka``), with that topic."""
         self._stream = stream
+        self._topic = topic
         self._partition = partition
         self._key_header = key_header
         self._row_id_header = row_id_header
@@ -329,7 +355,10 @@ class StreamRows:
         self._times.extend([received_at] * len(messages))
 
     def take(self) -> Any:
-        """The rows added since the last call, as one record batch in the stream schema."""
+        """The rows added since the last call, as one record batch in the stream schema
+        (in :data:`KAFKA_SCHEMA` when made with a ``topic``)."""
+        if self._topic is not None:
+            return self._take_kafka(self._topic)
         count = len(self._offsets)
         names = pa.array(self._names, pa.string())
         values = pa.array(self._values, pa.string())
@@ -365,7 +394,45 @@ class StreamRows:
         self._reset()
         return batch
 
+    def _take_kafka(self, topic: str) -> Any:
+        count = len(self._offsets)
+        names, values, ends = self._full or (self._names, self._values, self._ends)
+        headers = pa.ListArray.from_arrays(
+            pa.array(ends, pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(names, pa.string()), pa.array(values, pa.string()).cast(pa.binary())],
+                names=["key", "value"],
+            ),
+            type=_KAFKA_HEADERS_TYPE,
+        )
+        import pyarrow.compute as pc  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
-def streams_arrow_schema(key_binary: bool) -> Any:
-    """The Arrow schema of ``stomp-streams`` rows (``keyType=binary``: a binary key)."""
+        stamps = _milliseconds_to_timestamps(self._stamps)
+        kinds = pc.if_else(
+            pc.is_valid(stamps),
+            pa.scalar(CREATE_TIME, pa.int32()),
+            pa.scalar(NO_TIMESTAMP_TYPE, pa.int32()),
+        )
+        batch = pa.record_batch(
+            [
+                pa.array(self._keys, pa.string()).cast(pa.binary()),
+                pa.array(self._bodies, pa.binary()),
+                pa.repeat(pa.scalar(topic, pa.string()), count),
+                pa.repeat(pa.scalar(self._partition, pa.int32()), count),
+                pa.array(self._offsets, pa.int64()),
+                stamps,
+                kinds,
+                headers,
+            ],
+            schema=KAFKA_ARROW_SCHEMA,
+        )
+        self._reset()
+        return batch
+
+
+def streams_arrow_schema(key_binary: bool, kafka: bool = False) -> Any:
+    """The Arrow schema of ``stomp-streams`` rows (``keyType=binary``: a binary key;
+    ``schema=kafka``: :data:`KAFKA_ARROW_SCHEMA`)."""
+    if kafka:
+        return KAFKA_ARROW_SCHEMA
     return STREAMS_ARROW_SCHEMA_BINARY_KEY if key_binary else STREAMS_ARROW_SCHEMA

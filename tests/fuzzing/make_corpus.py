@@ -100,6 +100,7 @@ def main() -> None:
         variants(client, version, "server")
         variants(after_first_frame(server), version, "client", (0, 1))
     deep_seeds()
+    differential_seeds()
     for target in TARGETS:
         print(target, len(list((CORPUS / target).iterdir())), "seeds")
 
@@ -159,6 +160,32 @@ def deep_seeds() -> None:
                             chunk_seed=11,
                         ),
                     )
+
+
+def differential_seeds() -> None:
+    """Scripts for the differential target (fuzzing.differential): the decoder and
+    server seeds under default limits, then client sessions and encoder runs from
+    fixed random scripts."""
+    (CORPUS / "differential").mkdir(parents=True, exist_ok=True)
+    for scenario, target in ((0, "decoder"), (2, "server")):
+        for path in sorted((CORPUS / target).iterdir())[::3]:
+            case = path.read_bytes()
+            if len(case) < 4096:
+                # scenario, config, default limits (an odd byte), chunking seed, stream
+                write("differential", bytes([scenario, case[0], 1, *case[1:2]]) + case[2:])
+    rng = random.Random(36)
+    for scenario in (1, 3, 4) * 10:
+        write("differential", bytes([scenario]) + rng.randbytes(rng.randint(16, 400)))
+    # Escaped headers, to the decoder (1.1, 1.2) and to a lenient server.
+    escaped = b"SEND\ndestination:/a\\cb\nx\\\\y:z\\n\\r\n\nbody\x00"
+    for scenario, config in ((0, 1), (0, 2), (2, 2), (2, 6)):
+        connect = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00" if scenario == 2 else b""
+        write("differential", bytes([scenario, config, 1, 0]) + connect + escaped)
+    # A 1.2 client session: subscribe client-individual, receive a MESSAGE, take it
+    # and ack or nack it plainly (the native settle step), then iterate on.
+    for settle in (1, 0):
+        session = [3, 2, 1, 0, 0, 1, 0, 0, 0, 4, 0, 0, 1, 0, 2, 104, 105, 6, 0, 7, 0, settle, 0, 0]
+        write("differential", bytes([*session, 6, 3, 4, 3, 0, 2, 6, 1]))
 
 
 _SERVER = {b"CONNECTED", b"MESSAGE", b"RECEIPT", b"ERROR"}

@@ -547,3 +547,8 @@ TARGETS.update(
         "client_session": check_client_session,
     }
 )
+
+# The two builds compared, in one process (fuzzing.differential imports nothing from here).
+from .differential import check_builds_agree  # noqa: E402
+
+TARGETS["differential"] = check_builds_agree

@@ -2,7 +2,9 @@
 
     python tests/fuzzing/run.py TARGET [libFuzzer options] [CORPUS_DIR ...]
 
-TARGET is ``decoder``, ``server`` or ``client`` (see ``properties.py``).  Every
+TARGET is ``decoder``, ``server``, ``client`` ... (see ``properties.py``);
+``differential`` runs each input on the build loaded and on the pure build
+beside it in this process (``differential.py``), and fails where they differ.  Every
 option after it goes to libFuzzer: ``-max_total_time=SECONDS``, ``-runs=N``,
 ``-jobs=N``, ``-artifact_prefix=DIR/``; the first corpus directory collects new
 inputs, the others (say the committed seeds) are only read.  A crash stops the
@@ -31,8 +33,13 @@ _TESTS = Path(__file__).resolve().parent.parent
 _ROOT = os.environ.get("STOMP_PROTO_FUZZ_ROOT") or str(_TESTS.parent)
 sys.path[:0] = [_ROOT, str(_TESTS)]
 
-with atheris.instrument_imports(include=["stomp_proto"]):
+with atheris.instrument_imports(include=["stomp_proto", "stomp_proto_pure"]):
     import stomp_proto  # (instrumented before the properties import it)
+
+    if sys.argv[1:2] == ["differential"]:
+        from fuzzing.differential import pure_twin
+
+        pure_twin()  # the pure build beside it, instrumented too
 
 print(f"fuzzing stomp_proto.BUILD={stomp_proto.BUILD} from {stomp_proto.__file__}", flush=True)
 _EXPECTED = os.environ.get("STOMP_PROTO_EXPECT_BUILD")

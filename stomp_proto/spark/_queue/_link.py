@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ..._client._core import BrokerError, ClientError, ConnectionLost
+from ..._client._errors import BrokerError, ClientError, ConnectionLost
 from ..._connection import ClientConnection
 from ..._errors import ProtocolError
 from ..._events import (

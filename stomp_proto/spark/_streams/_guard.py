@@ -112,7 +112,9 @@ class TaskGuard:
                 headers=(
                     ("x-single-active-consumer", "true"),
                     ("x-expires", str(GUARD_EXPIRY_MS)),
-                    ("durable", "false"),
+                    # Durable, with persistent markers: a retry after a broker restart
+                    # still finds the journal of the attempts before it.
+                    ("durable", "true"),
                     ("auto-delete", "false"),
                     ("exclusive", "false"),
                     ("prefetch-count", str(_JOURNAL_PREFETCH)),
@@ -144,7 +146,7 @@ class TaskGuard:
             Send(
                 f"/amq/queue/{self.queue}",
                 json.dumps(body).encode(),
-                headers=(("content-type", "application/json"),),
+                headers=(("content-type", "application/json"), ("persistent", "true")),
             )
         )
         return marker

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..._client._core import BrokerError, ConnectionLost
+from ..._client._errors import BrokerError, ConnectionLost
 from ..._connection import ClientConnection
 from ..._decoder import FrameDecoder
 from ..._encoder import FrameEncoder
@@ -51,6 +51,7 @@ from ..._events import (
 from ..._frame import Frame
 from .._options import ConnectionSettings
 from ._offsets import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
+from ._retry import Retry, retrying
 
 __all__ = [
     "MissingStreamError",
@@ -62,11 +63,6 @@ __all__ = [
 ]
 
 _READ_SIZE = 256 * 1024
-#: How often a probe or a range read is tried again after its connection failed.  RabbitMQ
-#: 3.10's STOMP plugin can close a connection with "Processing error" when a stream delivers
-#: before the plugin has registered the new subscription (seen under load): a retry succeeds.
-RETRIES = 3
-
 log = logging.getLogger("stomp_proto.spark")
 
 
@@ -253,22 +249,21 @@ def probe_streams(
     """
     if not streams:
         return {}
-    failures = 0
-    while True:
+
+    def attempt() -> dict[str, ProbeResult]:
         link = StreamLink(settings)
         try:
             return _probe(link, streams, tails, firsts, timestamp, timeout, quiet)
-        except (BrokerError, ConnectionLost) as exc:
+        except BrokerError as exc:
             link.abandon()
-            failure = _missing(exc, streams) if isinstance(exc, BrokerError) else exc
-            if isinstance(failure, MissingStreamError) or failures >= RETRIES:
-                raise failure from exc
-            failures += 1
-            log.warning("stomp-streams: a probe failed (%s); again (%d of %d)", exc, failures,
-                        RETRIES)  # fmt: skip
-            time.sleep(0.05 * failures)
+            raise _missing(exc, streams) from exc
+        except ConnectionLost:
+            link.abandon()
+            raise
         finally:
             link.close()
+
+    return retrying(settings, f"probing {', '.join(streams)}", attempt)
 
 
 def _probe(
@@ -358,6 +353,16 @@ def declare_streams(
     """
     if not streams:
         return
+    retrying(
+        settings,
+        f"declaring {', '.join(streams)}",
+        lambda: _declare(settings, streams, create, arguments or {}),
+    )
+
+
+def _declare(
+    settings: ConnectionSettings, streams: Sequence[str], create: bool, arguments: Mapping[str, str]
+) -> None:
     link = StreamLink(settings)
     try:
         receipts: dict[str, str] = {}
@@ -373,7 +378,7 @@ def declare_streams(
                     ("x-queue-type", "stream"),
                     ("durable", "true"),
                     ("auto-delete", "false"),
-                    *(arguments or {}).items(),
+                    *arguments.items(),
                     *headers,
                 ]
             link.send(
@@ -409,24 +414,19 @@ def read_range(
     :class:`~._offsets.DataLossError` when retention deleted the range's
     start (unless ``fail_on_data_loss`` is false).  A connection that fails
     midway is made again, from the offset after the last one received (a
-    stream can be read again from any offset): up to :data:`RETRIES` times.
+    stream can be read again from any offset), as :mod:`._retry` allows.
     """
     cursor = RangeCursor(part.stream, part.start, part.end, fail_on_data_loss=fail_on_data_loss)
-    failures = 0
+    retry = Retry(settings, f"reading {part.stream} offsets {part.start}..{part.end - 1}")
     while not cursor.done:
         begin = part.start if cursor.last is None else cursor.last + 1
         try:
-            yield from _read_from(settings, part.stream, begin, cursor, prefetch, read_timeout)
-        except (BrokerError, ConnectionLost) as exc:
-            failure = _missing(exc, [part.stream]) if isinstance(exc, BrokerError) else exc
-            if isinstance(failure, MissingStreamError) or failures >= RETRIES:
-                raise failure from exc
-            failures += 1
-            log.warning(
-                "stomp-streams: reading %s from offset %d failed (%s); again (%d of %d)",
-                part.stream, begin, exc, failures, RETRIES,
-            )  # fmt: skip
-            time.sleep(0.05 * failures)
+            for got in _read_from(settings, part.stream, begin, cursor, prefetch, read_timeout):
+                if got:
+                    retry.succeeded()
+                yield got
+        except Exception as exc:  # Retry.failed re-raises what it cannot mend
+            retry.failed(_missing(exc, [part.stream]) if isinstance(exc, BrokerError) else exc)
 
 
 def _ack_frame(version: str, frame: Frame) -> Frame:

@@ -32,9 +32,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .._options import _Options
+from .._options import _Options, warn_once
 
 __all__ = [
+    "KAFKA_OPTIONS",
     "ROW_ID_HEADER",
     "STREAM_OFFSET_HEADER",
     "DataLossError",
@@ -103,33 +104,19 @@ def parse_offset_spec(
             raise ValueError(f"option {name!r} cannot be {value!r}")
         return OffsetSpec(lowered)
     if value.startswith("{"):
-        form = 'a JSON object of stream to offset, like {"orders-0": 42}'
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"option {name!r} must be {form}, not {text!r} ({exc})") from None
-        if not isinstance(parsed, dict):
-            raise ValueError(f"option {name!r} must be {form}, not {text!r}")
-        offsets: dict[str, int] = {}
-        for stream, offset in parsed.items():
-            if stream not in streams:
-                raise ValueError(
-                    f"option {name!r} names stream {stream!r}, which is not read "
-                    f"(the streams are: {', '.join(streams)})"
-                )
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ValueError(
-                    f"option {name!r}: the offset of {stream!r} must be a whole number "
-                    f">= 0, not {offset!r}"
-                )
-            offsets[stream] = offset
-        return OffsetSpec("offsets", offsets, default=default)
+        return OffsetSpec("offsets", _offsets_json(name, text, streams, allowed), default=default)
     if "timestamp" in allowed:
         try:
             seconds = _timestamp(value)
         except ValueError as exc:
             raise ValueError(f"option {name!r}: {exc}") from None
         if seconds is not None:
+            if seconds >= SECONDS_AS_MS_BELOW // 10:
+                warn_once(
+                    "stomp-streams: option %r is %d seconds since the Unix epoch, which is %s; "
+                    "if it is in milliseconds (%s), give timestamp=%d",
+                    name, seconds, _utc(seconds), _utc(seconds / 1000), seconds // 1000,
+                )  # fmt: skip
             return OffsetSpec("timestamp", timestamp=seconds)
     kinds = " | ".join(
         {"earliest": "earliest", "latest": "latest", "offsets": '{"<stream>": <offset>}',
@@ -137,6 +124,57 @@ def parse_offset_spec(
         for k in allowed
     )  # fmt: skip
     raise ValueError(f"option {name!r} must be {kinds}; not {text!r}")
+
+
+#: Kafka's offset sentinels in ``startingOffsets``/``endingOffsets`` JSON.
+EARLIEST = -2
+LATEST = -1
+
+
+def _offsets_json(
+    name: str, text: str, streams: Sequence[str], allowed: tuple[str, ...]
+) -> dict[str, int]:
+    """``{"<stream>": offset}``, or Kafka's ``{"<stream>": {"<partition>": offset}}`` for
+    the streams ``<stream>-<partition>``; ``-2`` is earliest, ``-1`` latest (as in Kafka)."""
+    form = 'a JSON object of stream to offset, like {"orders-0": 42} or {"orders": {"0": 42}}'
+    lowest = EARLIEST if "earliest" in allowed else LATEST
+    meaning = "-2 (earliest), -1 (latest)" if lowest == EARLIEST else "-1 (latest)"
+    offsets: dict[str, int] = {}
+    for stream, offset in _per_stream(name, text, streams, form):
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < lowest:
+            raise ValueError(
+                f"option {name!r}: the offset of {stream!r} must be a whole number "
+                f">= 0, or {meaning}; not {offset!r}"
+            )
+        offsets[stream] = offset
+    return offsets
+
+
+def _per_stream(
+    name: str, text: str, streams: Sequence[str], form: str
+) -> list[tuple[str, object]]:
+    """The ``(stream, value)`` pairs of a JSON object by stream, ``{"orders-0": v}``, or in
+    Kafka's shape by topic and partition, ``{"orders": {"0": v}}``; ValueError naming
+    ``name`` for bad JSON or a stream that is not read."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"option {name!r} must be {form}, not {text!r} ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"option {name!r} must be {form}, not {text!r}")
+    pairs: list[tuple[str, object]] = []
+    for key, value in parsed.items():
+        if isinstance(value, dict):
+            pairs += [(f"{key}-{p}", v) for p, v in value.items()]
+        else:
+            pairs.append((key, value))
+    for stream, _ in pairs:
+        if stream not in streams:
+            raise ValueError(
+                f"option {name!r} names stream {stream!r}, which is not read "
+                f"(the streams are: {', '.join(streams)})"
+            )
+    return pairs
 
 
 def _milliseconds(name: str, value: object) -> int:
@@ -148,7 +186,24 @@ def _milliseconds(name: str, value: object) -> int:
             f"option {name!r} must be milliseconds since the Unix epoch (like 1767225600000), "
             f"not {value!r}"
         )
+    if value < SECONDS_AS_MS_BELOW:
+        warn_once(
+            "stomp-streams: option %r is %d ms since the Unix epoch, which is %s; "
+            "if %d is in seconds (%s), give %d",
+            name, value, _utc(value / 1000), value, _utc(value), value * 1000,
+        )  # fmt: skip
     return value // 1000
+
+
+#: Milliseconds before 2001-01-01: a stream timestamp that small is surely seconds.
+SECONDS_AS_MS_BELOW = 978_307_200_000
+
+
+def _utc(seconds: float) -> str:
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
 
 
 def kafka_starting_spec(
@@ -170,27 +225,8 @@ def kafka_starting_spec(
     if text is None:
         return None
     name = "startingOffsetsByTimestamp"
-    form = '{"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"option {name!r} must be a JSON object {form}, not {text!r}")
-    times: dict[str, int] = {}
-    for key, value in parsed.items():
-        pairs = (
-            [(f"{key}-{p}", ms) for p, ms in value.items()]
-            if isinstance(value, dict)
-            else [(key, value)]
-        )
-        for stream, ms in pairs:
-            if stream not in streams:
-                raise ValueError(
-                    f"option {name!r} names stream {stream!r}, which is not read "
-                    f"(the streams are: {', '.join(streams)})"
-                )
-            times[stream] = _milliseconds(name, ms)
+    form = 'a JSON object {"<stream>": {"<partition>": <ms>}} or {"<stream name>": <ms>}'
+    times = {s: _milliseconds(name, ms) for s, ms in _per_stream(name, text, streams, form)}
     if fallback.kind not in ("earliest", "latest"):
         raise ValueError(
             f"option {name!r}: the streams it leaves out start at 'startingOffsets', "
@@ -297,6 +333,8 @@ class StreamsReaderSettings:
     stream_base: str | None = None
     #: ``discoverPartitions``: look for a new ``<stream>-N`` at each trigger.
     discover_partitions: bool = False
+    #: ``schema=kafka``: rows in the Kafka source's columns.
+    kafka_schema: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsReaderSettings:
@@ -324,6 +362,11 @@ class StreamsReaderSettings:
             allowed=("latest", "offsets"),
             default="latest",
         )
+        kafka = read.choice("schema", "default", ("default", "kafka")) == "kafka"
+        if kafka and read.text("keyType") is not None:
+            raise ValueError(
+                "option 'keyType' has no meaning with schema=kafka (Kafka's key is binary)"
+            )
         return cls(
             streams=streams,
             starting=starting,
@@ -342,6 +385,14 @@ class StreamsReaderSettings:
             timestamp_header=read.text("timestampHeader", TIMESTAMP_HEADER) or TIMESTAMP_HEADER,
             stream_base=base,
             discover_partitions=discover,
+            kafka_schema=kafka,
+        )
+
+    def topic_of(self, stream: str) -> str:
+        """The ``topic`` column (``schema=kafka``): ``<stream>`` for ``<stream>-N`` of the
+        ``stream`` option, the stream's own name otherwise."""
+        return (
+            self.stream_base if self.stream_base and self.number_of(stream) is not None else stream
         )
 
     def partition_of(self, stream: str) -> int:
@@ -385,9 +436,13 @@ class StreamsWriterSettings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamsWriterSettings:
+        """The write options, checked.  With neither ``stream`` nor ``streams`` the rows'
+        ``stream`` column routes them (``streams`` is then empty), as Kafka's sink
+        routes by its ``topic`` column when no ``topic`` option is given."""
         read = _Options(options)
+        named = read.text("stream") is not None or read.text("streams") is not None
         return cls(
-            streams=stream_names(options),
+            streams=stream_names(options) if named else (),
             create_streams=read.flag("createStreams", True),
             max_length_bytes=read.optional_integer("maxLengthBytes", minimum=1),
             key_column=read.text("keyColumn", "key") or "key",
@@ -417,14 +472,48 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
             "startingOffsetsByTimestamp", "endingOffsets",
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
-            "rowIdHeader", "keyType", "timestampHeader", "discoverPartitions",
+            "rowIdHeader", "keyType", "timestampHeader", "discoverPartitions", "schema",
+            "retryTimeout",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders", "timestampHeader", "exactlyOnce",
+            "sendHeaders", "timestampHeader", "exactlyOnce", "retryTimeout",
         ),
     }  # fmt: skip
+
+
+#: Kafka source and sink options that ``stomp-streams`` does not read, and what to do
+#: instead (the warning for one of them says so; ``docs/spark.rst`` has the whole table).
+KAFKA_OPTIONS = {
+    "kafka.bootstrap.servers": "give the broker with 'host' and 'port', or 'url'",
+    "kafka.*": "Kafka client settings have no meaning here (the connection options are "
+    "'host', 'port', 'login', 'passcode', 'vhost', 'tls', 'timeout', 'retryTimeout')",
+    "subscribe": "name the streams with 'stream' (and 'partitions'), or list them in 'streams'",
+    "subscribePattern": "no patterns: name the streams with 'stream' and 'partitions' "
+    "(discoverPartitions=true finds the new ones), or list them in 'streams'",
+    "assign": "list the streams in 'streams' (a stream is a partition), and where each "
+    "starts in 'startingOffsets'",
+    "topic": "the sink's streams are named by 'stream' (and 'partitions') or 'streams'",
+    "includeHeaders": "headers are always read, in the 'headers' column (and 'header_list'; "
+    "with schema=kafka, Kafka's 'headers')",
+    "minPartitions": "not applicable: a batch reads each stream in one task; "
+    "maxOffsetsPerPartition splits a stream's range over several tasks "
+    "('partitions' is the number of streams)",
+    "maxRecordsPerPartition": "use maxOffsetsPerPartition",
+    "groupIdPrefix": "not applicable: the broker keeps no consumer position; "
+    "the query's checkpoint does",
+    "kafkaConsumer.pollTimeoutMs": "use readTimeout (seconds)",
+    "fetchOffset.numRetries": "use retryTimeout (seconds)",
+    "fetchOffset.retryIntervalMs": "use retryTimeout (seconds)",
+    "minOffsetsPerTrigger": "not supported: each trigger reads what is there, up to "
+    "maxOffsetsPerTrigger",
+    "maxTriggerDelay": "not supported (no minOffsetsPerTrigger)",
+    "endingTimestamp": "not supported: give endingOffsets",
+    "endingOffsetsByTimestamp": "not supported: give endingOffsets",
+    "startingOffsetsByTimestampStrategy": "not supported: a stream with no message at or "
+    "after its timestamp starts after its last message",
+}
 
 
 # -- planning ---------------------------------------------------------------------------
@@ -566,10 +655,23 @@ def route(
 ) -> list[str]:
     """The stream each of ``count`` rows goes to.
 
-    A row's own stream (``named``, from the stream column) wins; then its key
-    picks ``streams[crc32(key) % len(streams)]``; a row with neither goes to
-    the stream of the Spark partition writing it.
+    With ``named`` (the ``stream`` column, read only when no ``stream`` option
+    is given, so ``streams`` is empty) each row goes to the stream it names.
+    Otherwise its key picks ``streams[crc32(key) % len(streams)]``, and a row
+    without a key goes to the stream of the Spark partition writing it.
     """
+    if not streams:
+        if named is None:
+            raise ValueError(
+                "the stomp-streams sink needs the 'stream' option or a 'stream' column"
+            )
+        targets = list(named)
+        if None in targets:
+            raise ValueError(
+                f"row {targets.index(None)} of the write has a null 'stream' column and no "
+                "'stream' option is given: every row must name its stream"
+            )
+        return targets  # type: ignore[return-value]
     fallback = streams[task_partition % len(streams)]
     result = [fallback] * count
     if keys is not None:

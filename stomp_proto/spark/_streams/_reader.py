@@ -24,6 +24,8 @@ from typing import Any
 from .._options import ConnectionSettings
 from ._link import MissingStreamError, ProbeResult, probe_streams, read_range
 from ._offsets import (
+    EARLIEST,
+    LATEST,
     DataLossError,
     StreamRange,
     StreamsReaderSettings,
@@ -152,12 +154,19 @@ class StreamsPlanner:
                 others = self.latest() if spec.default == "latest" else self.earliest()
                 starts.update({s: others[s] for s in rest})
             return {s: starts[s] for s in streams}
-        if spec.kind == "offsets" and all(s in spec.offsets for s in streams):
-            return {s: spec.offsets[s] for s in streams}
-        base = self.latest() if spec.default == "latest" and spec.kind == "offsets" else None
-        if base is None:
-            base = self.earliest()
-        return {s: spec.offsets.get(s, base[s]) for s in streams}
+        if spec.kind == "offsets":
+            left_out = LATEST if spec.default == "latest" else EARLIEST
+            return self._resolve({s: spec.offsets.get(s, left_out) for s in streams})
+        return self.earliest()
+
+    def _resolve(self, offsets: Mapping[str, int]) -> dict[str, int]:
+        """``offsets`` with Kafka's ``-2`` (earliest) and ``-1`` (latest) made real."""
+        latest = self.latest() if LATEST in offsets.values() else {}
+        earliest = self.earliest() if EARLIEST in offsets.values() else {}
+        return {
+            s: latest[s] if o == LATEST else earliest[s] if o == EARLIEST else o
+            for s, o in offsets.items()
+        }
 
     def _starts_at(self, streams: Sequence[str], seconds: int) -> dict[str, int]:
         """Where each stream's first chunk written at or after ``seconds`` starts."""
@@ -182,7 +191,8 @@ class StreamsPlanner:
         latest = self.latest()
         spec = self.settings.ending
         if spec.kind == "offsets":
-            return {s: min(spec.offsets.get(s, latest[s]), latest[s]) for s in latest}
+            ends = {s: spec.offsets.get(s, LATEST) for s in latest}
+            return {s: latest[s] if o == LATEST else min(o, latest[s]) for s, o in ends.items()}
         return latest
 
     def reported_latest(self) -> dict[str, int]:
@@ -288,6 +298,7 @@ def read_partition(
         partition=settings.partition_of(part.stream),
         timestamp_header=settings.timestamp_header,
         key_binary=settings.key_binary,
+        topic=settings.topic_of(part.stream) if settings.kafka_schema else None,
     )
     limit = settings.batch_rows
     for got in read_range(

@@ -27,9 +27,10 @@ from pyspark.sql.types import StructType
 
 from .._columns import column_kind, streams_schema
 from .._options import ConnectionSettings, option_names, warn_unknown_options
-from .._schema import STREAMS_ARROW_SCHEMA, STREAMS_SCHEMA
+from .._schema import streams_arrow_schema
 from ._link import declare_streams
 from ._offsets import (
+    KAFKA_OPTIONS,
     StreamRange,
     StreamsReaderSettings,
     StreamsWriterSettings,
@@ -65,11 +66,13 @@ __all__ = ["StompStreamsDataSource", "StreamsCommitMessage"]
 log = logging.getLogger("stomp_proto.spark")
 
 
-def _check_schema(schema: StructType) -> None:
-    if list(schema.names) != list(STREAMS_ARROW_SCHEMA.names):
+def _check_schema(schema: StructType, settings: StreamsReaderSettings) -> None:
+    kafka = settings.kafka_schema
+    expected = streams_arrow_schema(settings.key_binary, kafka)
+    if list(schema.names) != list(expected.names):
         raise ValueError(
             "the stomp-streams source has a fixed schema and cannot read into another one: "
-            f"expected {STREAMS_SCHEMA}; got {schema.simpleString()}"
+            f"expected {streams_schema(settings.key_binary, kafka)}; got {schema.simpleString()}"
         )
 
 
@@ -255,13 +258,15 @@ class StompStreamsDataSource(DataSource):
         running query; an unknown option is logged at WARNING."""
         super().__init__(options)
         ConnectionSettings.from_options(options)
-        StreamsReaderSettings.from_options(options)
-        StreamsWriterSettings.from_options(options)
+        writing = StreamsWriterSettings.from_options(options)
+        if writing.streams:  # a write without them routes by its rows' stream column
+            StreamsReaderSettings.from_options(options)
         names = streams_option_names()
         warn_unknown_options(
             "stomp-streams",
             options,
             (*option_names()["connection"], *names["streams-read"], *names["streams-write"]),
+            KAFKA_OPTIONS,
         )
 
     @classmethod
@@ -270,15 +275,15 @@ class StompStreamsDataSource(DataSource):
         return "stomp-streams"
 
     def schema(self) -> str:
-        """The rows read: :data:`STREAMS_SCHEMA` (``key BINARY`` with ``keyType=binary``)."""
-        return streams_schema(StreamsReaderSettings.from_options(self.options).key_binary)
+        """The rows read: :data:`STREAMS_SCHEMA` (``key BINARY`` with ``keyType=binary``),
+        or :data:`KAFKA_SCHEMA` with ``schema=kafka``."""
+        settings = StreamsReaderSettings.from_options(self.options)
+        return streams_schema(settings.key_binary, settings.kafka_schema)
 
     def _planner(self, schema: StructType) -> StreamsPlanner:
-        _check_schema(schema)
-        return StreamsPlanner(
-            ConnectionSettings.from_options(self.options),
-            StreamsReaderSettings.from_options(self.options),
-        )
+        settings = StreamsReaderSettings.from_options(self.options)
+        _check_schema(schema, settings)
+        return StreamsPlanner(ConnectionSettings.from_options(self.options), settings)
 
     def reader(self, schema: StructType) -> StreamsBatchReader:
         """Called by Spark for ``read``: the offsets in the streams now, in parallel.
@@ -296,6 +301,12 @@ class StompStreamsDataSource(DataSource):
 
         :rtype: pyspark.sql.datasource.DataSourceStreamReader
         """
+        if "endingoffsets" in {str(k).lower() for k in self.options}:
+            raise ValueError(
+                "option 'endingOffsets' is for batch reads (spark.read) only: a streaming "
+                "query reads on as messages come.  To stop at the messages there when the "
+                "query starts, use .trigger(availableNow=True)"
+            )
         return StreamsStreamReader(self._planner(schema))
 
     def _partition_writer(self, schema: StructType) -> StreamsPartitionWriter:

@@ -2,9 +2,11 @@
 
 Each task sends over one connection.  Rows go to ``/amq/queue/<stream>``:
 
-* the stream a ``stream`` column names, when the row has one;
-* else ``streams[crc32(key) % N]`` when there is a ``key`` column;
-* else the stream of the Spark partition writing the row.
+* with the ``stream`` (or ``streams``) option, ``streams[crc32(key) % N]``
+  when there is a ``key`` column, else the stream of the Spark partition
+  writing the row; a ``stream`` column is then ignored, as Kafka's sink
+  ignores a ``topic`` column when the ``topic`` option is given;
+* without it, the stream the row's ``stream`` column names.
 
 RabbitMQ drops a SEND to a stream that does not exist without a word (even
 one with a receipt), so every stream is declared or checked
@@ -14,9 +16,9 @@ by a ``stream`` column by the task, on a short side connection, before
 sending to it.
 
 A transaction's COMMIT receipt is no publisher confirm on RabbitMQ 3.10 (it
-came before the last SEND's), so there is no transaction: the last SEND to
-each stream asks for a receipt, and the task succeeds once all those
-receipts are in.
+came before the last SEND's), so there is no transaction: the last SEND of a
+chunk (an Arrow batch) to each stream asks for a receipt, and the next chunk
+is read once all those receipts are in.
 
 Every row carries an id (``x-row-id``) that is the same in a retry of the
 same task.  With ``exactlyOnce`` (the default) the task runs under the
@@ -28,9 +30,11 @@ sent, a retried task sends it again, and writes are at-least-once.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..._encoder import FrameEncoder
@@ -48,6 +52,7 @@ from .._options import ConnectionSettings
 from ._guard import RowIds, TaskGuard, rows_already_written
 from ._link import StreamLink, amq_destination, declare_streams
 from ._offsets import StreamsWriterSettings, route
+from ._retry import retrying
 
 __all__ = ["StreamColumns", "StreamsPartitionWriter", "plan_stream_columns"]
 
@@ -82,10 +87,18 @@ def plan_stream_columns(
             raise ValueError(f"the {what} column {name!r} must be {' or '.join(allowed)}")
         return name
 
+    # Kafka's rule: the option, when given, wins over the column, so a copy of a
+    # stream's rows (which carry a stream column) never lands back in its source.
+    stream = None if settings.streams else optional(settings.stream_column, (STRING,), "stream")
+    if not settings.streams and stream is None:
+        raise ValueError(
+            "the stomp-streams sink needs the 'stream' (or 'streams') option, or a "
+            f"{settings.stream_column!r} column of type string naming each row's stream"
+        )
     return StreamColumns(
         body=body,
         key=optional(settings.key_column, (STRING, BINARY), "key"),
-        stream=optional(settings.stream_column, (STRING,), "stream"),
+        stream=stream,
         headers=optional(settings.headers_column, (HEADER_MAP,), "headers"),
     )
 
@@ -147,98 +160,50 @@ class StreamsPartitionWriter:
     ) -> dict[str, int]:
         """Send rows given column by column: (bodies, keys, streams, headers) per chunk.
 
-        With ``exactlyOnce`` the rows an earlier attempt of the task sent are
-        counted in the result but not sent again.
+        Each chunk is confirmed by the broker before the next is read, so a
+        connection lost midway (a broker restart) costs one chunk at most: the
+        task connects again (see :mod:`._retry`) and sends it again.  With
+        ``exactlyOnce`` the rows an earlier attempt of the task, or this
+        attempt's lost connection, sent are counted in the result but not sent
+        again.
         """
         iterator = iter(chunks)
         first = next(iterator, None)
         if first is None:
             return {}  # an empty partition needs no connection
         settings = self.settings
-        checked = set(settings.streams)  # the driver declared or checked these
-        link = StreamLink(self.connection)
+        prefix = f"{row_id_prefix}-{task_partition}-"
+        ids = RowIds(prefix) if settings.exactly_once else None
+        static = [(k, v) for k, v in settings.send_headers.items() if k not in RESERVED_HEADERS]
+        channel = _TaskChannel(self.connection, settings, row_id_prefix, task_partition)
+        sent: dict[str, int] = {}
+        index = 0
         try:
-            prefix = f"{row_id_prefix}-{task_partition}-"
-            guard: TaskGuard | None = None
-            #: Per stream, the ids earlier attempts sent (only when there were any).
-            written: dict[str, set[str]] | None = None
-            since = 0.0
-            if settings.exactly_once:
-                guard = TaskGuard(link, row_id_prefix, task_partition)
-                history = guard.acquire()
-                if history.since is not None:
-                    written = {}
-                    since = history.since
-            ids = RowIds(prefix)
-            encoder = FrameEncoder(link.conn.version or "1.2")
-            static = [(k, v) for k, v in settings.send_headers.items() if k not in RESERVED_HEADERS]
-            held: dict[str, tuple[list[tuple[str, str]], bytes]] = {}
-            sent: dict[str, int] = {}
-            index = 0
-            chunk: tuple[list[Any], list[Any] | None, list[Any] | None, list[Any] | None] | None
-            chunk = first
-            while chunk is not None:
-                bodies, keys, named, headers = chunk
+            for bodies, keys, named, headers in itertools.chain([first], iterator):
                 targets = route(settings.streams, keys, named, len(bodies), task_partition)
-                new = sorted({t for t in targets if t not in checked})
-                if new:
-                    declare_streams(
-                        self.connection,
-                        new,
-                        create=settings.create_streams,
-                        arguments=settings.declare_headers(),
-                    )
-                    checked.update(new)
-                if written is not None:
-                    for stream in sorted(set(targets) - written.keys()):
-                        written[stream] = rows_already_written(
-                            self.connection, stream, prefix, since, settings.row_id_header
-                        )
-                out: list[bytes] = []
-                # The reader's replay-stable ``timestamp``: when the chunk was sent, in ms.
+                # The reader's replay-stable ``timestamp``: when the chunk was made, in ms.
                 stamp = str(time.time_ns() // 1_000_000)
+                rows: list[_Row] = []
                 for i, body in enumerate(bodies):
                     stream = targets[i]
                     key = None if keys is None else keys[i]
                     own = _pairs(None if headers is None else headers[i])
                     data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-                    if guard is None:
+                    if ids is None:
                         row_id = f"{prefix}{index}"
+                        index += 1
                     else:
                         row_id = ids.next(stream, key, data, own)
-                        if written is not None and row_id in written[stream]:
-                            sent[stream] = sent.get(stream, 0) + 1
-                            continue  # an earlier attempt sent it
-                    index += 1
                     frame_headers = self._headers(
-                        stream, body, key, own, row_id, static, stamp, own_id=guard is None
+                        stream, body, key, own, row_id, static, stamp, own_id=ids is None
                     )
-                    previous = held.get(stream)
-                    if previous is not None:
-                        out.append(encoder.encode(Frame("SEND", tuple(previous[0]), previous[1])))
-                    held[stream] = (frame_headers, data)
-                    sent[stream] = sent.get(stream, 0) + 1
-                if out:
-                    link.write(b"".join(out))
-                chunk = next(iterator, None)
-            receipts: dict[str, str] = {}
-            for n, (stream, (frame_headers, data)) in enumerate(held.items()):
-                receipt = f"sent-{n}"
-                receipts[receipt] = stream
-                # Through the connection, which then expects the RECEIPT.
-                link.send(
-                    Send(
-                        frame_headers[0][1],
-                        data,
-                        receipt=receipt,
-                        headers=tuple(frame_headers[1:]),
-                    )
-                )
-            link.wait_for_receipts(receipts, "the last SEND to")  # an ERROR raises
-        except BaseException:
-            link.abandon()
-            raise
-        link.close(self.connection.timeout)
+                    rows.append(_Row(stream, row_id, frame_headers, data))
+                streams = ", ".join(sorted({r.stream for r in rows}))
+                retrying(self.connection, f"writing to {streams}", partial(channel.deliver, rows))
+                for row in rows:
+                    sent[row.stream] = sent.get(row.stream, 0) + 1
+        finally:
+            channel.close()
         return sent
 
     def _headers(
@@ -274,3 +239,123 @@ class StreamsPartitionWriter:
         ):
             frame_headers.append(("content-type", TEXT_CONTENT_TYPE))
         return frame_headers
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One SEND of a task: its stream, its id, its headers (destination first), its body."""
+
+    stream: str
+    row_id: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class _TaskChannel:
+    """A write task's connection to the broker, made again after it is lost.
+
+    With ``exactlyOnce`` each connection runs under the task's guard
+    (:class:`~._guard.TaskGuard`).  Once some earlier attempt, or an earlier
+    connection of this one, may have sent rows, each stream is read back
+    (:func:`~._guard.rows_already_written`) before the first chunk sent to it,
+    and only the rows not found are sent.
+    """
+
+    def __init__(
+        self,
+        connection: ConnectionSettings,
+        settings: StreamsWriterSettings,
+        write_id: str,
+        partition: int,
+    ) -> None:
+        self.connection = connection
+        self.settings = settings
+        self.write_id = write_id
+        self.partition = partition
+        self.prefix = f"{write_id}-{partition}-"
+        self.link: StreamLink | None = None
+        #: Streams known to exist: the driver declared or checked the configured ones.
+        self.checked = set(settings.streams)
+        #: Unix time the earliest attempt that may have sent rows began (None: none did).
+        self.since: float | None = None
+        #: Per stream, the ids found there since ``since`` (read once per connection).
+        self.written: dict[str, set[str]] = {}
+        self.opened_at = 0.0
+
+    def _open(self) -> StreamLink:
+        link = StreamLink(self.connection)
+        try:
+            self.opened_at = time.time()
+            if self.settings.exactly_once:
+                history = TaskGuard(link, self.write_id, self.partition).acquire()
+                if history.since is not None:
+                    self.since = min(history.since, self.since or history.since)
+        except BaseException:
+            link.abandon()
+            raise
+        self.link = link
+        return link
+
+    def deliver(self, rows: Sequence[_Row]) -> None:
+        """Send ``rows`` (less those already in their streams) and wait for the broker's
+        receipt of each stream's last one; the connection is dropped if anything fails."""
+        link = self.link or self._open()
+        settings = self.settings
+        try:
+            streams = sorted({r.stream for r in rows})
+            new = [s for s in streams if s not in self.checked]
+            if new:
+                declare_streams(
+                    self.connection,
+                    new,
+                    create=settings.create_streams,
+                    arguments=settings.declare_headers(),
+                )
+                self.checked.update(new)
+            if self.since is not None and settings.exactly_once:
+                for stream in streams:
+                    if stream not in self.written:
+                        self.written[stream] = rows_already_written(
+                            self.connection, stream, self.prefix, self.since,
+                            settings.row_id_header,
+                        )  # fmt: skip
+                rows = [r for r in rows if r.row_id not in self.written[r.stream]]
+            last = {r.stream: n for n, r in enumerate(rows)}
+            encoder = FrameEncoder(link.conn.version or "1.2")
+            ends = set(last.values())
+            link.write(
+                b"".join(
+                    encoder.encode(Frame("SEND", tuple(r.headers), r.body))
+                    for n, r in enumerate(rows)
+                    if n not in ends
+                )
+            )
+            receipts: dict[str, str] = {}
+            for stream, n in last.items():
+                receipt = f"sent-{len(receipts)}"
+                receipts[receipt] = stream
+                row = rows[n]
+                # Through the connection, which then expects the RECEIPT.
+                link.send(
+                    Send(
+                        row.headers[0][1], row.body, receipt=receipt, headers=tuple(row.headers[1:])
+                    )
+                )
+            link.wait_for_receipts(receipts, "the last SEND to")  # an ERROR raises
+        except BaseException:
+            self._drop()
+            raise
+
+    def _drop(self) -> None:
+        """Forget a failed connection: what it sent is unknown, so the streams are read back
+        (``exactlyOnce``) before anything more is sent."""
+        if self.link is not None:
+            self.link.abandon()
+            self.link = None
+            self.since = min(self.opened_at, self.since or self.opened_at)
+            self.written = {}
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close(self.connection.timeout)
+            self.link = None

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from ._client._core import Backoff
+from .._public import present_as
+from ._backoff import Backoff
 
 __all__ = ["BrokerURL", "merge_url"]
 
@@ -48,15 +49,28 @@ FAILOVER_OPTIONS = (
     "randomize",
 )
 
-_ADDRESS = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://"
-    r"(?:(?P<userinfo>[^@/?#]*)@)?"
-    r"(?P<hostport>[^/?#]*)"
-    r"(?P<path>[^?#]*)"
-    r"(?:\?(?P<query>[^#]*))?"
-    r"(?:#(?P<fragment>.*))?\Z",
+#: The rest of :class:`Backoff`, which ActiveMQ's failover transport does not have:
+#: each option's field (times in milliseconds, as ActiveMQ's delays are).
+EXTRA_FAILOVER_OPTIONS = {
+    "jitter": "jitter",
+    "heldAfter": "held_after",
+    "resetAfter": "reset_after",
+    "errorAttempts": "error_attempts",
+}
+
+#: The scheme of one broker address, up to its "://".
+_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+
+#: What follows the user info: host and port, path, query, fragment.
+_AFTER_USERINFO = re.compile(
+    r"(?P<hostport>[^/?#]*)(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?\Z",
     re.DOTALL,
 )
+
+#: Where a failover list's next address starts: a comma before "scheme://" (or before
+#: another comma or the end: an empty entry).  A comma anywhere else belongs to the
+#: address (a passcode may hold one).
+_NEXT_ADDRESS = re.compile(r",(?=\s*(?:[A-Za-z][A-Za-z0-9+.-]*://|,|\Z))")
 
 
 def looks_like_url(text: str) -> bool:
@@ -142,9 +156,11 @@ def merge_url(url: str, keywords: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parse_failover(rest: str) -> BrokerURL:
+    # The options follow the last ')' (or, without parentheses, the last '?' after the
+    # last '@'), so that a passcode's ')', '?' or ',' is never taken for the list's end.
     query = ""
     if rest.startswith("("):
-        close = rest.find(")")
+        close = rest.rfind(")")
         if close < 0:
             raise ValueError("failover URL: the address list has no closing ')'")
         inner, after = rest[1:close], rest[close + 1 :]
@@ -153,9 +169,11 @@ def _parse_failover(rest: str) -> BrokerURL:
         query = after[1:]
     else:
         inner = rest
-        if "?" in rest and "://" not in rest.rsplit("?", 1)[1]:
-            inner, query = rest.rsplit("?", 1)
-    pieces = [piece.strip() for piece in inner.split(",")]
+        credentials_end = rest.rfind("@") + 1
+        mark = rest.find("?", credentials_end)
+        if mark >= 0 and "://" not in rest[mark:]:
+            inner, query = rest[:mark], rest[mark + 1 :]
+    pieces = [piece.strip() for piece in _NEXT_ADDRESS.split(inner)]
     if not inner.strip() or not all(pieces):
         raise ValueError("failover URL: the address list is empty or has an empty entry")
     addresses = [
@@ -197,10 +215,10 @@ def _failover_options(query: str) -> tuple[Backoff, bool | None]:
         name = unquote(name)
         if not equals:
             raise ValueError(f"failover option {name!r} has no value (write {name}=...)")
-        if name not in FAILOVER_OPTIONS:
+        if name not in FAILOVER_OPTIONS and name not in EXTRA_FAILOVER_OPTIONS:
             raise ValueError(
                 f"failover option {name!r} is not supported; the supported ones are "
-                + ", ".join(FAILOVER_OPTIONS)
+                + ", ".join((*FAILOVER_OPTIONS, *EXTRA_FAILOVER_OPTIONS))
             )
         if name in values:
             raise ValueError(f"failover option {name!r} is given twice")
@@ -230,6 +248,20 @@ def _failover_options(query: str) -> tuple[Backoff, bool | None]:
         raise ValueError(
             "failover option 'maxReconnectDelay' is shorter than 'initialReconnectDelay'"
         )
+    for name, field_name in EXTRA_FAILOVER_OPTIONS.items():
+        if name not in values:
+            continue
+        number = _number(values, name)
+        if field_name in ("held_after", "reset_after"):
+            backoff[field_name] = number / 1000
+        elif field_name == "jitter":
+            if number >= 1:
+                raise ValueError("failover option 'jitter' is a fraction below 1, such as 0.1")
+            backoff[field_name] = number
+        else:
+            if number != int(number):
+                raise ValueError(f"failover option {name!r} is a whole number")
+            backoff[field_name] = int(number)
     randomize = _flag(values, "randomize") if "randomize" in values else None
     return Backoff(**backoff), randomize
 
@@ -254,19 +286,25 @@ def _flag(values: Mapping[str, str], name: str) -> bool:
 
 
 def _parse_address(text: str, *, where: str) -> BrokerURL:
-    match = _ADDRESS.match(text)
-    if match is None:
+    scheme_match = _SCHEME.match(text)
+    if scheme_match is None:
         raise ValueError(
             f"{where}: not of the form scheme://[login:passcode@]host[:port][/path]"
             f" (schemes: {', '.join(_SCHEMES)}, or failover:(...))"
         )
-    scheme = match["scheme"].lower()
+    scheme = scheme_match["scheme"].lower()
     if scheme not in _SCHEMES:
         raise ValueError(
-            f"{where}: scheme {match['scheme']!r} is not supported; "
+            f"{where}: scheme {scheme_match['scheme']!r} is not supported; "
             f"use one of {', '.join(_SCHEMES)} (or failover:(...))"
         )
     tls, websocket, default_port = _SCHEMES[scheme]
+    # The user info ends at the last '@', as urllib.parse reads an authority: a raw
+    # '@', ':', '/', '?' or '#' in a passcode is taken as written (an '@' in the path
+    # is written %40).  Nothing before that '@' is ever quoted in an error.
+    userinfo, at, rest = text[scheme_match.end() :].rpartition("@")
+    match = _AFTER_USERINFO.match(rest)
+    assert match is not None  # every group may be empty
     if match["query"] is not None:
         raise ValueError(
             f"{where}: a query ('?...') is not supported on a broker address"
@@ -275,8 +313,8 @@ def _parse_address(text: str, *, where: str) -> BrokerURL:
     if match["fragment"] is not None:
         raise ValueError(f"{where}: a fragment ('#...') is not supported")
     login = passcode = None
-    if match["userinfo"] is not None:
-        user, colon, password = match["userinfo"].partition(":")
+    if at:
+        user, colon, password = userinfo.partition(":")
         if not user:
             raise ValueError(f"{where}: the login before '@' is empty")
         login = unquote(user)
@@ -305,6 +343,11 @@ def _parse_address(text: str, *, where: str) -> BrokerURL:
 
 
 def _host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
+    if "," in text:
+        raise ValueError(
+            f"{where}: one address has one host; for several brokers write "
+            "failover:(stomp://host1:61613,stomp://host2:61613)"
+        )
     if text.startswith("["):  # an IPv6 literal
         close = text.find("]")
         if close < 0:
@@ -321,5 +364,13 @@ def _host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
     if port_text is None:
         return unquote(host), default_port
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"{where}: the port {port_text!r} is not a number from 1 to 65535")
+        # Only digits are quoted: text that is not a port may be a mistyped passcode
+        # (a URL whose '@' was forgotten).
+        shown = f" {port_text!r}" if port_text.isdigit() else ""
+        raise ValueError(f"{where}: the port{shown} is not a number from 1 to 65535")
     return unquote(host), int(port_text)
+
+
+# Tracebacks and reprs say stomp_proto.BrokerURL, the name users import, though the top
+# level loads this module only on first use.
+present_as("stomp_proto", BrokerURL)

@@ -1,0 +1,166 @@
+"""A client's life as operations see it: its state, a log line and a hook call at each
+change, the counts, and the error it ends with when it gives up.
+
+Every adapter reports the same moments (an attempt begins, a session is up, a session
+is lost, an attempt failed, the client gave up, it was closed) to one
+:class:`Lifecycle`; what each moment means - the next state, what is logged to the
+``stomp_proto.client.sessions`` logger, what the ``on_state_change`` hook is told - is decided
+here once.  Sans-IO like the rest of the client core: the adapters pass the time.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._public import present_as
+from ._errors import BrokerError, ClientError, ReconnectExhausted, reason
+
+__all__ = ["ClientState", "ClientStats", "Lifecycle", "StateHook"]
+
+#: Sessions' ups and downs: INFO for each new session and failed attempt, WARNING for a
+#: lost session, ERROR when the client gives up.  Its own logger, below the clients'
+#: ``stomp_proto.client``, so that operations can route or silence it alone.
+log = logging.getLogger("stomp_proto.client.sessions")
+
+
+class ClientState(enum.Enum):
+    """Where a client stands; :attr:`AsyncClient.state` and the ``on_state_change`` hook
+    give it."""
+
+    #: The first connect is under way.
+    CONNECTING = "connecting"
+    #: A session is up: calls go through.
+    CONNECTED = "connected"
+    #: The session was lost and the client is coming back (``reconnect=``): calls
+    #: wait up to ``timeout`` for the next session.
+    RECONNECTING = "reconnecting"
+    #: Closed by the application (``close()``, ``disconnect()``, the ``with`` block).
+    CLOSED = "closed"
+    #: Over for good: the session was lost with no reconnect asked for, the reconnect
+    #: schedule was spent (:class:`~stomp_proto.ReconnectExhausted`), or the broker
+    #: kept refusing (:class:`~stomp_proto.BrokerError`).
+    FAILED = "failed"
+
+
+@dataclass(slots=True)
+class ClientStats:
+    """Counts of one client's life (:attr:`AsyncClient.stats`), for monitoring."""
+
+    #: Connection attempts made (the one that connected first included).
+    attempts: int = 0
+    #: Sessions that reached CONNECTED.
+    sessions: int = 0
+    #: Of those, the ones after the first: successful reconnects.
+    reconnects: int = 0
+    #: Sessions lost (the connection dropped, heart-beats stopped, an ERROR ended it).
+    lost: int = 0
+
+
+#: The ``on_state_change`` hook: called with the new state and, for RECONNECTING and
+#: FAILED, the error behind it.  It runs in the client's own task or thread: it must
+#: not block, and what it raises is logged, not propagated.
+StateHook = Callable[[ClientState, ClientError | None], object]
+
+
+class Lifecycle:
+    """One client's state, counts and the last failure at each broker address."""
+
+    __slots__ = ("_began", "_brokers", "_hook", "_reasons", "_retries", "state", "stats")
+
+    def __init__(self, current: Callable[[], tuple[str, int]], hook: StateHook | None) -> None:
+        #: Where the client stands.
+        self.state = ClientState.CONNECTING
+        self.stats = ClientStats()
+        self._brokers = current  # the address in use (or being tried)
+        self._hook = hook
+        #: The reason of the last failure at each address, in the order first seen.
+        self._reasons: dict[tuple[str, int], str] = {}
+        self._began: float | None = None
+        #: Attempts since the last session came up.
+        self._retries = 0
+
+    def attempt(self, now: float) -> None:
+        """An attempt at the current address begins."""
+        self._began = now
+        self._retries += 1
+        self.stats.attempts += 1
+
+    def failed(self, exc: BaseException, timeout: float | None = None) -> None:
+        """The attempt at the current address failed with ``exc``."""
+        address = self._brokers()
+        why = reason(exc, timeout)
+        self._reasons[address] = why
+        log.info("attempt %d at %s:%d failed: %s", self._retries, *address, why)
+
+    def connected(self, now: float) -> None:
+        """A session is up (CONNECTED came, its subscriptions were sent again)."""
+        took = 0.0 if self._began is None else now - self._began
+        self.stats.sessions += 1
+        if self.stats.sessions > 1:
+            self.stats.reconnects += 1
+        host, port = self._brokers()
+        log.info(
+            "session %d with %s:%d up (attempt %d, %.3f s)",
+            self.stats.sessions,
+            host,
+            port,
+            self._retries,
+            took,
+        )
+        self._retries = 0
+        self._reasons.clear()
+        self._change(ClientState.CONNECTED, None)
+
+    def lost(self, error: ClientError, *, again: bool) -> None:
+        """The session was lost with ``error``; ``again``: the client reconnects."""
+        address = self._brokers()
+        why = reason(error)
+        self._reasons[address] = why
+        self.stats.lost += 1
+        log.warning(
+            "session with %s:%d lost: %s%s", *address, why, "; reconnecting" if again else ""
+        )
+        self._change(ClientState.RECONNECTING if again else ClientState.FAILED, error)
+
+    def gave_up(self, error: ClientError) -> ClientError:
+        """The client stops reconnecting after ``error``: the error it ends with.
+
+        A broker that kept refusing ends it with its :class:`BrokerError`; a spent
+        schedule with a :class:`ReconnectExhausted` naming every address tried.
+        """
+        ending: ClientError
+        if isinstance(error, BrokerError):
+            ending = error
+        else:
+            ending = ReconnectExhausted(self._retries, tuple(self._reasons.items()))
+            ending.__cause__ = error
+        log.error("gave up: %s", ending)
+        self._change(ClientState.FAILED, ending)
+        return ending
+
+    def closed(self) -> None:
+        """The application closed the client."""
+        if self.state is ClientState.FAILED:
+            return  # it was over already; closing it changes nothing
+        if self.stats.sessions == 0:
+            # A first-connect attempt that failed is closed without a word: the
+            # application never had this client.
+            self.state = ClientState.CLOSED
+            return
+        self._change(ClientState.CLOSED, None)
+
+    def _change(self, state: ClientState, error: ClientError | None) -> None:
+        if state is self.state:
+            return
+        self.state = state
+        if self._hook is not None:
+            try:
+                self._hook(state, error)
+            except Exception:  # the application's bug must not stop the client
+                log.exception("the on_state_change hook raised")
+
+
+present_as("stomp_proto", ClientState, ClientStats)

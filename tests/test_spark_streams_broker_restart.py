@@ -1,0 +1,208 @@
+"""A ``stomp-streams`` query and a write ride out a RabbitMQ restart, exactly once.
+
+RabbitMQ is stopped for 10 s and started again on the same data while a
+streaming query (``stomp-streams`` -> parquet, four streams, ``local[2]``)
+is reading and while a write is sending.  Every call of the source and the
+sink retries a refused or lost connection, and a stream not yet back, for
+up to ``retryTimeout`` seconds (60 by default), logging each retry with the
+broker's host and port.  Afterwards ``spark.read.parquet`` must find every
+message exactly once: none lost, none twice.
+
+The broker stopped is a private RabbitMQ on ports of its own (the shared one
+serves every other test), started and stopped by ``scripts/brokers``.  The
+query and the write run as their own processes (``scripts/spark_streams_check.py``).
+Needs rabbitmq-server, pyspark and Java 17; skipped without them, except under
+CI=true, where that is a failure.  Marked ``serial``: it stops a broker for
+10 s and keeps both cores busy, so it runs alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from brokers import in_ci
+from test_spark_integration import _unavailable
+
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.serial]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts" / "brokers"
+CHECK = ROOT / "scripts" / "spark_streams_check.py"
+#: How long the broker stays down.
+OUTAGE = 10.0
+
+
+def _free_port(low: int, high: int) -> int:
+    """A port in [low, high) that nothing listens on (the distribution port is AMQP + 20000)."""
+    for port in range(low + os.getpid() % 500, high):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in [{low}, {high})")
+
+
+class PrivateRabbitMQ:
+    """A RabbitMQ of this test's own: its ports, its node name, its state directory."""
+
+    def __init__(self, state: Path) -> None:
+        amqp = _free_port(25700, 26700)
+        self.port = _free_port(26800, 27800)
+        self.env = {
+            **os.environ,
+            "STOMP_BROKERS_DIR": str(state),
+            "RMQ_STOMP_PORT": str(self.port),
+            "RMQ_WS_PORT": "0",
+            "RMQ_AMQP_PORT": str(amqp),
+            "RMQ_DIST_PORT": str(_free_port(amqp + 20000, amqp + 20500)),
+            "RMQ_EPMD_PORT": str(_free_port(27900, 28900)),
+            "RMQ_NODENAME": f"restart{os.getpid()}@localhost",
+        }
+
+    def _script(self, name: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(SCRIPTS / name)], env={**self.env, **env}, capture_output=True,
+            text=True, timeout=180, check=False,
+        )  # fmt: skip
+
+    def start(self, *, fresh: bool) -> None:
+        done = self._script("start-rabbitmq.sh", RMQ_FRESH="1" if fresh else "0")
+        if done.returncode != 0:
+            raise RuntimeError(f"start-rabbitmq.sh exited {done.returncode}: {done.stderr[-2000:]}")
+
+    def stop(self) -> None:
+        done = self._script("stop-rabbitmq.sh")
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def private_rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRabbitMQ]:
+    problem = _unavailable()
+    broker = PrivateRabbitMQ(tmp_path_factory.mktemp("private-rabbitmq"))
+    if problem is None:
+        try:
+            broker.start(fresh=True)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            problem = f"a private RabbitMQ did not start: {exc}"
+            broker.stop()
+    if problem is not None:
+        if in_ci():
+            pytest.fail(f"CI=true and the restart test cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def check(broker: PrivateRabbitMQ, step: str, *args: str) -> list[str]:
+    return [sys.executable, str(CHECK), step, "--port", str(broker.port), *args]
+
+
+def committed(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else 0
+
+
+def run_step(command: list[str], log: Path) -> str:
+    with log.open("w") as out:
+        done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, check=False)
+    text = log.read_text()
+    assert done.returncode == 0, f"{command[2]} failed:\n{text[-4000:]}"
+    return text
+
+
+def retries(log: str, port: int) -> list[str]:
+    """The retry lines of a log: each names the broker and the reason."""
+    return re.findall(rf"stomp-streams: .*: broker 127\.0\.0\.1:{port}: .*; retry \d+ in .*", log)
+
+
+def test_a_query_and_a_write_ride_out_a_10_s_outage_exactly_once(
+    private_rabbitmq: PrivateRabbitMQ, tmp_path: Path
+) -> None:
+    broker = private_rabbitmq
+    base = f"restart-{uuid.uuid4().hex[:8]}"
+    common = ["--stream", base, "--partitions", "4", "--run", "rs"]
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    run_step(check(broker, "publish", *common, "--count", "12000"), tmp_path / "publish-1.log")
+    query = [
+        *check(broker, "run", *common), "--out", str(out), "--checkpoint", str(checkpoint),
+        "--per-trigger", "400",
+    ]  # fmt: skip
+    # A write that lasts: 6,000 rows in 30 chunks, 1 s apart (stopping the broker alone can
+    # take several seconds on a loaded machine).
+    write = check(
+        broker, "publish", *common, "--first", "12000", "--count", "6000", "--chunk", "200",
+        "--pace", "1.0",
+    )  # fmt: skip
+    query_log, write_log = tmp_path / "query.log", tmp_path / "write.log"
+    with query_log.open("w") as qout, write_log.open("w") as wout:
+        running = subprocess.Popen(query, cwd=ROOT, stdout=qout, stderr=subprocess.STDOUT)
+        writing: subprocess.Popen[bytes] | None = None
+        try:
+            deadline = time.monotonic() + 300
+            while committed(checkpoint) < 2:
+                assert running.poll() is None, query_log.read_text()[-4000:]
+                assert time.monotonic() < deadline, "no two committed batches in 300 s"
+                time.sleep(0.1)
+            writing = subprocess.Popen(write, cwd=ROOT, stdout=wout, stderr=subprocess.STDOUT)
+            time.sleep(1.0)
+            batches_before = committed(checkpoint)
+            broker.stop()
+            stopped = time.monotonic()
+            time.sleep(OUTAGE)
+            assert running.poll() is None, "the query ended while the broker was down"
+            assert writing.poll() is None, "the write ended while the broker was down"
+            batches_down = committed(checkpoint)
+            broker.start(fresh=False)
+            back = time.monotonic() - stopped
+            assert running.wait(600) == 0, query_log.read_text()[-4000:]
+            assert writing.wait(300) == 0, write_log.read_text()[-4000:]
+        finally:
+            for process in (running, writing):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait(30)
+    first_run, written = query_log.read_text(), write_log.read_text()
+    # The query had more to do after the outage: the first run stops at the tails it found
+    # when it started (availableNow), 12,000 offsets in batches of at most 400.
+    assert batches_before < 30
+    assert committed(checkpoint) > batches_down
+    assert retries(first_run, broker.port), first_run[-4000:]
+    assert retries(written, broker.port), written[-4000:]
+    # The rows written under the outage: a second run from the checkpoint reads them.
+    second_run = run_step(query, tmp_path / "query-2.log")
+    report = json.loads(
+        run_step(
+            check(broker, "verify", *common, "--out", str(out), "--count", "18000"),
+            tmp_path / "verify.log",
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    assert report == {
+        "rows": 18000, "distinct": 18000, "expected": 18000, "lost": 0, "duplicated": 0,
+        "unexpected": 0,
+    }, (batches_before, batches_down, back, second_run[-2000:])  # fmt: skip
+    # What the closing note of the outage quotes (pytest -s shows it).
+    print(
+        f"\noutage: broker down {OUTAGE:.0f} s, back after {back:.1f} s; batches committed: "
+        f"{batches_before} before, {batches_down} when it came back, "
+        f"{committed(checkpoint)} at the end; "
+        f"query retries logged: {len(retries(first_run, broker.port))}, write retries: "
+        f"{len(retries(written, broker.port))}; {json.dumps(report)}"
+    )
+    for line in retries(first_run, broker.port)[:3] + retries(written, broker.port)[:3]:
+        print(line)
