@@ -40,7 +40,7 @@ rows per second for:
   blocking client, one ``send`` per row, a receipt on the last one;
 * ``df.write.format("noop")``: Spark's own floor for the same DataFrame.
 
-Targets (issue 6): read >= 50,000 rows/s, write >= 150,000 rows/s.  They are
+Targets: read >= 50,000 rows/s, write >= 150,000 rows/s.  They are
 reported, never enforced; the exit status is 0 unless a run loses messages (2).
 The machine's load average is printed with every run: timings on a shared
 machine vary by a factor of two.

@@ -246,7 +246,8 @@ def compiled_targets(
     spark: dict[str, Any] | None = None,
 ) -> str:
     """The second build's targets, each against this run's figures: the accelerated
-    build's, or for earlier results the mypyc build's (issue 24)."""
+    build's, or for earlier results the mypyc build's (an earlier native build, compiled
+    from the pure sources with mypyc)."""
     build, _ = second_build(codec)
     accelerated = build == ACCELERATED
     client_limit, bare_limit, decode_goal = (0.33, 0.2, 10) if accelerated else (0.5, 0.33, 5)

@@ -53,10 +53,12 @@ _venv_install_venv_support() {
         return 1
     fi
     _venv_say "==> '$python -m venv' failed; installing python3-venv with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -o DPkg::Lock::Timeout=300
-    apt-get install -y -o DPkg::Lock::Timeout=300 python3-venv ||
-        apt-get install -y -o DPkg::Lock::Timeout=300 "python${pyver}-venv"
+    # apt-get.sh waits for any other apt-get on the machine.
+    local apt_get
+    apt_get="$(dirname "${BASH_SOURCE[0]}")/apt-get.sh"
+    bash "$apt_get" update
+    bash "$apt_get" install -y python3-venv ||
+        bash "$apt_get" install -y "python${pyver}-venv"
 }
 
 _venv_python_ok() {

@@ -27,9 +27,9 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 say "==> installing chromium with apt-get (for the docs screenshot check)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq -o DPkg::Lock::Timeout=300
-apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 chromium >/dev/null
+apt_get="$(dirname "$0")/apt-get.sh"  # waits for any other apt-get
+bash "$apt_get" update -qq
+bash "$apt_get" install -y -qq --no-install-recommends chromium >/dev/null
 hash -r
 if ! command -v chromium >/dev/null 2>&1; then
     say "error: chromium is installed but not on PATH."

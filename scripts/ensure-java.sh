@@ -56,11 +56,11 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 say "==> installing openjdk-17-jre-headless with apt-get (Spark needs Java 17+)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq -o DPkg::Lock::Timeout=300
+apt_get="$(dirname "$0")/apt-get.sh"  # waits for any other apt-get
+bash "$apt_get" update -qq
 # The JRE's post-install script needs the man page folder, which slim images lack.
 mkdir -p /usr/share/man/man1
-apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 openjdk-17-jre-headless >/dev/null
+bash "$apt_get" install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
 hash -r
 if ! java_ok; then
     say "error: openjdk-17-jre-headless is installed but \`java -version\` still is not 17+."

@@ -30,9 +30,9 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 say "==> installing nodejs and npm with apt-get (for the stompjs interop tests)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq -o DPkg::Lock::Timeout=300
-apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 nodejs npm >/dev/null
+apt_get="$(dirname "$0")/apt-get.sh"  # waits for any other apt-get
+bash "$apt_get" update -qq
+bash "$apt_get" install -y -qq --no-install-recommends nodejs npm >/dev/null
 hash -r
 if ! node_ok; then
     say "error: nodejs and npm are installed but node or npm is still not on PATH."

@@ -40,11 +40,10 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 say "==> installing gcc and python3-dev with apt-get (for the accelerated build)"
-export DEBIAN_FRONTEND=noninteractive
-# Another apt-get (a broker's install, say) may hold the lock: wait for it.
-apt-get -o DPkg::Lock::Timeout=300 update -qq
-apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends gcc libc6-dev python3-dev \
-    >/dev/null
+# Another apt-get (a broker's install, say) may hold a lock: apt-get.sh waits for it.
+apt_get="$(dirname "$0")/apt-get.sh"
+bash "$apt_get" update -qq
+bash "$apt_get" install -y -qq --no-install-recommends gcc libc6-dev python3-dev >/dev/null
 hash -r
 if ! compiler; then
     say "error: gcc is installed but not on PATH."

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Run the whole stomp-proto check suite: lint, type check, docs, doctests, the
-# built distributions, the tests on every CPython 3.11+ found, fuzzing.
+# built distributions, the tests on every CPython 3.11+ found and on both builds,
+# fuzzing.
 #
 #     bash scripts/test.sh [extra pytest arguments...]
 #
 # Creates ./.venv (Python 3.11, the package installed editable with its dev extras)
-# for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against the built
-# wheel, never the checkout: the whole suite in .venv-wheel (Python 3.11, dev
-# extras), and the core, client and broker tests in .venv-3.12, .venv-3.13 ...
-# (test extras), one venv per CPython found; the same tests, and the Spark read and
-# write tests, run in .venv-accelerated (Python 3.11, test and spark extras) against
-# the accelerated wheel that
-# scripts/build_accelerated.py makes of the pure one (the native fast path, Cython; a
-# failed build fails the run under CI=true, and is skipped with a note elsewhere;
-# scripts/ensure-toolchain.sh installs gcc and python3-dev first when missing and run
-# as root).  Extra arguments go to every pytest
-# run (-k heartbeat, tests/test_cli.py ...).  STOMP_PYTHONS="3.12" (say) narrows
-# the other Pythons; "none" skips them.  See docs/development.rst.
-# Stops at the first failing step with a non-zero exit status.
+# for ruff, mypy, Sphinx, the build and fuzzing.  The tests run against built wheels,
+# never the checkout.  Each CPython found gets a venv - .venv-3.11 (dev extras),
+# .venv-3.12, .venv-3.13 ... (test extras) - holding that Python's accelerated wheel:
+# the pure wheel plus the native fast path, which scripts/build_accelerated.py builds
+# with that Python (Cython and gcc; scripts/ensure-toolchain.sh installs gcc and
+# python3-dev first when missing and run as root).  A failed build fails the run under
+# CI=true; elsewhere the pure wheel is tested instead, with a note.
+#
+# 3.11 runs the whole suite on its accelerated wheel.  Every Python runs the core,
+# client and broker tests on its accelerated wheel, and again with
+# STOMP_PROTO_NO_EXTENSIONS=1 (the pure build; on 3.11 with the Spark read and write
+# tests).  These runs go side by side, each in two pytest-xdist workers; the tests
+# marked serial (tests/conftest.py SERIAL says why) run after them, alone.  Extra
+# arguments go to every pytest run (-k heartbeat, tests/test_cli.py ...).
+# STOMP_PYTHONS="3.12" (say) narrows the other Pythons; "none" skips them.  See
+# docs/development.rst.  A failing step stops the run with a non-zero exit status
+# (a failing test run once the runs beside it have ended).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -50,6 +55,131 @@ section() {
     printf '\n==> %s  [%ss]\n' "$*" "$SECONDS"
 }
 
+# The sdist and the pure wheel, built as a release would be (the wheel from the sdist,
+# each in an isolated build environment) and checked as PyPI would check them.
+# STOMP_PROTO_NO_EXTENSIONS=1: the pure wheel, which the accelerated ones below start
+# from, whatever the build backend would otherwise compile.
+section "build: sdist and pure wheel"
+rm -rf dist
+build_log=$(mktemp)
+STOMP_PROTO_NO_EXTENSIONS=1 "$VENV_BIN/python" -m build --outdir dist . > "$build_log" 2>&1 \
+    || { cat "$build_log" >&2; exit 1; }
+rm -f "$build_log"
+ls -l dist
+SDIST=$(echo dist/stomp_proto-*.tar.gz)
+WHEEL=$(echo dist/stomp_proto-*-py3-none-any.whl)
+"$VENV_BIN/twine" check --strict "$SDIST" "$WHEEL"
+
+# Every CPython 3.11+ on the machine, each in a venv of its own holding the wheel.
+# 3.11 runs the whole suite; the others the core, client and broker tests (everything
+# but the layers below, which need peers, brokers, Spark, atheris or a long run; the
+# 3.11 run covers them).  Under CI=true a missing 3.12 or 3.13 fails the run.
+OTHER_PYTHONS=(${STOMP_PYTHONS:-3.12 3.13 3.14})
+[ "${OTHER_PYTHONS[*]}" = none ] && OTHER_PYTHONS=()
+REQUIRED_IN_CI=(3.12 3.13)
+NOT_EVERY_PYTHON=(
+    # interop with real brokers and third-party clients (stomp.py, stompman, stompjs ...)
+    tests/test_chaos_rabbitmq.py
+    tests/test_interop_brokers.py
+    tests/test_interop_websocket.py
+    tests/test_stompjs_interop.py
+    tests/test_stomppy_interop.py
+    tests/test_stompman_interop.py
+    tests/test_browser_stompjs.py
+    tests/test_client_matrix.py
+    tests/test_client_mistakes.py
+    # the conformance checker: hundreds of connections per run, real brokers among them
+    tests/test_checker.py
+    # the PySpark data source
+    tests/test_spark_docs_examples.py
+    tests/test_spark_integration.py
+    tests/test_spark_kafka_parity.py
+    tests/test_spark_logic.py
+    tests/test_spark_streams_discovery.py
+    tests/test_spark_streams_broker_restart.py
+    tests/test_spark_streams_exactly_once.py
+    tests/test_spark_streams_broker_restart.py
+    tests/test_spark_docs_examples.py
+    tests/test_spark_streams_logic.py
+    tests/test_spark_streams_rabbitmq.py
+    tests/test_spark_streams_rows.py
+    tests/test_spark_streams_sink_exactly_once.py
+    # fuzzing, benchmarks, the accelerated build, the docs and the set-up scripts
+    tests/test_decoder_fuzz.py
+    tests/test_fuzz_properties.py
+    tests/fuzzing
+    tests/test_benchmarks_smoke.py
+    tests/test_accelerated_build.py
+    tests/test_build_hook.py
+    tests/test_api_documented.py
+    tests/test_docs_pages.py
+    tests/test_docs_inventory.py
+    tests/test_scripts.py
+)
+# The Spark read and write tests that the pure run of 3.11 adds: the read task's rows
+# against the event path, the options and plans, real stream reads and writes.
+PURE_SPARK=(
+    tests/test_spark_streams_rows.py
+    tests/test_spark_logic.py
+    tests/test_spark_streams_logic.py
+    tests/test_spark_streams_rabbitmq.py
+)
+for path in "${NOT_EVERY_PYTHON[@]}" "${PURE_SPARK[@]}"; do
+    # A renamed or moved file would silently join the other Pythons' runs.
+    [ -e "$path" ] || { echo "error: scripts/test.sh names $path, which is gone" >&2; exit 1; }
+done
+
+declare -A PYTHON_OF=([3.11]="$VENV_BIN/python") MATRIX_ROW=()
+VERSIONS=(3.11)
+missing=()
+for version in "${OTHER_PYTHONS[@]}"; do
+    if python=$(find_python "$version"); then
+        PYTHON_OF[$version]=$python
+        VERSIONS+=("$version")
+    elif [ "${CI:-}" = true ] && [[ " ${REQUIRED_IN_CI[*]} " == *" $version "* ]]; then
+        missing+=("$version")
+    else
+        echo "Python $version: not on this machine, skipped"
+        MATRIX_ROW[$version]="$version     not on this machine: skipped"
+    fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "error: CI=true and no CPython ${missing[*]} on this machine (tried python${missing[0]} on PATH, pyenv, /usr/local/bin, /usr/bin)" >&2
+    exit 1
+fi
+
+# prepare_python VERSION: its venv with the pure wheel's dependencies, then its
+# accelerated wheel built and installed there (the pure wheel when the build fails,
+# outside CI).  Writes the build it installed to .venv-VERSION/.stomp-proto-build.
+prepare_python() {
+    local version="$1" dir=".venv-$1" extras=test accelerated
+    [ "$version" = 3.11 ] && extras=dev
+    ensure_wheel_venv "$dir" "${PYTHON_OF[$version]}" "$WHEEL" "$extras"
+    echo pure > "$dir/.stomp-proto-build"
+    if bash scripts/ensure-toolchain.sh "$dir/bin/python" \
+        && "$dir/bin/python" scripts/build_accelerated.py --wheel "$WHEEL"; then
+        accelerated=$(echo dist/stomp_proto-*-cp"${version/./}"-*.whl)
+        "$VENV_BIN/twine" check --strict "$accelerated"
+        "$dir/bin/python" -m pip install --quiet --no-compile --force-reinstall --no-deps "$accelerated"
+        echo accelerated > "$dir/.stomp-proto-build"
+    elif [ "${CI:-}" = true ]; then
+        echo "error: CI=true and the accelerated wheel for Python $version failed to build" >&2
+        return 1
+    else
+        echo "the accelerated wheel for Python $version failed to build: its tests run on the pure wheel"
+    fi
+}
+
+# The venvs and the accelerated wheels are made side by side, in the background
+# while the checks below run (pip waits on the network and the disk, mypy and Sphinx
+# keep one core busy); each has its own log, shown when it is done.
+venv_logs=$(mktemp -d)
+declare -A VENV_JOB=()
+for version in "${VERSIONS[@]}"; do
+    prepare_python "$version" > "$venv_logs/$version" 2>&1 &
+    VENV_JOB[$version]=$!
+done
+
 section "ruff check"
 "$VENV_BIN/ruff" check stomp_proto tests benchmarks examples
 
@@ -77,149 +207,21 @@ fi
 section "sphinx doctest"
 "$VENV_BIN/sphinx-build" -E -W -b doctest docs docs/_build/doctest -q
 
-# The sdist and the wheel, built as a release would be (the wheel from the sdist, each
-# in an isolated build environment) and checked as PyPI would check them.
-section "build: sdist and wheel"
-rm -rf dist
-build_log=$(mktemp)
-"$VENV_BIN/python" -m build --outdir dist . > "$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
-rm -f "$build_log"
-ls -l dist
-SDIST=$(echo dist/stomp_proto-*.tar.gz)
-WHEEL=$(echo dist/stomp_proto-*-py3-none-any.whl)
-"$VENV_BIN/twine" check --strict "$SDIST" "$WHEEL"
-
-# The accelerated wheel for this interpreter: the pure wheel plus the native fast path
-# (scripts/build_accelerated.py --wheel: Cython and gcc, about 10 s on two cores).  In
-# CI it is part of the release, so a failed build fails the run; elsewhere (no C
-# compiler, say) the accelerated run is skipped with a note.
-section "build: accelerated wheel (native fast path)"
-ACCELERATED_WHEEL=
-if bash scripts/ensure-toolchain.sh "$VENV_BIN/python" \
-    && "$VENV_BIN/python" scripts/build_accelerated.py --wheel "$WHEEL"; then
-    ACCELERATED_WHEEL=$(echo dist/stomp_proto-*-cp*.whl)
-    "$VENV_BIN/twine" check --strict "$ACCELERATED_WHEEL"
-elif [ "${CI:-}" = true ]; then
-    echo "error: CI=true and the accelerated wheel failed to build" >&2
-    exit 1
-else
-    echo "the accelerated wheel failed to build: its tests are skipped"
-fi
-
-# Every CPython 3.11+ on the machine, each in a venv of its own holding the wheel.
-# 3.11 runs the whole suite; the others the core, client and broker tests (everything
-# but the layers below, which need peers, brokers, Spark, atheris or a long run; the
-# 3.11 run covers them).  Under CI=true a missing 3.12 or 3.13 fails the run.
-OTHER_PYTHONS=(${STOMP_PYTHONS:-3.12 3.13 3.14})
-[ "${OTHER_PYTHONS[*]}" = none ] && OTHER_PYTHONS=()
-REQUIRED_IN_CI=(3.12 3.13)
-NOT_EVERY_PYTHON=(
-    # interop with real brokers and third-party clients (stomp.py, stompman, stompjs ...)
-    tests/test_chaos_rabbitmq.py
-    tests/test_interop_brokers.py
-    tests/test_interop_websocket.py
-    tests/test_stompjs_interop.py
-    tests/test_stomppy_interop.py
-    tests/test_stompman_interop.py
-    tests/test_client_matrix.py
-    tests/test_client_mistakes.py
-    # the conformance checker: hundreds of connections per run, real brokers among them
-    tests/test_checker.py
-    # the PySpark data source
-    tests/test_spark_integration.py
-    tests/test_spark_kafka_parity.py
-    tests/test_spark_logic.py
-    tests/test_spark_streams_discovery.py
-    tests/test_spark_streams_exactly_once.py
-    tests/test_spark_streams_broker_restart.py
-    tests/test_spark_docs_examples.py
-    tests/test_spark_streams_logic.py
-    tests/test_spark_streams_rabbitmq.py
-    tests/test_spark_streams_rows.py
-    tests/test_spark_streams_sink_exactly_once.py
-    # fuzzing, benchmarks, the accelerated build and the docs
-    tests/test_decoder_fuzz.py
-    tests/test_fuzz_properties.py
-    tests/fuzzing
-    tests/test_benchmarks_smoke.py
-    tests/test_accelerated_build.py
-    tests/test_api_documented.py
-    tests/test_docs_pages.py
-    tests/test_docs_inventory.py
-)
-for path in "${NOT_EVERY_PYTHON[@]}"; do
-    # A renamed or moved file would silently join the other Pythons' runs.
-    [ -e "$path" ] || { echo "error: scripts/test.sh names $path, which is gone" >&2; exit 1; }
-done
-
-section "venvs: the wheel on every Python"
-declare -A PYTHON_OF=() MATRIX_ROW=()
-missing=()
-for version in "${OTHER_PYTHONS[@]}"; do
-    if python=$(find_python "$version"); then
-        PYTHON_OF[$version]=$python
-    elif [ "${CI:-}" = true ] && [[ " ${REQUIRED_IN_CI[*]} " == *" $version "* ]]; then
-        missing+=("$version")
-    else
-        echo "Python $version: not on this machine, skipped"
-        MATRIX_ROW[$version]="$version     not on this machine: skipped"
-    fi
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    echo "error: CI=true and no CPython ${missing[*]} on this machine (tried python${missing[0]} on PATH, pyenv, /usr/local/bin, /usr/bin)" >&2
-    exit 1
-fi
-# The venvs are made side by side (pip waits on the network and the disk more than on
-# the CPU), each with its own log, shown when it is done.
-venv_logs=$(mktemp -d)
-declare -A VENV_JOB=()
-ensure_wheel_venv .venv-wheel "$VENV_BIN/python" "$WHEEL" dev > "$venv_logs/wheel" 2>&1 &
-VENV_JOB[wheel]=$!
-if [ -n "$ACCELERATED_WHEEL" ]; then
-    ensure_wheel_venv .venv-accelerated "$VENV_BIN/python" "$ACCELERATED_WHEEL" test,spark \
-        > "$venv_logs/accelerated" 2>&1 &
-    VENV_JOB[accelerated]=$!
-fi
-for version in "${!PYTHON_OF[@]}"; do
-    ensure_wheel_venv ".venv-$version" "${PYTHON_OF[$version]}" "$WHEEL" test \
-        > "$venv_logs/$version" 2>&1 &
-    VENV_JOB[$version]=$!
-done
-for name in "${!VENV_JOB[@]}"; do
+section "venvs and accelerated wheels: every Python"
+for version in "${VERSIONS[@]}"; do
     status=0
-    wait "${VENV_JOB[$name]}" || status=$?
-    cat "$venv_logs/$name"
+    wait "${VENV_JOB[$version]}" || status=$?
+    cat "$venv_logs/$version"
     if [ "$status" -ne 0 ]; then
-        echo "error: making the venv for $name failed (exit $status)" >&2
+        echo "error: preparing Python $version failed (exit $status)" >&2
         exit "$status"
     fi
 done
 rm -rf "$venv_logs"
-MATRIX=("$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')  whole suite (.venv-wheel)")
+ls -l dist
 
-# run_tests VENV LOG [pytest arguments...]: pytest in VENV against its installed wheel.
-# It runs from tests/, so neither pytest nor a subprocess the tests start (python -m
-# stomp_proto ...) finds the checkout's stomp_proto on sys.path; conftest.py stops the
-# run if stomp_proto is imported from outside the venv all the same, or if its core is
-# not the build the venv holds (stomp_proto.BUILD: "accelerated" in .venv-accelerated,
-# so a silent fallback to the Python sources fails the run; "pure" everywhere else).
-run_tests() {
-    local venv="$1" log="$2" status=0 build=pure
-    shift 2
-    [ "$venv" = .venv-accelerated ] && build=accelerated
-    (cd tests && STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_EXPECT_BUILD=$build \
-        STOMP_PROTO_SDIST="$ROOT/$SDIST" STOMP_PROTO_WHEEL="$ROOT/$WHEEL" \
-        "$ROOT/$venv/bin/python" -m pytest "$@") 2>&1 | tee "$log" || status=$?
-    if [ "$status" -eq 5 ]; then
-        echo "error: pytest collected no tests" >&2
-    fi
-    return "$status"
-}
-
-# summary LOG: pytest's closing counts ("2024 passed, 3 skipped in 61.2s").
-summary() {
-    tail -n 1 "$1" | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s.*$//'
-}
+section "brokers"
+brokers_ready
 
 # The user's pytest arguments name paths from the repository root; pytest runs from tests/.
 pytest_args=()
@@ -229,71 +231,153 @@ for arg in "$@"; do
     fi
     pytest_args+=("$arg")
 done
-
-section "brokers"
-brokers_ready
-
 logs=$(mktemp -d)
-section "pytest: Python $(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())'), whole suite, installed wheel"
-run_tests .venv-wheel "$logs/3.11" "${pytest_args[@]}" || exit $?
-MATRIX[0]="${MATRIX[0]}: $(summary "$logs/3.11")"
 
-# The benchmark suite's smoke run (scripts/bench.sh --quick under pytest): left
-# out of a plain pytest run by its "benchmark" marker, run here as its own step
-# (unless pytest arguments chose the tests).
-if [ ${#pytest_args[@]} -eq 0 ]; then
-    section "pytest: benchmark smoke run, installed wheel"
-    run_tests .venv-wheel "$logs/bench" -q -p no:cacheprovider -m benchmark || exit $?
-fi
-
-ignores=()
-for path in "${NOT_EVERY_PYTHON[@]}"; do
-    ignores+=("--ignore=$ROOT/$path")
-done
-for version in "${OTHER_PYTHONS[@]}"; do
-    [ -n "${PYTHON_OF[$version]:-}" ] || continue
-    full=$(".venv-$version/bin/python" -c 'import platform; print(platform.python_version())')
-    section "pytest: Python $full, core, client and broker tests, installed wheel"
-    # One worker per core: the heart-beat tests count in 100 ms steps, and more
-    # workers than cores made one of them miss its deadline under load.
-    run_tests ".venv-$version" "$logs/$version" -q -p no:cacheprovider -n 2 "${ignores[@]}" \
-        "${pytest_args[@]}" || exit $?
-    MATRIX_ROW[$version]="$full  core, client and broker (.venv-$version): $(summary "$logs/$version")"
-done
-for version in "${OTHER_PYTHONS[@]}"; do
-    MATRIX+=("${MATRIX_ROW[$version]}")
-done
-
-# The same tests on the accelerated wheel (the native fast path, on this Python).
-full=$(.venv-wheel/bin/python -c 'import platform; print(platform.python_version())')
-if [ -n "$ACCELERATED_WHEEL" ]; then
-    section "pytest: Python $full, core, client and broker tests, accelerated wheel"
-    run_tests .venv-accelerated "$logs/accelerated" -q -p no:cacheprovider -n 2 "${ignores[@]}" \
-        "${pytest_args[@]}" || exit $?
-    MATRIX+=("$full  accelerated, core, client and broker (.venv-accelerated): $(summary "$logs/accelerated")")
-    # The Spark read path on it too: the read task's rows against the event path, the
-    # options and plans, and real stream reads and writes on RabbitMQ (the slowest
-    # Spark files, the driver kills and task retries, stay in the 3.11 run above).
-    if [ ${#pytest_args[@]} -eq 0 ]; then
-        section "pytest: Python $full, Spark read and write tests, accelerated wheel"
-        run_tests .venv-accelerated "$logs/accelerated-spark" -q -p no:cacheprovider \
-            "$ROOT/tests/test_spark_streams_rows.py" "$ROOT/tests/test_spark_logic.py" \
-            "$ROOT/tests/test_spark_streams_logic.py" \
-            "$ROOT/tests/test_spark_streams_rabbitmq.py" || exit $?
-        MATRIX+=("$full  accelerated, Spark read and write (.venv-accelerated): $(summary "$logs/accelerated-spark")")
+# run_tests NAME VERSION BUILD [pytest arguments...]: pytest in .venv-VERSION against
+# its installed wheel, as BUILD (accelerated, or pure: STOMP_PROTO_NO_EXTENSIONS=1),
+# its output in $logs/NAME.  It runs from tests/, so neither pytest nor a subprocess
+# the tests start (python -m stomp_proto ...) finds the checkout's stomp_proto on
+# sys.path; conftest.py stops the run if stomp_proto is imported from outside the venv
+# all the same, or if its core is not BUILD (a silent fallback from the native fast
+# path to the Python sources fails the run).  No test collected fails a run, but not
+# its serial pass: a selection may leave that empty.
+run_tests() {
+    local name="$1" version="$2" build="$3" status=0
+    shift 3
+    local -a no_extensions=()
+    [ "$build" = pure ] && no_extensions=(STOMP_PROTO_NO_EXTENSIONS=1)
+    (cd tests && env "${no_extensions[@]}" STOMP_PROTO_TEST_INSTALLED=1 \
+        STOMP_PROTO_EXPECT_BUILD="$build" STOMP_PROTO_SDIST="$ROOT/$SDIST" \
+        STOMP_PROTO_WHEEL="$ROOT/$WHEEL" "$ROOT/.venv-$version/bin/python" -m pytest \
+        -p no:cacheprovider "$@") > "$logs/$name" 2>&1 || status=$?
+    if [ "$status" -eq 5 ]; then
+        [[ "$name" == *-serial ]] && return 0
+        echo "error: pytest collected no tests" >> "$logs/$name"
     fi
-else
-    MATRIX+=("$full  accelerated: the accelerated wheel did not build, skipped")
+    return "$status"
+}
+
+# A lane runs its test runs one after the other, and shows each one's output when it
+# ends.  Two lanes run side by side.  Each run is a list of pytest arguments; in the
+# parallel phase two xdist workers take whole files (a module's fixtures - a Spark
+# session, the brokers' queues, an accelerated build - are made once).
+PARALLEL=(-n 2 --dist loadfile)
+installed_build() {
+    cat ".venv-$1/.stomp-proto-build"
+}
+# lane NAME|VERSION|BUILD|LABEL ...: the runs named, their arguments in RUN_ARGS[NAME].
+declare -A RUN_ARGS=() RUN_LABEL=()
+lane() {
+    local spec name version build status=0
+    for spec in "$@"; do
+        IFS='|' read -r name version build <<< "$spec"
+        local started=$SECONDS
+        # shellcheck disable=SC2086
+        eval "local -a args=(${RUN_ARGS[$name]})"
+        run_tests "$name" "$version" "$build" "${args[@]}" || status=$?
+        printf '\n==> pytest: %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
+        cat "$logs/$name"
+        if [ "$status" -ne 0 ]; then
+            echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
+            return "$status"
+        fi
+    done
+}
+
+# describe VERSION BUILD: "3.12.1, accelerated wheel" and the like.
+describe() {
+    local full
+    full=$(".venv-$1/bin/python" -c 'import platform; print(platform.python_version())')
+    printf '%s, %s' "$full" "$2"
+}
+
+# The runs.  whole-3.11: the whole suite on the default build of 3.11; ccb-VERSION-BUILD:
+# the core, client and broker tests (on 3.11 pure with the Spark read and write ones).
+# Each has its serial pass, NAME-serial.
+RUNS_A=() RUNS_B=() SERIAL_RUNS=()
+DEFAULT_BUILD=$(installed_build 3.11)
+quote() { printf '%q ' "$@"; }
+# add_run NAME VERSION BUILD LANE LABEL [pytest arguments...]
+add_run() {
+    local name="$1" version="$2" build="$3" lane="$4" label="$5"
+    shift 5
+    RUN_ARGS[$name]=$(quote -q "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
+    RUN_ARGS[$name-serial]=$(quote -q -m "serial and not benchmark" "$@" "${pytest_args[@]}")
+    RUN_LABEL[$name]="Python $(describe "$version" "$build"), $label"
+    RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
+    if [ "$lane" = A ]; then RUNS_A+=("$name|$version|$build"); else RUNS_B+=("$name|$version|$build"); fi
+    SERIAL_RUNS+=("$name-serial|$version|$build")
+}
+add_run whole-3.11 3.11 "$DEFAULT_BUILD" A "whole suite"
+for version in "${VERSIONS[@]}"; do
+    builds=(pure)
+    [ "$(installed_build "$version")" = accelerated ] && builds=(accelerated pure)
+    for build in "${builds[@]}"; do
+        [ "$version" = 3.11 ] && [ "$build" = "$DEFAULT_BUILD" ] && continue
+        with_spark=false what="core, client and broker"
+        if [ "$version" = 3.11 ] && [ ${#pytest_args[@]} -eq 0 ]; then
+            with_spark=true what="core, client, broker, Spark read and write"
+        fi
+        ignores=()
+        for path in "${NOT_EVERY_PYTHON[@]}"; do
+            if [ "$with_spark" = true ] && [[ " ${PURE_SPARK[*]} " == *" $path "* ]]; then
+                continue
+            fi
+            ignores+=("--ignore=$ROOT/$path")
+        done
+        add_run "ccb-$version-$build" "$version" "$build" B "$what" "${ignores[@]}"
+    done
+done
+# The benchmark smoke run (scripts/bench.sh --quick under pytest): left out of a plain
+# pytest run by its "benchmark" marker, run here on its own (unless pytest arguments
+# chose the tests).
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    RUN_ARGS[bench]=$(quote -q -m benchmark)
+    RUN_LABEL[bench]="Python $(describe 3.11 "$DEFAULT_BUILD"), benchmark smoke run"
+    RUNS_A+=("bench|3.11|$DEFAULT_BUILD")
 fi
-rm -rf "$logs"
 
+# The parallel phase: the whole suite, the benchmark smoke run and fuzzing (each
+# atheris harness on both builds for a bounded time, hypothesis when atheris is
+# missing; a crash fails the run; see scripts/fuzz.sh) in one lane; the other runs in
+# the other.
+fuzz() {
+    local started=$SECONDS status=0
+    PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci > "$logs/fuzz" 2>&1 || status=$?
+    printf '\n==> fuzz  [%ss, %ss]\n' "$started" "$((SECONDS - started))"
+    cat "$logs/fuzz"
+    return "$status"
+}
+section "tests, side by side: ${#RUNS_A[@]} runs then fuzzing, and ${#RUNS_B[@]} runs"
+{ lane "${RUNS_A[@]}" && fuzz; } &
+lane_a=$!
+lane "${RUNS_B[@]}" &
+lane_b=$!
+status_a=0 status_b=0
+wait "$lane_a" || status_a=$?
+wait "$lane_b" || status_b=$?
+if [ "$status_a" -ne 0 ] || [ "$status_b" -ne 0 ]; then
+    echo "error: a test run failed (see above)" >&2
+    exit 1
+fi
 
-# Fuzzing: each atheris harness for a bounded time (hypothesis when atheris is
-# missing); a crash fails the run.  See scripts/fuzz.sh.
-section "fuzz"
-PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci
+section "tests marked serial, alone: ${#SERIAL_RUNS[@]} runs"
+lane "${SERIAL_RUNS[@]}"
 
+# summary NAME: pytest's closing counts ("2024 passed, 3 skipped").
+summary() {
+    tail -n 1 "$logs/$1" | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s.*$//'
+}
 section "Python matrix"
-printf '  %s\n' "${MATRIX[@]}"
+for spec in "${RUNS_A[@]}" "${RUNS_B[@]}"; do
+    IFS='|' read -r name _ _ <<< "$spec"
+    line="${RUN_LABEL[$name]}: $(summary "$name")"
+    [ -f "$logs/$name-serial" ] && line="$line; serial tests: $(summary "$name-serial")"
+    printf '  %s\n' "$line"
+done
+for version in "${OTHER_PYTHONS[@]}"; do
+    [ -n "${MATRIX_ROW[$version]:-}" ] && printf '  %s\n' "${MATRIX_ROW[$version]}"
+done
+rm -rf "$logs"
 
 section "all checks passed"

@@ -25,6 +25,7 @@ from ._frame import (
     VERSIONS,
     Frame,
     Version,
+    check_fields,
 )
 
 __all__ = ["FrameEncoder", "unescaped_header_fault"]
@@ -149,17 +150,8 @@ class FrameEncoder:
         if type(frame) is not Frame and not isinstance(frame, tuple):
             raise wrong_type("encode() frame", "a Frame or HeartBeat", frame)
         command, headers, body = frame
-        # Two cheap type checks (a Frame is a plain tuple, built without any):
-        # the rest of a wrong Frame fails below with a refusal.
-        if type(headers) is not tuple:
-            raise wrong_type(
-                "Frame headers",
-                "a tuple of (name, value) pairs",
-                headers,
-                "Frame.make(command, headers, body) takes a mapping",
-            )
-        if type(body) is not bytes and not isinstance(body, (bytearray, memoryview)):
-            raise wrong_type("Frame body", "bytes", body, "Frame.make() encodes a str as UTF-8")
+        # Frame() checks these, but a plain tuple or frame._replace() does not.
+        check_fields(headers, body)
         if command not in self._commands:
             if not isinstance(command, str):
                 raise wrong_type("Frame command", "a str such as 'SEND'", command)

@@ -58,6 +58,10 @@ ACK_MODES: tuple[AckMode, ...] = ("auto", "client", "client-individual")
 #: wire order (a name may repeat).  An event also takes a :class:`Mapping` or
 #: any iterable of pairs and stores it as this tuple.
 Headers = tuple[tuple[str, str], ...]
+
+# Frame(...) without the checks of Frame.__new__ (see _frame.py).
+_new_frame = tuple.__new__
+
 _E = TypeVar("_E", bound="FrameEvent")
 _A = TypeVar("_A", bound="_Settlement")
 _T = TypeVar("_T", bound="_TransactionEvent")
@@ -289,7 +293,8 @@ def _frame(
 ) -> Frame:
     # Typed headers first, in a fixed order, skipping unset ones; then the rest.
     headers = tuple((k, v) for k, v in typed if v is not None) + extra
-    return Frame(command, headers, body)
+    # The event checked its fields: no need for Frame()'s checks.
+    return _new_frame(Frame, (command, headers, body))
 
 
 def parse_heartbeat(value: str | None) -> tuple[int, int]:

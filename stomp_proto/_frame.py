@@ -129,3 +129,38 @@ class Frame(NamedTuple):
         for key, value in self.headers:
             first.setdefault(key, value)
         return first
+
+
+def check_fields(headers: object, body: object) -> None:
+    """TypeError unless ``headers`` is a tuple (of pairs) and ``body`` is bytes.
+
+    Two cheap checks: the rest of a wrong frame (pairs that are not pairs of str, an
+    unknown command) is the encoder's to refuse.
+    """
+    if type(headers) is not tuple:
+        raise wrong_type(
+            "Frame headers",
+            "a tuple of (name, value) pairs",
+            headers,
+            "Frame.make(command, headers, body) takes a mapping",
+        )
+    if type(body) is not bytes and not isinstance(body, (bytearray, memoryview)):
+        raise wrong_type("Frame body", "bytes", body, "Frame.make() encodes a str as UTF-8")
+
+
+_namedtuple_new = Frame.__new__
+
+
+def _checked_new(
+    cls: type[Frame], command: str, headers: tuple[tuple[str, str], ...] = (), body: bytes = b""
+) -> Frame:
+    # Frame("SEND", {"a": "b"}) would otherwise make a frame that get() cannot read
+    # and that fails only when encoded.  NamedTuple allows no __new__ in the class
+    # body, hence this one set below.  The decoders and the events build their
+    # frames with tuple.__new__, without it, so it costs them nothing.
+    check_fields(headers, body)
+    return _namedtuple_new(cls, command, headers, body)
+
+
+_checked_new.__doc__ = _namedtuple_new.__doc__
+Frame.__new__ = _checked_new  # type: ignore[assignment, method-assign]

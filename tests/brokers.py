@@ -218,11 +218,22 @@ def real_broker(name: str) -> Endpoint:
 def broker_pid(name: str) -> int:
     """The PID of the RabbitMQ or ActiveMQ that scripts/start-brokers.sh started.
 
+    When ``STOMP_BROKERS_STARTED`` (what scripts/test.sh's start of the brokers
+    printed) does not name the broker, this run did not start it: skipped.
+
     Only a process proven to be ours is returned (as the stop scripts check it:
     the PID file in the state directory, and the process's environment or
     command line naming that directory), so that fault tests signal nothing
     else.  Skips the test (fails it under CI) otherwise.
     """
+    started = os.environ.get("STOMP_BROKERS_STARTED")
+    if started is not None and name not in started.split(","):
+        # scripts/test.sh found this broker running and reused it: it is someone else's,
+        # maybe serving other runs, which a freeze or a restart would break.
+        pytest.skip(
+            f"{name} was running before this test run began (STOMP_BROKERS_STARTED="
+            f"{started!r}): not this run's to freeze or restart"
+        )
     state = _state_dir() / name
     pid_file, mark, where = {
         "rabbitmq": ("rabbitmq.pid", f"RABBITMQ_MNESIA_BASE={state}/mnesia", "environ"),

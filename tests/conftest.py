@@ -195,6 +195,28 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 _LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in modules}
 
+#: The tests that must run alone, marked ``serial``: a module, or a test of a module.
+#: ``scripts/test.sh`` runs the rest in parallel (pytest-xdist, and several runs side
+#: by side), then these in one process, with nothing else running.  Why each:
+SERIAL: dict[str, str] = {
+    "test_checker": "hundreds of connections, to real brokers among them, each set up "
+    "within a time-out",
+    "test_chaos_rabbitmq": "a fault-injecting proxy and a workload that saturates RabbitMQ",
+    "test_interop_brokers::test_fault_frozen_broker": "freezes a real broker (SIGSTOP): "
+    "every other test on it would fail meanwhile",
+    "test_interop_brokers::test_fault_broker_restart_mid_stream": "restarts a real broker",
+    "test_adapters::test_heartbeats_keep_an_idle_connection_alive": "100 ms heart-beats: "
+    "a stall of 150 ms ends the session",
+    "test_threads_read_role": "100 ms heart-beats both ways",
+    "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
+    "heartbeats": "50 ms heart-beats",
+    "test_spark_streams_exactly_once": "kills the Spark driver and restarts the query, "
+    "within time-outs",
+    "test_spark_streams_sink_exactly_once": "Spark task retries and speculative attempts",
+    "test_scripts::test_apt_get_sh_waits_for_a_held_lock_then_succeeds": "holds the "
+    "machine's package locks",
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unsorted = set()
@@ -205,6 +227,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             unsorted.add(module)
         else:
             item.add_marker(layer)
+        name = getattr(item, "originalname", item.name)
+        if module in SERIAL or f"{module}::{name}" in SERIAL:
+            item.add_marker("serial")
     if unsorted:
         raise pytest.UsageError(
             f"test modules with no layer in tests/conftest.py LAYERS: {sorted(unsorted)}"

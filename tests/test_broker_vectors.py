@@ -1,4 +1,4 @@
-"""Frames captured from real brokers (brokers.md §7 and §10) decode as expected."""
+"""Frames captured from real brokers (their CONNECTED and ERROR frames) decode as expected."""
 
 from __future__ import annotations
 
@@ -139,8 +139,9 @@ def test_activemq_error(
 
 @pytest.mark.parametrize("version", ["1.1", "1.2"])
 def test_activemq_escaped_colon_in_message_is_unescaped(version: Version) -> None:
-    """1.2 §Value Encoding: ActiveMQ's `message:Unknown STOMP action\\c FOO` (brokers.md §10)
-    decodes to "Unknown STOMP action: FOO"."""
+    """1.2 §Value Encoding: ActiveMQ's ERROR for an unknown command escapes the colon of
+    its message header (`message:Unknown STOMP action\\c FOO`), which decodes to
+    "Unknown STOMP action: FOO"."""
     [frame, hb] = decode(v.AMQ_UNKNOWN_ACTION_FOO, version)
     assert hb == HB
     assert frame == Frame(
@@ -189,7 +190,8 @@ def test_connected(
 
 
 def test_connected_then_heartbeats() -> None:
-    """brokers.md §14: tolerate heart-beat EOLs right after CONNECTED."""
+    """Heart-beat EOLs may follow CONNECTED at once: both brokers write an EOL after every
+    frame's NUL, and RabbitMQ's first heart-beats come right after CONNECTED."""
     assert decode(v.RABBIT_CONNECTED_12 + b"\n\n\n", "1.2") == [
         Frame("CONNECTED", (("server", "RabbitMQ/3.10.8"),
                             ("session", "session-bnjjXUtOVg6331MeTv4kXg"),
@@ -212,21 +214,21 @@ def test_whole_broker_session_in_network_sized_chunks() -> None:
     ("version", "expected"), [("1.0", "12\\c30\\c45"), ("1.1", "12:30:45"), ("1.2", "12:30:45")]
 )
 def test_rabbitmq_escaped_value(version: Version, expected: str) -> None:
-    """brokers.md §9: RabbitMQ escapes even in 1.0 (`x-time:12\\c30\\c45`); a 1.0 decoder must
-    keep that literally (1.0 has no escapes).  The header line is quoted from the notes, the
-    frame around it is minimal."""
+    """RabbitMQ escapes header values even in 1.0: `x-time:12:30:45` arrives as
+    `x-time:12\\c30\\c45`.  A 1.0 decoder must keep that literally (1.0 has no escapes).
+    The header line is RabbitMQ's, the frame around it is minimal."""
     frame = decode(b"MESSAGE\ndestination:/queue/a\nx-time:12\\c30\\c45\n\n\x00\n", version)[0]
     assert frame.get("x-time") == expected  # type: ignore[union-attr]
 
 
 def test_broker_12_escape_roundtrip_value() -> None:
-    """brokers.md §9: `a:b\\nc\\d\\re` comes back from both brokers as `a\\cb\\nc\\\\d\\re`."""
+    """A 1.2 value `a:b\\nc\\d\\re` comes back from both brokers as `a\\cb\\nc\\\\d\\re`."""
     frame = decode(b"MESSAGE\nx-esc:a\\cb\\nc\\\\d\\re\n\n\x00", "1.2")[0]
     assert frame.get("x-esc") == "a:b\nc\\d\re"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("version", ["1.1", "1.2"])
 def test_broker_spaces_preserved(version: Version) -> None:
-    """brokers.md §9: `x-space : v ` is preserved by both brokers, as 1.2 requires."""
+    """Both brokers keep the spaces of `x-space : v ` (no trimming), as 1.2 requires."""
     frame = decode(b"MESSAGE\nx-space : v \n\n\x00", version)[0]
     assert frame.headers == (("x-space ", " v "),)  # type: ignore[union-attr]

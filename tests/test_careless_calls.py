@@ -162,11 +162,25 @@ ISSUE_ROWS = [
         TypeError,
         "limits",
     ),
+    # Refused when made: such a frame's get() would fail with a raw ValueError.
     Call(
         "Frame('SEND', {'a': 'b'}, b'')",
-        lambda: FrameEncoder().encode(Frame("SEND", {"a": "b"}, b"")),  # type: ignore[arg-type]
+        lambda: Frame("SEND", {"a": "b"}, b""),  # type: ignore[arg-type]
         TypeError,
-        "Frame headers",
+        "Frame headers must be a tuple of (name, value) pairs, not dict {'a': 'b'}; "
+        "Frame.make(command, headers, body) takes a mapping",
+    ),
+    Call(
+        "Frame('SEND', (), 'text')",
+        lambda: Frame("SEND", (), "text"),  # type: ignore[arg-type]
+        TypeError,
+        "Frame body must be bytes, not str 'text'; Frame.make() encodes a str as UTF-8",
+    ),
+    Call(
+        "encode(('SEND', {'a': 'b'}, b''))",
+        lambda: FrameEncoder().encode(("SEND", {"a": "b"}, b"")),  # type: ignore[arg-type]
+        TypeError,
+        "Frame.make(command, headers, body) takes a mapping",
     ),
     Call(
         "Frame.make('SEND', {'a': 1})",

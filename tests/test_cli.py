@@ -383,7 +383,7 @@ def test_version_says_why_the_build_is_pure_when_forced() -> None:
     assert "(pure build: STOMP_PROTO_NO_EXTENSIONS is set)" in result.stdout
 
 
-# -- what real clients send, with their default settings (issue 14) ------------------------
+# -- what real clients send, with their default settings: the broker takes it all ---------
 
 #: A stomp.py program as its users write it: the default ``stomp.Connection`` (STOMP
 #: 1.1, whose CONNECT - a STOMP frame - has no ``host`` header), no options.
@@ -447,7 +447,7 @@ def test_strict_broker_refuses_a_connect_without_host() -> None:
     assert "needs a 'host' header" in result.stdout
 
 
-# -- broker options: heart-beats, limits, log level (issue 22) ----------------------------
+# -- broker options: heart-beats, limits, log level ----------------------------------------
 
 
 def test_broker_options_parse() -> None:

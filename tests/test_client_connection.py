@@ -337,8 +337,9 @@ def test_unsubscribe_forgets_pending_acks() -> None:
 
 
 def test_message_for_unknown_subscription_is_delivered_marked() -> None:
-    # brokers.md §9 / RabbitMQ: replies to /temp-queue/ arrive on a subscription the client
-    # never made.  Not fatal: the event is delivered and marked.
+    # RabbitMQ delivers replies to /temp-queue/ on a subscription the client never made
+    # (its subscription header names the temporary queue).  Not fatal: the event is
+    # delivered and marked.
     client = connected_client("1.2")
     client.receive_data(message_bytes("1.2", "/temp-queue/reply", "T_1", destination="/temp"))
     [event] = drain(client)
@@ -645,7 +646,7 @@ def test_error_while_disconnecting_closes() -> None:
 
 
 def test_error_then_receipt_like_rabbitmq() -> None:
-    # brokers.md §9/§10: RabbitMQ answers a duplicate subscription id with ERROR, then the
+    # RabbitMQ answers a duplicate subscription id with ERROR, then the
     # RECEIPT the frame asked for, then closes.  The ERROR must come out first and close the
     # session; the RECEIPT after it may be delivered or reported, nothing else.
     client = connected_client("1.2")

@@ -208,7 +208,7 @@ def test_registry_restores_and_finishes_subscriptions() -> None:
     assert [h.ended for h in handles] == [[error], [error]]
 
 
-# -- restoring subscriptions after a reconnect (issue 20 D) -----------------------------
+# -- restoring subscriptions after a reconnect ------------------------------------------
 
 
 def _restoring(names: str) -> tuple[ClientCore[Handle], list[Handle], list[Subscribe]]:

@@ -1,4 +1,4 @@
-"""Every real client, in its default configuration, against the embedded broker (issue 14).
+"""Every real client, in its default configuration, against the embedded broker.
 
 The clients: stomp.py's ``Connection`` (its default, STOMP 1.1),
 ``Connection10``, ``Connection11`` and ``Connection12``; stompest's

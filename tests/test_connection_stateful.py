@@ -464,7 +464,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(roll=st.integers(0, 3), key=st.sampled_from(("/temp-queue/a", "s9")))
     def temp_queue_message(self, roll: int, key: str) -> None:
-        """RabbitMQ delivers replies on subscriptions the client never made (brokers.md §9)."""
+        """RabbitMQ delivers /temp-queue/ replies on subscriptions the client never made."""
         m = self.model
         if roll or m.state not in (S.CONNECTED, S.DISCONNECTING):
             return

@@ -1,4 +1,4 @@
-"""Memory follows what arrives, not what is declared (issue 13, item 6).
+"""Memory follows what arrives, not what is declared.
 
 1.2 §Size Limits lets a server refuse bodies over its limit, but a body under
 the limit (64 MiB by default) may be *declared* by any peer that then sends

@@ -636,7 +636,7 @@ def test_value_of_only_colons(version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_raw_colon_in_connected_value(version: str) -> None:
-    """ActiveMQ's CONNECTED session id contains raw colons (brokers.md §7)."""
+    """ActiveMQ's CONNECTED session id contains raw colons (CONNECTED is never escaped)."""
     frame = decode_one(b"CONNECTED\nsession:ID:vm-37173-1795314571027-3:2\n\n\x00", version)
     assert frame.get("session") == "ID:vm-37173-1795314571027-3:2"
 
@@ -663,7 +663,8 @@ def test_empty_value_is_allowed(version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("command", [b"SEND", b"CONNECT"])
 def test_header_without_colon_is_bad_header(version: str, command: bytes) -> None:
-    """RabbitMQ closes on {header_no_value,"nocolonhere"} (brokers.md §9)."""
+    """A header line without a colon: RabbitMQ closes the connection on it (its log says
+    {header_no_value,"nocolonhere"})."""
     decode_error(command + b"\nnocolonhere\n\n\x00", K.BAD_HEADER, version)
 
 
@@ -831,7 +832,7 @@ def test_content_length_zero_then_data_is_missing_nul(version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_content_length_shorter_than_body_is_missing_nul(version: str) -> None:
     """ "The frame still needs to be terminated with a NULL octet"; no resync to a later NUL
-    (RabbitMQ and ActiveMQ both close on this, brokers.md §9)."""
+    (RabbitMQ and ActiveMQ both close the connection on this)."""
     decode_error(b"SEND\ncontent-length:2\n\nhello\x00", K.MISSING_NUL, version)
 
 

@@ -1,4 +1,4 @@
-"""The ERROR that ends a refused connection reaches the client (issue 22, item 1).
+"""The ERROR that ends a refused connection reaches the client.
 
 A server that closes a socket while the client is still sending makes the
 kernel reset the connection, and the reset destroys the ERROR that said why

@@ -1,4 +1,4 @@
-"""What the errors say (issue 13, item 5): the limit crossed, use after close, heart-beats.
+"""What the errors say: the limit crossed, use after close, heart-beats.
 
 The limits are those of 1.2 §Size Limits ("Clients and servers MAY impose limits
 on ... the number of frame headers ..., the maximum length of header lines, and the

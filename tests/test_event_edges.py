@@ -1,4 +1,4 @@
-"""The edges of building events by hand (issue 22, item 4).
+"""The edges of building events by hand.
 
 A ``str`` body is sent as UTF-8 on every event with a body, as the clients do;
 headers come as any Mapping or iterable of pairs; reprs hide the passcode and

@@ -304,7 +304,7 @@ def test_send_content_length_flag_received(version: Version) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_send_content_length_false_omits_header(version: Version) -> None:
-    # ActiveMQ delivers a SEND without content-length as a text message (brokers.md §9).
+    # ActiveMQ delivers a SEND without content-length as a text message.
     link = connected_pair(version)
     data = link.client.send(Send("/q", b"text body", content_length=False))
     assert b"content-length" not in data

@@ -50,7 +50,7 @@ Conn = ClientConnection | ServerConnection
         ((10, 20), (30, 40), (40, 30)),
         ((5000, 1), (1, 5000), (5000, 1)),
         ((1000, 1000), (1000, 1000), (1000, 1000)),
-        ((0, 500), (1000, 0), (0, 1000)),  # brokers.md §8: RabbitMQ rounds 500 up to 1000
+        ((0, 500), (1000, 0), (0, 1000)),  # as RabbitMQ rounds 500 ms up to 1 s
     ],
 )
 def test_negotiate_table(

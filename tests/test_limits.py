@@ -118,8 +118,8 @@ def test_never_ending_header_line_in_one_big_chunk_fails_at_once() -> None:
 
 
 def test_default_max_line_length_rejects_70_kb_header() -> None:
-    """ActiveMQ rejects a 70 000-byte header ("The maximum header length was exceeded",
-    brokers.md §9); the default max_line_length (65536) does too."""
+    """ActiveMQ rejects a 70 000-byte header with an ERROR ("The maximum header length was
+    exceeded") and closes; the default max_line_length (65536) rejects it too."""
     data = b"SEND\nx-big:" + b"v" * 70_000 + b"\n\n\x00"
     assert_too_large(data, Limits(), first=5 + 65536)
 

@@ -1,6 +1,6 @@
 """The native fast path and the pure code, side by side in one process, on random streams.
 
-Runs where the accelerated build is loaded (``.venv-accelerated`` in scripts/test.sh,
+Runs where the accelerated build is loaded (each accelerated run of scripts/test.sh,
 or after ``scripts/build_accelerated.py --inplace``); skipped on the pure build.  The
 pure side is the same process with the native hooks switched off (:func:`pure_core`),
 which is what a build without the extension module runs.  Each stream - the

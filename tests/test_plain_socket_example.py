@@ -51,7 +51,7 @@ def test_plain_socket_client_against_plain_socket_server() -> None:
     assert not thread.is_alive()
 
 
-# -- the server side of the guide: every point it makes, run (issue 22) ----------------
+# -- the server side of the guide: every point it makes, run -------------------------
 
 CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00"
 

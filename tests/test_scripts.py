@@ -1,46 +1,159 @@
 """The set-up scripts wait for the package manager instead of failing.
 
-On a fresh machine another apt-get (unattended upgrades, a cloud-init step) often
-holds the dpkg frontend lock for a minute or two.  Every apt-get the project's
-scripts run therefore waits for that lock, for a bounded time, instead of failing
-at once with "Could not get lock".
+On a fresh machine another apt-get (unattended upgrades, a cloud-init step, a
+second set-up script) often runs for a minute or two.  apt-get fails at once with
+"Could not get lock" when another one holds the lock of the package lists, and
+waits for the dpkg locks only when told to.  So every apt-get the project's scripts
+run goes through ``scripts/apt-get.sh``, which waits for all of apt's locks.
+
+The lock tests hold apt's real lock files as another apt-get would: apt and dpkg
+take fcntl() record locks (``fcntl.lockf`` here), which ``flock`` does not see.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from queue import Empty, Queue
 
+import pytest
 from packaging_checks import ROOT
 
-LOCK_WAIT = "-o DPkg::Lock::Timeout=300"
+APT_GET_SH = ROOT / "scripts" / "apt-get.sh"
 
 # A line that runs apt-get (as opposed to a message that tells the user to run it):
 # the command starts the line, possibly after "if" and "$SUDO".
-APT_COMMAND = re.compile(r"^\s*(?:if\s+)?(?:\$SUDO\s+)?apt-get\s+(update|install)\b(.*)")
+APT_COMMAND = re.compile(r"^\s*(?:if\s+)?(?:\$SUDO\s+)?apt-get\s+(update|install)\b")
 
 
-def apt_commands() -> list[tuple[str, str]]:
-    found = []
-    scripts = [*sorted((ROOT / "scripts").glob("*.sh"))]
-    scripts += sorted((ROOT / "scripts" / "brokers").glob("*.sh"))
-    for script in scripts:
-        for number, line in enumerate(script.read_text().splitlines(), 1):
+def shell_scripts() -> list[Path]:
+    return sorted((ROOT / "scripts").glob("*.sh")) + sorted(
+        (ROOT / "scripts" / "brokers").glob("*.sh")
+    )
+
+
+def test_every_script_runs_apt_get_through_the_waiting_helper() -> None:
+    direct, through_helper = [], []
+    for script in shell_scripts():
+        if script == APT_GET_SH:
+            continue
+        text = script.read_text()
+        for number, line in enumerate(text.splitlines(), 1):
             code = line.split("#", 1)[0]
-            match = APT_COMMAND.search(code)
-            if match:
-                options = match.group(2)
-                if "apt_opts" in options:
-                    options = script.read_text()  # the options live in an array defined above
-                found.append((f"{script.relative_to(ROOT)}:{number}", options))
-    return found
+            if APT_COMMAND.search(code):
+                direct.append(f"{script.relative_to(ROOT)}:{number}")
+        if "apt-get.sh" in text:
+            through_helper.append(script.name)
+    assert direct == [], f"apt-get run without scripts/apt-get.sh: {direct}"
+    # Every script that installs packages, so that the check above is not vacuous.
+    assert set(through_helper) >= {
+        "_venv.sh",
+        "ensure-chromium.sh",
+        "ensure-java.sh",
+        "ensure-node.sh",
+        "ensure-toolchain.sh",
+        "install-brokers.sh",
+    }, through_helper
 
 
-def test_the_scripts_run_apt_get() -> None:
-    # The check below would pass vacuously if the pattern stopped matching.
-    where = [line for line, _ in apt_commands()]
-    assert len(where) >= 12, where
+needs_root_and_apt = pytest.mark.skipif(
+    sys.platform != "linux"
+    or os.geteuid() != 0
+    or shutil.which("apt-get") is None
+    or not Path("/var/lib/dpkg/lock-frontend").exists(),
+    reason="holding apt's locks needs root on a Debian-like system with apt-get",
+)
+
+#: Each lock apt takes, and the cheapest apt-get call that needs it: ``check`` takes
+#: the dpkg locks and changes nothing; only ``update`` takes the package lists' lock.
+LOCKS = [
+    ("/var/lib/dpkg/lock-frontend", ["check"]),
+    ("/var/lib/dpkg/lock", ["check"]),
+    ("/var/lib/apt/lists/lock", ["update", "-qq"]),
+]
+
+HOLDER = """
+import fcntl, sys
+with open(sys.argv[1], "w") as lock:
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    print("held", flush=True)
+    sys.stdin.read()  # until the test closes our stdin
+"""
 
 
-def test_every_apt_get_waits_for_the_dpkg_lock() -> None:
-    missing = [where for where, options in apt_commands() if LOCK_WAIT not in options]
-    assert missing == [], f"apt-get without {LOCK_WAIT!r}: {missing}"
+@needs_root_and_apt
+@pytest.mark.parametrize(("lock", "command"), LOCKS, ids=[lock for lock, _ in LOCKS])
+def test_apt_get_sh_waits_for_a_held_lock_then_succeeds(lock: str, command: list[str]) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, lock],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    helper = None
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        # The hold is real: apt-get alone gives up at once.
+        alone = subprocess.run(
+            ["apt-get", "-o", "DPkg::Lock::Timeout=0", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert alone.returncode != 0
+        assert f"Could not get lock {lock}" in alone.stderr
+
+        helper = subprocess.Popen(
+            ["bash", str(APT_GET_SH), *command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # apt-get and all, killed together if the test fails
+        )
+        said = Queue[str]()
+        stderr = helper.stderr
+        assert stderr is not None
+        threading.Thread(target=lambda: [said.put(line) for line in stderr], daemon=True).start()
+        waiting = f"waiting for {lock}, held by process {holder.pid} (python"
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        # Another apt-get on the machine may come first in what the helper says.
+        while not lines or waiting not in lines[-1]:
+            try:
+                lines.append(said.get(timeout=1))
+            except Empty:
+                if helper.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"apt-get.sh did not say {waiting!r}: {lines}")
+        time.sleep(2)
+        assert helper.poll() is None, "apt-get.sh went ahead while the lock was held"
+
+        assert holder.stdin is not None
+        holder.stdin.close()  # the other apt-get is done
+        assert helper.wait(timeout=240) == 0, [*lines, *said.queue]
+    finally:
+        for process in (helper, holder):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def test_every_test_marked_serial_exists() -> None:
+    # A renamed module or test would silently leave the serial pass and run in parallel.
+    from conftest import SERIAL
+
+    missing = []
+    for entry in SERIAL:
+        module, _, name = entry.partition("::")
+        path = ROOT / "tests" / f"{module}.py"
+        if not path.is_file() or (name and f"def {name}(" not in path.read_text()):
+            missing.append(entry)
+    assert missing == []
+    assert len(SERIAL) >= 10

@@ -292,7 +292,7 @@ def test_connect_without_host_fine_when_10_is_agreed(
     ],
 )
 def test_frames_before_connect_are_refused_with_hint(data: bytes) -> None:
-    # brokers.md §9: "You must log in using CONNECT first".
+    # As RabbitMQ's ERROR puts it: "You must log in using CONNECT first".
     server = ServerConnection()
     exc = remote_error(server, data, ErrorKind.BAD_STATE)
     assert server.state is S.CLOSED

@@ -257,8 +257,8 @@ def test_bad_client_frame_hint_reaches_client(version: Version) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_unknown_subscription_message_like_rabbitmq_temp_queue(version: Version) -> None:
-    # brokers.md §9: RabbitMQ delivers /temp-queue/ replies on a subscription the client never
-    # made.  A server-side connection refuses to send that, so feed the bytes directly.
+    # RabbitMQ delivers /temp-queue/ replies on a subscription the client never made.
+    # A server-side connection refuses to send that, so feed the bytes directly.
     link = connected_pair(version)
     header = b"" if version == "1.0" else b"subscription:/temp-queue/r\n"
     got = link.to_client(b"MESSAGE\ndestination:/temp-queue/r\nmessage-id:T_1\n" + header +

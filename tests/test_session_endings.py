@@ -1,5 +1,4 @@
-"""Every way a session ends follows one model (issue 22, item 2; docs/connection.rst,
-"How a session ends").
+"""Every way a session ends follows one model (docs/connection.rst, "How a session ends").
 
 For each ending, on the side that sees it: the state is CLOSED, ``ended_by``
 names the ending and ``ended_cleanly`` says whether it was a DISCONNECT (1.2

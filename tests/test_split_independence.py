@@ -1,4 +1,5 @@
-"""One outcome however the bytes are split (issue 13): a property over many streams.
+"""One outcome however the bytes are split (a socket may cut anywhere): a property over many
+streams.
 
 The streams are the structure-aware fuzz streams (``tests/fuzzing/streams.py``,
 ``sessions.py``): valid frames of every command and version, mutated, repeated,

@@ -1,4 +1,4 @@
-"""Each version's grammar, decoded exactly and the same however the bytes are split (issue 13).
+"""Each version's grammar, decoded exactly and the same however the bytes are split.
 
 Every case is decoded whole, one byte at a time and in a few other chunkings
 (``helpers.decode``/``run``), and must give the same frames and the same error kind.

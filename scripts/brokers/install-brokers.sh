@@ -50,17 +50,19 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 fi
 
 t0=$(now_ms)
-apt_opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=300)
+# apt-get.sh waits for any other apt-get on the machine (its locks), up to 300 s.
+apt_get=(bash "$HERE/../apt-get.sh")
+apt_opts=(-y -q --no-install-recommends)
 lists_fresh() { [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -360 -print -quit 2>/dev/null)" ]; }
 if ! lists_fresh; then
     log "apt-get update (package lists missing or older than 6 h)"
-    $SUDO apt-get update -q -o DPkg::Lock::Timeout=300 >&2 || log "apt-get update failed; trying the install anyway"
+    $SUDO "${apt_get[@]}" update -q >&2 || log "apt-get update failed; trying the install anyway"
 fi
 for attempt in 1 2 3; do
     log "apt-get install ${pkgs[*]} (attempt $attempt)"
-    if $SUDO apt-get install "${apt_opts[@]}" "${pkgs[@]}" >&2; then break; fi
+    if $SUDO "${apt_get[@]}" install "${apt_opts[@]}" "${pkgs[@]}" >&2; then break; fi
     [ "$attempt" = 3 ] && die 1 "apt-get install ${pkgs[*]} failed 3 times"
     sleep $((attempt * 5))
-    $SUDO apt-get update -q -o DPkg::Lock::Timeout=300 >&2 || true
+    $SUDO "${apt_get[@]}" update -q >&2 || true
 done
 log "installed ${pkgs[*]} in $(( $(now_ms) - t0 ))ms"

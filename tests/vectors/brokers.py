@@ -1,6 +1,7 @@
-"""Raw frames captured from RabbitMQ 3.10.8 and ActiveMQ 5.17.2 (brokers.md §7 and §10).
+"""Raw frames captured from RabbitMQ 3.10.8 and ActiveMQ 5.17.2: their ERROR frames, and
+their CONNECTED frames in each version.
 
-Byte for byte as recorded, except that the notes shorten ActiveMQ's Java stack traces to
+Byte for byte as recorded, except that the record shortens ActiveMQ's Java stack traces to
 "\tat …"; that ellipsis is kept here as its UTF-8 bytes (\xe2\x80\xa6).  Each frame is
 followed by the extra "\n" both brokers send after every NUL.
 """
@@ -8,7 +9,7 @@ followed by the extra "\n" both brokers send after every NUL.
 # fmt: off
 # ruff: noqa: E501
 
-# ---------------------------------------------------------------- §10 RabbitMQ ERROR frames
+# ---------------------------------------------------------------- RabbitMQ ERROR frames
 
 # FOO after CONNECTED (FOO carried receipt:r1; no receipt-id in the ERROR)
 RABBIT_BAD_COMMAND = (
@@ -145,7 +146,7 @@ RABBIT_DUPLICATE_SUBSCRIPTION_THEN_RECEIPT = (
     b'\x00\n'
 )
 
-# ---------------------------------------------------------------- §10 ActiveMQ ERROR frames
+# ---------------------------------------------------------------- ActiveMQ ERROR frames
 
 # FOO after CONNECTED (1.2, frame had receipt:r1) -> CLOSED; note "\c" in the message header
 AMQ_UNKNOWN_ACTION_FOO = (
@@ -265,7 +266,7 @@ AMQ_ALREADY_CONNECTED = (
     b'\x00\n'
 )
 
-# ---------------------------------------------------------------- §7 CONNECTED frames
+# ---------------------------------------------------------------- CONNECTED frames
 
 # pure 1.0 CONNECT (no accept-version, no host)
 RABBIT_CONNECTED_10 = (
