@@ -302,7 +302,9 @@ add_run() {
     local name="$1" version="$2" build="$3" lane="$4" label="$5"
     shift 5
     RUN_ARGS[$name]=$(quote -q "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
-    RUN_ARGS[$name-serial]=$(quote -q -m "serial and not benchmark" "$@" "${pytest_args[@]}")
+    # -rA: the serial tests are few, and what they print (the browser tests' roundtrips
+    # and refusals) belongs in the log.
+    RUN_ARGS[$name-serial]=$(quote -q -rA -m "serial and not benchmark" "$@" "${pytest_args[@]}")
     RUN_LABEL[$name]="Python $(describe "$version" "$build"), $label"
     RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
     if [ "$lane" = A ]; then RUNS_A+=("$name|$version|$build"); else RUNS_B+=("$name|$version|$build"); fi

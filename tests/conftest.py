@@ -215,6 +215,8 @@ SERIAL: dict[str, str] = {
     "test_spark_streams_sink_exactly_once": "Spark task retries and speculative attempts",
     "test_scripts::test_apt_get_sh_waits_for_a_held_lock_then_succeeds": "holds the "
     "machine's package locks",
+    "test_browser_stompjs": "headless Chromium with 500 ms heart-beats; alone, and with "
+    "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
 }
 
 
