@@ -349,7 +349,15 @@ def test_accelerated_core_replays_the_fuzz_corpora_and_sessions_as_pure_python(
     corpus = [line for line in pure if line.startswith(("corpus/", "regressions/"))]
     # Every corpus target is there (a renamed directory would shrink the comparison).
     targets = {line.split("/")[1] for line in corpus}
-    assert targets == {"decoder", "server", "client", "stream", "server_session", "client_session"}
+    assert targets == {
+        "decoder",
+        "server",
+        "client",
+        "stream",
+        "server_session",
+        "client_session",
+        "differential",
+    }
     assert len(corpus) > 500
     assert sum("raised RemoteProtocolError" in line for line in pure) > 100
 

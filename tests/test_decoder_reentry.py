@@ -88,7 +88,13 @@ def test_decoder_refuses_calls_from_a_finalizer_run_while_it_reads(build: str, a
     assert result.returncode == 0, result.stderr[-2000:]
     got_build, messages, refused, message = result.stdout.split(" ", 3)
     assert got_build == build
-    # Every frame came out whole, and the finalizer did run during a read.
+    # Every frame came out whole.
     assert messages == "20"
+    if build == "accelerated" and sys.version_info >= (3, 12):
+        # CPython 3.12 collects only where the interpreter checks for pending work,
+        # never inside an allocation, so the native scanner (no Python code) is never
+        # interrupted: the finalizer runs between reads, and nothing is refused.
+        return
+    # The finalizer did run during a read, and was refused.
     assert refused == "True"
     assert "while the decoder is reading a frame" in message
