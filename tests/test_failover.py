@@ -226,12 +226,41 @@ def test_each_first_attempt_gets_a_share_of_the_time_left() -> None:
     assert str(error) == expected
 
 
+def test_each_attempt_is_bounded_by_connect_timeout_within_the_share() -> None:
+    # A hung address costs connect_timeout, not a share of the whole timeout; and
+    # with many addresses, a share of what is left when that is less.
+    hosts = tuple((f"h{n}", n) for n in range(1, 4))
+    first = FirstConnect(ConnectOptions(hosts=hosts, timeout=30.0, connect_timeout=2.0), lambda: 0)
+    bounds = []
+    for _, timeout in first.attempts():
+        bounds.append(timeout)
+        first.failed(TimeoutError())
+    assert bounds == [2.0, 2.0, 2.0]
+    now = [0.0]
+    options = ConnectOptions(hosts=hosts, timeout=3.0, connect_timeout=2.0)
+    first = FirstConnect(options, lambda: now[0])
+    attempts = first.attempts()
+    assert next(attempts) == (0.0, 1.0)  # a third of 3 s
+    now[0] += 0.25  # refused at once: more is left for the others
+    first.failed(ConnectionRefusedError("refused"))
+    assert next(attempts) == (0.0, 1.375)
+    # Reconnects: connect_timeout, never more than timeout.
+    assert options.attempt_timeout == 2.0
+    assert ConnectOptions(timeout=1.0, connect_timeout=2.0).attempt_timeout == 1.0
+    assert ConnectOptions(timeout=None, connect_timeout=None).attempt_timeout is None
+    assert ConnectOptions().attempt_timeout == 5.0  # the default: a few seconds
+
+
 def test_a_first_connect_retried_on_the_reconnect_schedule() -> None:
     # Each round through the addresses has the whole timeout; the rounds are spaced
     # by the reconnect schedule's waits until it is spent.
     schedule = Backoff(initial=1.0, maximum=4.0, factor=2.0, jitter=0.0, attempts=2)
     options = ConnectOptions(
-        hosts=(("a", 1), ("b", 2)), timeout=10.0, reconnect=schedule, retry_first_connect=True
+        hosts=(("a", 1), ("b", 2)),
+        timeout=10.0,
+        connect_timeout=None,  # the shares alone
+        reconnect=schedule,
+        retry_first_connect=True,
     )
     first = FirstConnect(options, lambda: 0.0)
     seen = []
