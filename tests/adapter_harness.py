@@ -77,11 +77,13 @@ __all__ = [
     "LogRecorder",
     "ReconnectExhausted",
     "ServiceLoop",
+    "Sessions",
     "ThreadsClient",
     "free_port",
     "in_thread",
     "on_every_adapter",
     "run",
+    "sessions_log",
 ]
 
 T = TypeVar("T")
@@ -384,6 +386,34 @@ async def _connect_threads(
         await client.close()
         raise
     await client.disconnect()  # a no-op when the scenario closed it already
+
+
+class Sessions(logging.Handler):
+    """The records of the clients' ``stomp_proto.client.sessions`` logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def lines(self, level: int) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno == level]
+
+
+@contextmanager
+def sessions_log() -> Iterator[Sessions]:
+    handler = Sessions()
+    logger = logging.getLogger("stomp_proto.client.sessions")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 # -- the harness ----------------------------------------------------------------------

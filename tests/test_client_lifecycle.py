@@ -9,8 +9,6 @@ when a broker process dies).  The tests wait on the client's state, never on a c
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -25,6 +23,7 @@ from adapter_harness import (
     Harness,
     ReconnectExhausted,
     on_every_adapter,
+    sessions_log,
 )
 
 from stomp_proto._client._options import ConnectOptions
@@ -32,34 +31,6 @@ from stomp_proto._client._options import ConnectOptions
 #: Reconnect at once-ish (the schedule starts over after every session), and give up
 #: after three attempts in a row.
 FAST = Backoff(initial=0.05, maximum=0.1, jitter=0.0, attempts=3, held_after=0.0)
-
-
-class Sessions(logging.Handler):
-    """The records of the clients' ``stomp_proto.client.sessions`` logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def lines(self, level: int) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == level]
-
-
-@contextmanager
-def sessions_log() -> Iterator[Sessions]:
-    handler = Sessions()
-    logger = logging.getLogger("stomp_proto.client.sessions")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 async def until(h: Harness, client: Any, state: ClientState) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 from .._errors import ProtocolError
 from ._errors import ClientError, ConnectionLost, reason
+from ._lifecycle import log
 from ._options import Address, ConnectOptions
 
 __all__ = ["Brokers", "FirstConnect"]
@@ -140,6 +141,9 @@ class FirstConnect:
         if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
             raise exc
         self._failures.append((self.brokers.current, exc, self._timeout))
+        host, port = self.brokers.current
+        why = reason(exc, self._timeout)
+        log.info("attempt %d at %s:%d failed: %s", len(self._failures), host, port, why)
 
     def error(self) -> BaseException:
         """The error of a first connect where every address failed."""
