@@ -320,3 +320,28 @@ async def test_a_stomp_url_with_credentials_and_a_ws_url(h: Harness) -> None:
         assert over_ws.version is not None
         await over_ws.send(queue, b"from the ws:// client", receipt=True)
         assert (await messages.get(WAIT)).body == b"from the ws:// client"
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_receipt_held_up_by_a_full_buffer_does_not_leave_the_broker(h: Harness) -> None:
+    # A full subscription buffer pauses reading: a receipt may wait, unread, behind
+    # messages the application has not taken.  That is no silent broker: the send
+    # times out, and the session stays.
+    broker = await h.start_broker()
+    other = await h.start_broker()
+    queue = f"/queue/full-buffer-{next(_queues)}"
+    async with h.connect(broker.port) as producer:
+        for n in range(5):
+            await producer.send(queue, str(n).encode())
+        await producer.send(queue, b"last", receipt=True)
+    hosts = [(HOST, broker.port), (HOST, other.port)]
+    async with (
+        h.connect(None, hosts=hosts, reconnect=FAST, max_pending_messages=1, timeout=1.0) as client,
+        client.subscribe(queue) as messages,
+    ):
+        with pytest.raises(TimeoutError, match=r"timed out after 1 s\Z"):
+            await client.send(queue, b"behind the full buffer", receipt=True)
+        assert client.broker == hosts[0]
+        assert client.stats.lost == 0
+        bodies = [(await messages.get(WAIT)).body for _ in range(6)]
+        assert bodies[:6] == [b"0", b"1", b"2", b"3", b"4", b"last"]

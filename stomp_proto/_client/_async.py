@@ -67,7 +67,7 @@ class _Session:
     attempt's session.
     """
 
-    __slots__ = ("conn", "connected", "current", "error", "reader", "stream")
+    __slots__ = ("conn", "connected", "current", "error", "paused", "reader", "stream")
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
         self.conn = conn
@@ -79,6 +79,8 @@ class _Session:
         self.current = False
         #: Why its reader ended, once it has.
         self.error: ClientError | None = None
+        #: Whether its reader waits for room in a full subscription buffer.
+        self.paused = False
 
     async def abandon(self) -> None:
         """End this attempt: cancel its reader, close its stream."""
@@ -371,7 +373,9 @@ class AsyncClient:
                 if type(route) is Message:
                     full = self._deliver(route)
                     if full is not None:
+                        session.paused = True
                         await self._deliver_when_room(full, route, stream, conn)
+                        session.paused = False
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -589,7 +593,9 @@ class AsyncClient:
             except TimeoutError:
                 assert receipt is not None and not isinstance(event, PlainSettle)
                 self._waiters.pop(receipt, None)
-                timed_out, lost = self._core.receipt_timed_out(event, self._options.timeout)
+                timed_out, lost = self._core.receipt_timed_out(
+                    event, self._options.timeout, paused=session.paused
+                )
                 if lost is not None:
                     await self._leave(session, lost)
                 raise timed_out from None

@@ -447,7 +447,7 @@ class ClientCore(Generic[S]):
         return receipt is None and (buffered > 0 or wide_window)
 
     def receipt_timed_out(
-        self, event: FrameEvent, seconds: float | None
+        self, event: FrameEvent, seconds: float | None, *, paused: bool
     ) -> tuple[TimeoutError, ConnectionLost | None]:
         """A wait for the RECEIPT of ``event`` outlasted ``seconds``: the TimeoutError the
         caller raises, and the error that ends the session, or None when it stays.
@@ -455,10 +455,12 @@ class ClientCore(Generic[S]):
         A broker that leaves a receipt unanswered that long is frozen or hung:
         with ``failover_on_timeout`` the client leaves it (all calls would wait
         as long) rather than wait for heart-beats to give up on it.  Not when the
-        application is leaving anyway (a DISCONNECT's receipt).
+        application is leaving anyway (a DISCONNECT's receipt), nor when reading
+        is ``paused`` by a full subscription buffer: the receipt may be there,
+        unread behind messages the application has not taken.
         """
         host, port = self.brokers.current
-        leave = self.options.leaves_on_timeout and not isinstance(event, Disconnect)
+        leave = self.options.leaves_on_timeout and not paused and not isinstance(event, Disconnect)
         destination = getattr(event, "destination", None)
         frame = event.command if destination is None else f"{event.command} to {destination}"
         error = timed_out(

@@ -979,7 +979,10 @@ class Client:
             return waiter.wait(self._options.timeout)
         except TimeoutError:
             assert not isinstance(event, PlainSettle)
-            timed_out, lost = self._core.receipt_timed_out(event, self._options.timeout)
+            paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
+            timed_out, lost = self._core.receipt_timed_out(
+                event, self._options.timeout, paused=paused
+            )
             if lost is not None:
                 self._end_session(lost, stream)
                 stream.shutdown()  # wakes the thread reading it
