@@ -70,7 +70,8 @@ async def _send_until_confirmed(h: Harness, client: Any, destination: str, body:
 
 
 def _print_log(log: Sessions) -> None:
-    """The session log as a console handler prints it (shown by ``pytest -rA``)."""
+    """The session log as a console handler prints it (``pytest -rA`` shows it, with
+    the times and errors printed before it)."""
     form = logging.Formatter("%(levelname)-7s %(message)s")
     print("\n".join(form.format(record) for record in log.records))
 
@@ -147,6 +148,12 @@ async def test_killed_frozen_and_hung_brokers(h: Harness) -> None:
             b.address: timed_out,
             c.address: refused,
         }
+        roles = {"A": a.address, "hung": hung, "B": b.address, "C": c.address}
+        print(", ".join(f"{name} {_address(address)}" for name, address in roles.items()))
+        print(f"A killed: confirmed by B {recovered:.2f} s later (the hung port skipped)")
+        print(f"B frozen: {type(caught.value).__name__}: {caught.value}")
+        print(f"B frozen: confirmed by C {left:.2f} s later")
+        print(f"C killed: {type(error).__name__}: {error}")
         _print_log(log)
 
     # What operations read: one line per loss, per session, and the give-up.
