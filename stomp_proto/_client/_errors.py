@@ -72,8 +72,8 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
 
 
 def timed_out(what: str, seconds: float | None, detail: str = "") -> TimeoutError:
-    """The TimeoutError of a wait for ``what`` that lasted ``seconds`` (``detail``:
-    what it was waiting for, in brackets after).
+    """The TimeoutError of a wait for ``what`` that lasted ``seconds``; ``detail``, if
+    any, follows in brackets (what the attempt waited for, what the client does next).
 
     Every TimeoutError the three clients raise is made here, so that each says
     what timed out and after how long, in the same words whichever client.
