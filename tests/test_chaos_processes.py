@@ -150,6 +150,7 @@ async def test_killed_frozen_and_hung_brokers(h: Harness) -> None:
         }
         roles = {"A": a.address, "hung": hung, "B": b.address, "C": c.address}
         print(", ".join(f"{name} {_address(address)}" for name, address in roles.items()))
+        print(f"first connect to [hung, C]: connected to C in {took:.2f} s")
         print(f"A killed: confirmed by B {recovered:.2f} s later (the hung port skipped)")
         print(f"B frozen: {type(caught.value).__name__}: {caught.value}")
         print(f"B frozen: confirmed by C {left:.2f} s later")
