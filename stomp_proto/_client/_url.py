@@ -11,7 +11,8 @@ already says.
 * ``ws://host:15674/ws``, ``wss://...`` - STOMP over a WebSocket at that path.
 * ``failover:(stomp://h1:61613,stomp://h2:61613)?randomize=false&initialReconnectDelay=100``
   - several brokers (ActiveMQ's form, also without the parentheses), and the
-  reconnect schedule in ActiveMQ's option names and units (milliseconds).
+  reconnect schedule in ActiveMQ's option names and units (milliseconds), with
+  ``connectTimeout`` and ``failoverOnTimeout`` for the client's own options.
 
 Every error is a ValueError that names the part at fault; no error message
 and no repr ever holds the passcode.
