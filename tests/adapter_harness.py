@@ -28,21 +28,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
-import logging
 import socket
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
     asynccontextmanager,
-    contextmanager,
     suppress,
 )
 from typing import Any, TypeVar
 
 import pytest
 import trio
+from helpers import LogRecords
 
 from stomp_proto import ClientConnection, Message, Version
 from stomp_proto import threads as stomp_threads
@@ -74,16 +73,13 @@ __all__ = [
     "ConnectionLost",
     "Harness",
     "HeartBeatLost",
-    "LogRecorder",
     "ReconnectExhausted",
     "ServiceLoop",
-    "Sessions",
     "ThreadsClient",
     "free_port",
     "in_thread",
     "on_every_adapter",
     "run",
-    "sessions_log",
 ]
 
 T = TypeVar("T")
@@ -106,38 +102,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
-
-
-class LogRecorder(logging.Handler):
-    """Collects WARNING (and worse) records of asyncio, the broker and the client."""
-
-    LOGGERS = ("asyncio", "stomp_proto", "trio")
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    #: Expected wherever a test ends sessions: lost sessions and give-ups are logged
-    #: there on purpose (tests/test_client_lifecycle.py checks those records).
-    EXPECTED = "stomp_proto.client.sessions"
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name != self.EXPECTED:
-            self.records.append(record)
-
-    @contextmanager
-    def installed(self) -> Iterator[LogRecorder]:
-        loggers = [logging.getLogger(name) for name in self.LOGGERS]
-        for logger in loggers:
-            logger.addHandler(self)
-        try:
-            yield self
-        finally:
-            for logger in loggers:
-                logger.removeHandler(self)
-
-    def messages(self) -> list[str]:
-        return [f"{r.name}: {r.getMessage()}" for r in self.records]
 
 
 # -- the service loop: brokers and fake servers ------------------------------------
@@ -388,34 +352,6 @@ async def _connect_threads(
     await client.disconnect()  # a no-op when the scenario closed it already
 
 
-class Sessions(logging.Handler):
-    """The records of the clients' ``stomp_proto.client.sessions`` logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def lines(self, level: int) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == level]
-
-
-@contextmanager
-def sessions_log() -> Iterator[Sessions]:
-    handler = Sessions()
-    logger = logging.getLogger("stomp_proto.client.sessions")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
 # -- the harness ----------------------------------------------------------------------
 
 
@@ -579,7 +515,11 @@ def run(
     ``loop_factory``: the event loop an asyncio scenario runs on (another
     implementation, such as uvloop's); by default asyncio's own.
     """
-    recorder = LogRecorder()
+    # WARNING (and worse) from asyncio, trio, the broker and the client fail the
+    # test, but for the clients' sessions logger: lost sessions and give-ups are
+    # logged there on purpose wherever a test ends sessions (test_client_lifecycle
+    # checks those records).
+    recorder = LogRecords("asyncio", "stomp_proto", "trio", ignore="stomp_proto.client.sessions")
     service = ServiceLoop()
     harness = Harness(adapter, version, service)
     leftovers: list[str] = []

@@ -37,11 +37,10 @@ from adapter_harness import (
     ConnectionLost,
     Harness,
     ReconnectExhausted,
-    Sessions,
     on_every_adapter,
-    sessions_log,
 )
 from chaos import broker_processes, hung_listener
+from helpers import LogRecords
 
 pytestmark = [pytest.mark.filterwarnings("error")]
 
@@ -69,7 +68,7 @@ async def _send_until_confirmed(h: Harness, client: Any, destination: str, body:
             await h.sleep(0.01)
 
 
-def _print_log(log: Sessions) -> None:
+def _print_log(log: LogRecords) -> None:
     """The session log as a console handler prints it (``pytest -rA`` shows it, with
     the times and errors printed before it)."""
     form = logging.Formatter("%(levelname)-7s %(message)s")
@@ -83,7 +82,8 @@ def _address(address: tuple[str, int]) -> str:
 @on_every_adapter(versions=(None,), timeout=90)
 async def test_killed_frozen_and_hung_brokers(h: Harness) -> None:
     queue = f"/queue/chaos-processes-{h.adapter}"
-    with broker_processes(3) as (a, b, c), hung_listener() as hung, sessions_log() as log:
+    sessions = LogRecords("stomp_proto.client.sessions", level=logging.DEBUG)
+    with broker_processes(3) as (a, b, c), hung_listener() as hung, sessions.installed() as log:
         hosts = [a.address, hung, b.address, c.address]
         # A first connect that meets the hung port first skips it within connect_timeout
         # (a share of timeout would be 10 s here).
@@ -165,12 +165,12 @@ async def test_killed_frozen_and_hung_brokers(h: Harness) -> None:
         assert line.endswith("; reconnecting"), line
     assert "lost: no RECEIPT within 5 s: the broker does not answer;" in warnings[1]
     infos = log.lines(logging.INFO)
-    sessions = [line for line in infos if line.startswith("session ")]
-    assert [line.split(" (")[0] for line in sessions] == [
+    ups = [line for line in infos if line.startswith("session ")]
+    assert [line.split(" (")[0] for line in ups] == [
         f"session 1 with {_address(a.address)} up",
         f"session 2 with {_address(b.address)} up",
         f"session 3 with {_address(c.address)} up",
     ]
-    assert sessions[1].startswith(f"session 2 with {_address(b.address)} up (attempt 2, ")
+    assert ups[1].startswith(f"session 2 with {_address(b.address)} up (attempt 2, ")
     assert f"attempt 1 at {_address(hung)} failed: {timed_out}" in infos
     assert log.lines(logging.ERROR) == [f"gave up: {error}"]

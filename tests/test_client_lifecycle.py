@@ -23,14 +23,19 @@ from adapter_harness import (
     Harness,
     ReconnectExhausted,
     on_every_adapter,
-    sessions_log,
 )
+from helpers import LogRecords
 
 from stomp_proto._client._options import ConnectOptions
 
 #: Reconnect at once-ish (the schedule starts over after every session), and give up
 #: after three attempts in a row.
 FAST = Backoff(initial=0.05, maximum=0.1, jitter=0.0, attempts=3, held_after=0.0)
+
+
+def sessions_log() -> LogRecords:
+    """Every record of the clients' ``stomp_proto.client.sessions`` logger."""
+    return LogRecords("stomp_proto.client.sessions", level=logging.DEBUG)
 
 
 async def until(h: Harness, client: Any, state: ClientState) -> None:
@@ -47,7 +52,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
     second = await h.start_broker(vanishing=True)
     hosts = [(HOST, first.port), (HOST, second.port)]
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             None,
             hosts=hosts,
@@ -100,7 +105,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
 async def test_without_reconnect_a_lost_session_ends_the_client(h: Harness) -> None:
     broker = await h.start_broker(vanishing=True)
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             broker.port, on_state_change=lambda state, error: changes.append((state, error))
         ) as client:
