@@ -331,6 +331,19 @@ describe() {
 # the longest first.
 PARALLEL_RUNS=() SERIAL_RUNS=()
 DEFAULT_BUILD=$(installed_build 3.11)
+# The modules that hold serial tests (tests/conftest.py SERIAL), unless the pytest
+# arguments name the tests: collecting the whole suite for each serial pass costs
+# seconds every time.
+SERIAL_PATHS=()
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    mapfile -t SERIAL_PATHS < <(cd tests && "$VENV_BIN/python" -c '
+from conftest import SERIAL
+for module in sorted({name.split("::")[0] for name in SERIAL}):
+    print(f"{module}.py")')
+    for path in "${SERIAL_PATHS[@]}"; do
+        [ -e "tests/$path" ] || { echo "error: tests/conftest.py SERIAL names $path, which is gone" >&2; exit 1; }
+    done
+fi
 quote() { printf '%q ' "$@"; }
 # add_run NAME VERSION BUILD LABEL [pytest arguments...]
 add_run() {
@@ -340,12 +353,19 @@ add_run() {
     RUN_ON[$name-serial]="$version|$build"
     RUN_ARGS[$name]=$(quote -q "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
     # -rA: the serial tests are few, and what they print (the browser tests' roundtrips
-    # and refusals) belongs in the log.
-    RUN_ARGS[$name-serial]=$(quote -q -rA --durations=15 -m "serial and not benchmark" "$@" "${pytest_args[@]}")
+    # and refusals) belongs in the log.  Only their modules are collected.
+    # (pytest collects a module named on its command line even when --ignore names it.)
+    local path serial_paths=()
+    for path in "${SERIAL_PATHS[@]}"; do
+        [[ " $* " == *" --ignore=$ROOT/tests/$path "* ]] || serial_paths+=("$path")
+    done
+    if [ ${#SERIAL_PATHS[@]} -eq 0 ] || [ ${#serial_paths[@]} -gt 0 ]; then
+        RUN_ARGS[$name-serial]=$(quote -q -rA --durations=15 -m "serial and not benchmark" "$@" "${serial_paths[@]}" "${pytest_args[@]}")
+        SERIAL_RUNS+=("$name-serial")
+    fi
     RUN_LABEL[$name]="pytest: Python $(describe "$version" "$build"), $label"
     RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
     PARALLEL_RUNS+=("$name")
-    SERIAL_RUNS+=("$name-serial")
 }
 add_run whole-3.11 3.11 "$DEFAULT_BUILD" "whole suite"
 for version in "${VERSIONS[@]}"; do
