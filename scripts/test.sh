@@ -299,10 +299,11 @@ run_tests() {
     return "$status"
 }
 
-# In the parallel phase each run has two xdist workers that take whole files (a
-# module's fixtures - a Spark session, the brokers' queues, an accelerated build - are
-# made once).  --durations: the log says where the time of each run goes.
-PARALLEL=(-n 2 --dist loadfile --durations=15)
+# In the parallel phase each run has two xdist workers (the whole suite, the longest
+# job, three) that take whole files (a module's fixtures - a Spark session, the
+# brokers' queues, an accelerated build - are made once).  --durations: the log says
+# where the time of each run goes.
+PARALLEL=(--dist loadfile --durations=15)
 installed_build() {
     cat ".venv-$1/.stomp-proto-build"
 }
@@ -351,7 +352,9 @@ add_run() {
     shift 4
     RUN_ON[$name]="$version|$build"
     RUN_ON[$name-serial]="$version|$build"
-    RUN_ARGS[$name]=$(quote -q "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
+    local workers=2
+    [ "$name" = whole-3.11 ] && workers=3
+    RUN_ARGS[$name]=$(quote -q -n "$workers" "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
     # -rA: the serial tests are few, and what they print (the browser tests' roundtrips
     # and refusals) belongs in the log.  Only their modules are collected.
     # (pytest collects a module named on its command line even when --ignore names it.)
