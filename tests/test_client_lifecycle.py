@@ -181,3 +181,36 @@ async def _shut_down(broker: Any) -> None:
 def test_the_hook_must_be_callable() -> None:
     with pytest.raises(TypeError, match="on_state_change must be a callable or None"):
         ConnectOptions(on_state_change="print")  # type: ignore[arg-type]
+
+
+@on_every_adapter(versions=(None,))
+async def test_the_counts_of_messages_sent_received_acked_and_nacked(h: Harness) -> None:
+    broker = await h.start_broker()
+    queue = "/queue/counted"
+    async with (
+        h.connect(broker.port) as client,
+        client.subscribe(queue, ack="client-individual") as messages,
+    ):
+        stats = client.stats
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (0, 0, 0, 0)
+        for number in range(4):
+            await client.send(queue, f"order {number}", receipt=number % 2 == 0)
+        taken = [await messages.get(WAIT) for _ in range(4)]
+        assert all(message is not None for message in taken)
+        first, second, third, fourth = taken
+        assert first is not None and second is not None
+        assert third is not None and fourth is not None
+        await client.ack(first)  # the plain ACK
+        await client.ack(second, receipt=True)  # an ACK event with its receipt
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 4, 2, 0)
+        # NACK exists from STOMP 1.1 on; the client negotiated 1.2.  The broker
+        # delivers the message again: a fifth MESSAGE received.
+        await client.nack(third)
+        again = await messages.get(WAIT)
+        assert again is not None and again.body == third.body
+        async with client.transaction() as tx:
+            await client.ack(fourth, transaction=tx)
+            await client.ack(again, transaction=tx)
+        assert client.stats is stats  # one live object
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 5, 4, 1)
+        assert (stats.sessions, stats.reconnects, stats.lost) == (1, 0, 0)

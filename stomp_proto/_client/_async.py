@@ -32,15 +32,14 @@ from .._events import (
     Message,
     Subscribe,
 )
-from .._frame import Version
 from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
-from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
+from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
@@ -193,7 +192,7 @@ class AsyncSubscription:
         self._room.set()  # and a reader waiting for room: its message is dropped
 
 
-class AsyncClient:
+class AsyncClient(ClientView):
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
     def __init__(
@@ -217,33 +216,6 @@ class AsyncClient:
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
         #: ``max_pending_messages``; the oldest are dropped when it is full.
         self.unsolicited = backend.queue(options.max_pending_messages)
-
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -47,7 +47,10 @@ class ClientState(enum.Enum):
 
 @dataclass(slots=True)
 class ClientStats:
-    """Counts of one client's life (:attr:`AsyncClient.stats`), for monitoring."""
+    """Counts of one client's life (:attr:`AsyncClient.stats`), for monitoring.
+
+    One object for the client's whole life, updated in place: read it whenever.
+    """
 
     #: Connection attempts made (the one that connected first included).
     attempts: int = 0
@@ -57,6 +60,14 @@ class ClientStats:
     reconnects: int = 0
     #: Sessions lost (the connection dropped, heart-beats stopped, an ERROR ended it).
     lost: int = 0
+    #: SEND frames written (in every session; one in a transaction counts when written).
+    sent: int = 0
+    #: MESSAGE frames received from the broker (buffered for a subscription or not).
+    received: int = 0
+    #: ACK frames written.
+    acked: int = 0
+    #: NACK frames written.
+    nacked: int = 0
 
 
 #: The ``on_state_change`` hook: called with the new state and, for RECONNECTING and

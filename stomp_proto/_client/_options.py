@@ -8,7 +8,7 @@ keyword arguments it takes.
 from __future__ import annotations
 
 import ssl as _ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -21,8 +21,7 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._errors import ClientError
-from ._lifecycle import ClientState
+from ._lifecycle import StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -132,7 +131,7 @@ class ConnectOptions:
     #: Retry the first connect on the ``reconnect`` schedule, as a reconnect would be.
     retry_first_connect: bool = False
     #: Called with each new :class:`ClientState` (and the error behind it).
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None = None
+    on_state_change: StateHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -308,7 +307,7 @@ class ClientOptions(TypedDict, total=False):
     #: Called as ``on_state_change(state, error)`` with each new :class:`ClientState`
     #: (connected, reconnecting, closed, failed) in the client's own task or thread
     #: (see :doc:`failover`); default none.
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None
+    on_state_change: StateHook | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top

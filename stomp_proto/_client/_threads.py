@@ -46,7 +46,6 @@ from typing import Protocol
 from .._connection import ClientConnection
 from .._errors import ProtocolError
 from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Subscribe
-from .._frame import Version
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
@@ -62,8 +61,8 @@ from ._core import (
     wide_window,
 )
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
-from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
+from ._view import ClientView
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 
@@ -291,7 +290,7 @@ class Subscription:
             self._arrived.notify_all()
 
 
-class Client:
+class Client(ClientView):
     """A connected, blocking STOMP client; make one with :func:`connect`.
 
     Safe to use from many threads at once.
@@ -352,33 +351,6 @@ class Client:
         #: When the read role was last let go (the background thread reads
         #: once it stayed free for IDLE_READ).
         self._freed_at = float("-inf")
-
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
 
     # -- lifecycle ---------------------------------------------------------------
 
