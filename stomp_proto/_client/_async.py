@@ -16,6 +16,7 @@ wire in the order the connection made them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -149,6 +150,7 @@ class AsyncSubscription:
         ended the session, or TimeoutError when ``timeout`` seconds pass first
         (``None``: wait as long as it takes).
         """
+        began = 0 if self._tracing is None else time.time_ns()
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
             async with self._client._backend.timeout(timeout):
@@ -165,7 +167,7 @@ class AsyncSubscription:
         message = self._messages.popleft()
         if self._tracing is not None:
             client = self._client
-            self._tracing.received(message, client.broker, client.version)
+            self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def _put_nowait(self, message: Message) -> bool:
@@ -650,7 +652,12 @@ class AsyncClient(ClientView):
     ) -> None:
         self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
-        await self._send(event, receipt_id, message)
+        tracing = self._options.tracing
+        if tracing is None:
+            await self._send(event, receipt_id, message)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            await self._send(event, receipt_id, message)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

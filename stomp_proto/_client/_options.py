@@ -71,23 +71,34 @@ class TracingHook(Protocol):
     (OpenTelemetry) is one.
 
     The clients know nothing more of tracing: without the option the hook is
-    one ``is None`` test per send and per message taken.
+    one ``is None`` test per send, per message taken and per ACK or NACK.
     """
 
     def sending(
         self, send: Send, broker: tuple[str, int], version: Version | None
     ) -> AbstractContextManager[Send]:
         """Around the writing of ``send`` (and the wait for its receipt): yields the
-        SEND to write instead (with the trace context in its headers).
+        SEND to write instead (with the trace context in its headers).  What the
+        send raises goes through the block.
 
         ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
         STOMP version (``None`` before CONNECTED).
         """
         ...
 
-    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
-        """The application took ``message`` from a subscription; ``broker`` and
-        ``version`` as for :meth:`sending`."""
+    def received(
+        self, message: Message, broker: tuple[str, int], version: Version | None, began: int
+    ) -> None:
+        """The application took ``message`` from a subscription, having asked for it
+        at ``began`` (:func:`time.time_ns`); ``broker`` and ``version`` as for
+        :meth:`sending`."""
+        ...
+
+    def settling(
+        self, message: Message, nack: bool, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[None]:
+        """Around the ACK of ``message`` (``nack``: its NACK), and the wait for its
+        receipt; ``broker`` and ``version`` as for :meth:`sending`."""
         ...
 
 

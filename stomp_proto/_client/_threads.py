@@ -201,6 +201,7 @@ class Subscription:
         the session if it did not.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        began = 0 if self._tracing is None else time.time_ns()
         client = self._client
         hub = client._hub
         outbox = client._outbox
@@ -261,7 +262,7 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
-        self._tracing.received(message, client.broker, client.version)
+        self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def __iter__(self) -> Iterator[Message]:
@@ -1051,7 +1052,12 @@ class Client(ClientView):
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = self._core.may_hold(receipt_id, buffered, wide)
-        self._send(event, receipt_id, message, hold=hold)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id, message, hold=hold)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            self._send(event, receipt_id, message, hold=hold)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:

@@ -1,0 +1,59 @@
+"""The OpenTelemetry metrics of the clients (the ``otel`` extra), after the messaging
+semantic conventions for client metrics.
+
+:class:`Instruments` holds the instruments of one :class:`~stomp_proto.tracing.Tracing`;
+it records what that hook sees: each send, each message taken, each settlement.
+Imported only by :mod:`stomp_proto.tracing`.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import metrics
+
+from . import __version__
+
+__all__ = ["DURATION_BUCKETS", "Instruments", "metrics_configured"]
+
+#: The bucket boundaries (seconds) the conventions give for operation durations.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
+
+try:  # what the API returns until an SDK is set: recording then goes nowhere
+    from opentelemetry.metrics._internal import _ProxyMeterProvider as _Proxy
+
+    _UNSET: tuple[type, ...] = (metrics.NoOpMeterProvider, _Proxy)
+except ImportError:  # pragma: no cover - another API version: always record
+    _UNSET = (metrics.NoOpMeterProvider,)
+
+
+def metrics_configured(provider: metrics.MeterProvider | None) -> bool:
+    """Whether recording to ``provider`` (None: the global one) can reach an SDK."""
+    return not isinstance(provider or metrics.get_meter_provider(), _UNSET)
+
+
+class Instruments:
+    """The counters and the duration histogram, from one meter provider."""
+
+    __slots__ = ("consumed", "duration", "sent")
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None) -> None:
+        meter = metrics.get_meter("stomp_proto", __version__, meter_provider=meter_provider)
+        #: ``messaging.client.sent.messages``: each message the application sent
+        #: (a failed send too, with ``error.type``).
+        self.sent = meter.create_counter(
+            "messaging.client.sent.messages",
+            unit="{message}",
+            description="Messages the application sent, or tried to send, to the broker.",
+        )
+        #: ``messaging.client.consumed.messages``: each message the application took.
+        self.consumed = meter.create_counter(
+            "messaging.client.consumed.messages",
+            unit="{message}",
+            description="Messages the application took from its subscriptions.",
+        )
+        #: ``messaging.client.operation.duration``: each send, receive and settlement.
+        self.duration = meter.create_histogram(
+            "messaging.client.operation.duration",
+            unit="s",
+            description="How long a send, receive, ack or nack took.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
