@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 try:
     from opentelemetry import metrics, trace
-    from opentelemetry.context import Context
+    from opentelemetry.context import Context, get_current
     from opentelemetry.metrics import Counter
     from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.trace import Link, SpanKind
@@ -57,6 +57,9 @@ __all__ = ["SYSTEM", "Tracing"]
 
 #: The ``messaging.system`` of every span and measurement.
 SYSTEM = "stomp"
+
+#: Seconds between two looks for an SDK configured after the :class:`Tracing` was made.
+RECHECK = 1.0
 
 #: The tracer providers of the API alone: spans started there go nowhere.
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -78,6 +81,9 @@ _METRIC_ATTRIBUTES = frozenset(
 
 Attributes = dict[str, str | int]
 
+#: The block around an operation that records nothing (reusable: it holds no state).
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
 
 class Tracing:
     """The tracing hook; pass it to ``connect(..., tracing=Tracing())``.
@@ -88,8 +94,9 @@ class Tracing:
     (default: W3C Trace Context, ``traceparent`` and ``tracestate``).
 
     While neither provider reaches an OpenTelemetry SDK (none is configured), it
-    records nothing and costs a check per call; it still carries the context of an
-    ambient span into the messages sent.
+    records nothing and costs a clock read per call; it still carries the context
+    of an ambient span into the messages sent.  A global provider set later is
+    used within :data:`RECHECK` seconds.
     """
 
     def __init__(
@@ -106,14 +113,22 @@ class Tracing:
         # Once an SDK is seen it stays: OpenTelemetry sets a global provider only once.
         self._spans = False
         self._metrics = False
+        self._next_check = float("-inf")
 
     def _recording(self) -> tuple[bool, bool]:
-        """Whether spans, and metrics, reach an SDK now."""
-        if not self._spans:
-            provider = self._tracer_provider or trace.get_tracer_provider()
-            self._spans = not isinstance(provider, _NO_SDK)
-        if not self._metrics:
-            self._metrics = metrics_configured(self._meter_provider)
+        """Whether spans, and metrics, reach an SDK now.
+
+        Asking OpenTelemetry for its global providers reads the environment each
+        time: while one is missing it is asked again at most every :data:`RECHECK`
+        seconds, so that a message costs a clock read.
+        """
+        if not (self._spans and self._metrics):
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + RECHECK
+                provider = self._tracer_provider or trace.get_tracer_provider()
+                self._spans = not isinstance(provider, _NO_SDK)
+                self._metrics = metrics_configured(self._meter_provider)
         return self._spans, self._metrics
 
     def sending(
@@ -128,8 +143,8 @@ class Tracing:
         """
         spans, measured = self._recording()
         if not (spans or measured):
-            ambient = trace.get_current_span().get_span_context().is_valid
-            return nullcontext(self._carry(send) if ambient else send)
+            # An empty context has no span to carry (the common case, and cheap to see).
+            return nullcontext(self._carry(send) if get_current() else send)
         return self._sending(send, broker, version, spans, measured)
 
     @contextmanager
@@ -192,7 +207,7 @@ class Tracing:
         ``version`` as for :meth:`sending`."""
         spans, measured = self._recording()
         if not (spans or measured):
-            return nullcontext()
+            return _NOTHING
         return self._settling(message, nack, broker, version, spans, measured)
 
     @contextmanager
