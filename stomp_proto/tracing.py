@@ -53,7 +53,7 @@ from . import __version__
 from ._events import Message, Send
 from ._frame import Version
 
-__all__ = ["SYSTEM", "Tracing"]
+__all__ = ["RECHECK", "SYSTEM", "Tracing"]
 
 #: The ``messaging.system`` of every span and measurement.
 SYSTEM = "stomp"
