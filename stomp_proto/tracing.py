@@ -208,23 +208,11 @@ class Tracing:
         spans, measured = self._recording()
         if not (spans or measured):
             return _NOTHING
-        return self._settling(message, nack, broker, version, spans, measured)
-
-    @contextmanager
-    def _settling(
-        self,
-        message: Message,
-        nack: bool,
-        broker: tuple[str, int],
-        version: Version | None,
-        spans: bool,
-        measured: bool,
-    ) -> Iterator[None]:
         name = "nack" if nack else "ack"
         attributes = _message_attributes(name, "settle", message, broker, version)
         del attributes["messaging.message.body.size"]  # the frame carries no body
         parent, links = self._consumer_context(message) if spans else (None, None)
-        with self._operation(
+        return self._operation(
             f"{name} {message.destination}",
             SpanKind.CLIENT,
             attributes,
@@ -232,8 +220,7 @@ class Tracing:
             measured=measured,
             parent=parent,
             links=links,
-        ):
-            yield
+        )
 
     def context(self, message: Message) -> Context:
         """The trace context ``message`` carries (empty if none): the parent for the
