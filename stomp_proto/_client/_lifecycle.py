@@ -64,9 +64,9 @@ class ClientStats:
     sent: int = 0
     #: MESSAGE frames received from the broker (buffered for a subscription or not).
     received: int = 0
-    #: ACK frames written.
+    #: ACK frames written (one held back to go out with later frames counts at once).
     acked: int = 0
-    #: NACK frames written.
+    #: NACK frames written, counted as the ACKs.
     nacked: int = 0
 
 
