@@ -124,6 +124,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_adapters",
         "test_async_writers",
         "test_chaos",
+        "test_chaos_processes",
         "test_client_core",
         "test_client_faults",
         "test_client_signatures",
@@ -202,6 +203,8 @@ SERIAL: dict[str, str] = {
     "test_checker": "hundreds of connections, to real brokers among them, each set up "
     "within a time-out",
     "test_chaos_rabbitmq": "a fault-injecting proxy and a workload that saturates RabbitMQ",
+    "test_chaos_processes": "asserts how long a failover takes (hung, frozen and killed "
+    "brokers, in processes of their own)",
     "test_interop_brokers::test_fault_frozen_broker": "freezes a real broker (SIGSTOP): "
     "every other test on it would fail meanwhile",
     "test_interop_brokers::test_fault_broker_restart_mid_stream": "restarts a real broker",

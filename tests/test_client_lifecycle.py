@@ -9,8 +9,6 @@ when a broker process dies).  The tests wait on the client's state, never on a c
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,6 +24,7 @@ from adapter_harness import (
     ReconnectExhausted,
     on_every_adapter,
 )
+from helpers import LogRecords
 
 from stomp_proto._client._options import ConnectOptions
 
@@ -34,32 +33,9 @@ from stomp_proto._client._options import ConnectOptions
 FAST = Backoff(initial=0.05, maximum=0.1, jitter=0.0, attempts=3, held_after=0.0)
 
 
-class Sessions(logging.Handler):
-    """The records of the clients' ``stomp_proto.client.sessions`` logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def lines(self, level: int) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == level]
-
-
-@contextmanager
-def sessions_log() -> Iterator[Sessions]:
-    handler = Sessions()
-    logger = logging.getLogger("stomp_proto.client.sessions")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+def sessions_log() -> LogRecords:
+    """Every record of the clients' ``stomp_proto.client.sessions`` logger."""
+    return LogRecords("stomp_proto.client.sessions", level=logging.DEBUG)
 
 
 async def until(h: Harness, client: Any, state: ClientState) -> None:
@@ -76,7 +52,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
     second = await h.start_broker(vanishing=True)
     hosts = [(HOST, first.port), (HOST, second.port)]
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             None,
             hosts=hosts,
@@ -129,7 +105,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
 async def test_without_reconnect_a_lost_session_ends_the_client(h: Harness) -> None:
     broker = await h.start_broker(vanishing=True)
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             broker.port, on_state_change=lambda state, error: changes.append((state, error))
         ) as client:

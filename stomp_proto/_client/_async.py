@@ -38,7 +38,14 @@ from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
-from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._errors import (
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    connect_timed_out,
+    message_timed_out,
+    reason,
+)
 from ._options import ConnectOptions
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
@@ -60,7 +67,7 @@ class _Session:
     attempt's session.
     """
 
-    __slots__ = ("conn", "connected", "current", "error", "reader", "stream")
+    __slots__ = ("conn", "connected", "current", "error", "paused", "reader", "stream")
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
         self.conn = conn
@@ -72,6 +79,8 @@ class _Session:
         self.current = False
         #: Why its reader ended, once it has.
         self.error: ClientError | None = None
+        #: Whether its reader waits for room in a full subscription buffer.
+        self.paused = False
 
     async def abandon(self) -> None:
         """End this attempt: cancel its reader, close its stream."""
@@ -153,10 +162,13 @@ class AsyncSubscription:
         began = 0 if self._tracing is None else time.time_ns()
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
-            async with self._client._backend.timeout(timeout):
-                while not self._messages and not self._ended:
-                    self._arrived.clear()
-                    await self._arrived.wait()
+            try:
+                async with self._client._backend.timeout(timeout):
+                    while not self._messages and not self._ended:
+                        self._arrived.clear()
+                        await self._arrived.wait()
+            except TimeoutError:
+                raise message_timed_out(self.destination, timeout) from None
         if not self._messages:
             if self._error is not None:
                 self._client._core.reported(self._error)
@@ -224,13 +236,20 @@ class AsyncClient(ClientView):
     async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
         """One connection attempt; on any failure (a timeout too) it leaves nothing behind.
 
-        ``timeout``: seconds for it; by default the options' timeout.
+        ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
+        bound = self._options.attempt_timeout if timeout is ... else timeout
         session = _Session(self._core.conn, self._backend.waiter())
         self._core.life.attempt(self._backend.now())
         try:
-            async with self._backend.timeout(self._options.timeout if timeout is ... else timeout):
-                await self._connect(session)
+            try:
+                async with self._backend.timeout(bound):
+                    await self._connect(session)
+            except TimeoutError as exc:
+                if exc.args:  # not the bound's: a system error (ETIMEDOUT)
+                    raise
+                # The reader starts once the CONNECT is written.
+                raise connect_timed_out(bound, opened=session.reader is not None) from None
         except BaseException:
             session.current = False
             await session.abandon()
@@ -328,7 +347,9 @@ class AsyncClient(ClientView):
                 if type(route) is Message:
                     full = self._deliver(route)
                     if full is not None:
+                        session.paused = True
                         await self._deliver_when_room(full, route, stream, conn)
+                        session.paused = False
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -442,8 +463,8 @@ class AsyncClient(ClientView):
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    why = reason(exc, self._options.timeout)
-                    self._core.life.failed(exc, self._options.timeout)
+                    why = reason(exc)
+                    self._core.life.failed(exc)
                     error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
             self._finish(self._core.life.gave_up(error))
@@ -540,8 +561,31 @@ class AsyncClient(ClientView):
                 self._waiters.pop(receipt, None)
             raise
         if waiter is not None:
-            async with self._backend.timeout(self._options.timeout):
-                await waiter.wait()
+            try:
+                async with self._backend.timeout(self._options.timeout):
+                    await waiter.wait()
+            except TimeoutError:
+                assert receipt is not None and not isinstance(event, PlainSettle)
+                self._waiters.pop(receipt, None)
+                timed_out, lost = self._core.receipt_timed_out(
+                    event, self._options.timeout, paused=session.paused
+                )
+                if lost is not None:
+                    await self._leave(session, lost)
+                raise timed_out from None
+
+    async def _leave(self, session: _Session, error: ConnectionLost) -> None:
+        """End ``session`` with ``error`` though its connection stands (the broker went
+        silent): the client then reconnects, to the next address, as after a loss."""
+        if not session.current or session.error is not None:
+            return  # it has ended already, or is not the client's
+        session.error = error
+        session.current = False  # its reader, cancelled, reports nothing
+        self._ready.clear()  # no writer on the stream being closed
+        try:
+            await session.abandon()
+        finally:
+            self._lost(error)
 
     async def send(
         self,

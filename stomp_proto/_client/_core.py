@@ -45,7 +45,7 @@ from .._events import (
 )
 from ._backoff import Backoff
 from ._brokers import Brokers
-from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
 
@@ -460,6 +460,33 @@ class ClientCore(Generic[S]):
         or always on a subscription with a :func:`wide_window`.
         """
         return receipt is None and (buffered > 0 or wide_window)
+
+    def receipt_timed_out(
+        self, event: FrameEvent, seconds: float | None, *, paused: bool
+    ) -> tuple[TimeoutError, ConnectionLost | None]:
+        """A wait for the RECEIPT of ``event`` outlasted ``seconds``: the TimeoutError the
+        caller raises, and the error that ends the session, or None when it stays.
+
+        A broker that leaves a receipt unanswered that long is frozen or hung:
+        with ``failover_on_timeout`` the client leaves it (all calls would wait
+        as long) rather than wait for heart-beats to give up on it.  Not when the
+        application is leaving anyway (a DISCONNECT's receipt), nor when reading
+        is ``paused`` by a full subscription buffer: the receipt may be there,
+        unread behind messages the application has not taken.
+        """
+        host, port = self.brokers.current
+        leave = self.options.leaves_on_timeout and not paused and not isinstance(event, Disconnect)
+        destination = getattr(event, "destination", None)
+        frame = event.command if destination is None else f"{event.command} to {destination}"
+        error = timed_out(
+            f"the RECEIPT of {frame} from {host}:{port}",
+            seconds,
+            "the client leaves that broker" if leave else "",
+        )
+        if not leave:
+            return error, None
+        waited = "" if seconds is None else f" within {seconds:.3g} s"
+        return error, ConnectionLost(f"no RECEIPT{waited}: the broker does not answer")
 
     def disconnect_event(self) -> tuple[Disconnect, str]:
         receipt = self.next_id("disconnect")

@@ -60,7 +60,14 @@ from ._core import (
     Resolve,
     wide_window,
 )
-from ._errors import BrokerError, ClientError, ConnectionLost, reason
+from ._errors import (
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    connect_timed_out,
+    message_timed_out,
+    reason,
+)
 from ._options import ConnectOptions
 from ._view import ClientView
 
@@ -123,6 +130,8 @@ class _Waiter:
             self._settle(None, error)
 
     def wait(self, timeout: float | None) -> Event | Message | None:
+        """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
+        words (it knows what it waited for)."""
         client = self._client
         hub = client._hub
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -137,8 +146,7 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    why = reason(TimeoutError(), timeout)
-                    raise TimeoutError(f"{why} (no answer from the broker)")
+                    raise TimeoutError
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -238,7 +246,7 @@ class Subscription:
                     if wait is not None and wait <= 0:
                         if waited:
                             client._hand_on()
-                        raise TimeoutError("no message in time")
+                        raise message_timed_out(self.destination, timeout)
                     if client._may_lead():
                         client._lead()
                     else:
@@ -358,25 +366,35 @@ class Client(ClientView):
     def _open(self, timeout: float | EllipsisType | None = ...) -> None:
         """Connect, start the background thread, wait for CONNECTED (the first connect).
 
-        ``timeout``: seconds for it; by default the options' timeout.
+        ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
-        if timeout is ...:
-            timeout = self._options.timeout
-        stream = self._start(self._core.conn, timeout)
+        bound = self._options.attempt_timeout if timeout is ... else timeout
+        began = time.monotonic()
+        stream = self._start(self._core.conn, bound)
         connected = self._expect(CONNECT_WAITER)
         self._reader = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
         self._reader.start()
-        connected.wait(timeout)
+        # The reader ends the attempt at its deadline too; this wait is the backstop.
+        left = None if bound is None else max(0.0, began + bound - time.monotonic())
+        try:
+            connected.wait(left)
+        except TimeoutError:
+            raise connect_timed_out(bound, opened=True) from None
 
     def _start(
         self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
     ) -> BlockingStream:
-        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read."""
+        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read.
+
+        ``timeout``: seconds for the attempt, from opening the stream to CONNECTED;
+        by default the options' bound on one attempt.
+        """
         if timeout is ...:
-            timeout = self._options.timeout
-        self._core.life.attempt(time.monotonic())
+            timeout = self._options.attempt_timeout
+        began = time.monotonic()
+        self._core.life.attempt(began)
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
@@ -388,7 +406,7 @@ class Client(ClientView):
         self._stream = stream
         with self._hub:
             self._session_connected = False
-            self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._connect_deadline = None if timeout is None else began + timeout
             self._connect_timeout = timeout
             self._freed_at = float("-inf")  # nobody reads yet: the background thread may
             self._live = True
@@ -549,8 +567,8 @@ class Client(ClientView):
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                waited = reason(TimeoutError(), self._connect_timeout)
-                self._end_session(ConnectionLost(f"{waited} (no CONNECTED from the broker)"))
+                waited = connect_timed_out(self._connect_timeout, opened=True)
+                self._end_session(ConnectionLost(str(waited)))
         except (ProtocolError, OSError) as exc:
             error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
@@ -629,9 +647,13 @@ class Client(ClientView):
             for subscription, count in woken.items():
                 subscription._arrived.notify(count)
 
-    def _end_session(self, error: ClientError) -> None:
-        """The session is over (seen by the role's holder); the background thread takes over."""
+    def _end_session(self, error: ClientError, stream: BlockingStream | None = None) -> None:
+        """The session is over (seen by the role's holder, or by a caller that gave up
+        on the broker: then ``stream`` is the one it wrote on, and the session on it
+        ends unless it has already); the background thread takes over."""
         with self._hub:
+            if stream is not None and stream is not self._stream:
+                return
             if self._ending is None and self._live:
                 self._ending = (self._session_connected, error)
             self._live = False
@@ -686,10 +708,8 @@ class Client(ClientView):
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
-                    self._core.life.failed(exc, self._options.timeout)
-                    error = ConnectionLost(
-                        f"reconnect failed: {reason(exc, self._options.timeout)}"
-                    )
+                    self._core.life.failed(exc)
+                    error = ConnectionLost(f"reconnect failed: {reason(exc)}")
             if self._closed:  # close() came while connecting: it did not see this stream
                 with self._hub:
                     self._live = False
@@ -930,6 +950,16 @@ class Client(ClientView):
             return None
         try:
             return waiter.wait(self._options.timeout)
+        except TimeoutError:
+            assert not isinstance(event, PlainSettle)
+            paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
+            timed_out, lost = self._core.receipt_timed_out(
+                event, self._options.timeout, paused=paused
+            )
+            if lost is not None:
+                self._end_session(lost, stream)
+                stream.shutdown()  # wakes the thread reading it
+            raise timed_out from None
         finally:
             self._waiters.pop(receipt or "", None)
 
