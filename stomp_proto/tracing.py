@@ -79,7 +79,7 @@ _METRIC_ATTRIBUTES = frozenset(
     }
 )
 
-Attributes = dict[str, str | int]
+_Attributes = dict[str, str | int]
 
 #: The block around an operation that records nothing (reusable: it holds no state).
 _NOTHING: AbstractContextManager[None] = nullcontext()
@@ -252,7 +252,7 @@ class Tracing:
         self,
         name: str,
         kind: SpanKind,
-        attributes: Attributes,
+        attributes: _Attributes,
         *,
         spans: bool,
         measured: bool,
@@ -297,8 +297,8 @@ def _attributes(
     destination: str,
     broker: tuple[str, int],
     version: Version | None,
-) -> Attributes:
-    attributes: Attributes = {
+) -> _Attributes:
+    attributes: _Attributes = {
         "messaging.system": SYSTEM,
         "messaging.operation.name": operation,
         "messaging.operation.type": kind,
@@ -318,7 +318,7 @@ def _message_attributes(
     message: Message,
     broker: tuple[str, int],
     version: Version | None,
-) -> Attributes:
+) -> _Attributes:
     attributes = _attributes(operation, kind, message.destination, broker, version)
     attributes["messaging.message.id"] = message.message_id
     attributes["messaging.message.body.size"] = len(message.body)
@@ -327,7 +327,7 @@ def _message_attributes(
     return attributes
 
 
-def _measurement(attributes: Attributes, error: str | None) -> Attributes:
+def _measurement(attributes: _Attributes, error: str | None) -> _Attributes:
     """The attributes of a metric measurement: those of few values, and ``error.type``."""
     measurement = {key: value for key, value in attributes.items() if key in _METRIC_ATTRIBUTES}
     if error is not None:
