@@ -53,7 +53,8 @@ async def one_trace() -> tuple[list[ReadableSpan], InMemoryMetricReader]:
 
 
 def measurements(reader: InMemoryMetricReader) -> str:
-    """One line per data point: the metric, its operation and destination, the value."""
+    """One line per data point: the metric, its operation and destination (or its
+    broker), the value."""
     lines = []
     data = reader.get_metrics_data()
     assert data is not None
@@ -62,8 +63,11 @@ def measurements(reader: InMemoryMetricReader) -> str:
             for metric in scope.metrics:
                 for point in metric.data.data_points:
                     attributes = dict(point.attributes or {})
-                    operation = attributes["messaging.operation.name"]
-                    what = f"{operation} {attributes['messaging.destination.name']}"
+                    if "messaging.operation.name" in attributes:
+                        operation = attributes["messaging.operation.name"]
+                        what = f"{operation} {attributes['messaging.destination.name']}"
+                    else:  # a session's
+                        what = f"{attributes['server.address']}:{attributes['server.port']}"
                     if isinstance(point, HistogramDataPoint):
                         value = f"count {point.count}, sum {point.sum * 1e3:.2f} ms"
                     else:

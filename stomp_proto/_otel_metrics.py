@@ -33,7 +33,7 @@ def metrics_configured(provider: metrics.MeterProvider | None) -> bool:
 class Instruments:
     """The counters and the duration histogram, from one meter provider."""
 
-    __slots__ = ("consumed", "duration", "sent")
+    __slots__ = ("consumed", "duration", "lost", "reconnects", "sent", "sessions")
 
     def __init__(self, meter_provider: metrics.MeterProvider | None) -> None:
         meter = metrics.get_meter("stomp_proto", __version__, meter_provider=meter_provider)
@@ -56,4 +56,20 @@ class Instruments:
             unit="s",
             description="How long a send, receive, ack or nack took.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        # The sessions' counts (no convention names them): as ClientStats counts them.
+        self.sessions = meter.create_counter(
+            "stomp_proto.client.sessions",
+            unit="{session}",
+            description="Sessions with a broker that came up (CONNECTED).",
+        )
+        self.reconnects = meter.create_counter(
+            "stomp_proto.client.reconnects",
+            unit="{session}",
+            description="Sessions that came up after the client's first: reconnects.",
+        )
+        self.lost = meter.create_counter(
+            "stomp_proto.client.lost_sessions",
+            unit="{session}",
+            description="Sessions lost: the connection dropped, the broker fell silent or refused.",
         )

@@ -50,6 +50,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     ) from exc
 
 from . import __version__
+from ._client._errors import ClientError
 from ._events import Message, Send
 from ._frame import Version
 
@@ -222,6 +223,23 @@ class Tracing:
             links=links,
         )
 
+    def session_up(self, broker: tuple[str, int], reconnect: bool) -> None:
+        """Count a session with ``broker`` that came up (and, ``reconnect``, a
+        reconnect) on ``stomp_proto.client.sessions`` (``.reconnects``)."""
+        if self._recording()[1]:
+            where = _broker_attributes(broker)
+            self._instruments.sessions.add(1, where)
+            if reconnect:
+                self._instruments.reconnects.add(1, where)
+
+    def session_lost(self, broker: tuple[str, int], error: ClientError) -> None:
+        """Count the session with ``broker`` lost with ``error`` on
+        ``stomp_proto.client.lost_sessions``, with its ``error.type``."""
+        if self._recording()[1]:
+            where = _broker_attributes(broker)
+            where["error.type"] = _error_type(error)
+            self._instruments.lost.add(1, where)
+
     def context(self, message: Message) -> Context:
         """The trace context ``message`` carries (empty if none): the parent for the
         application's own spans about it."""
@@ -310,6 +328,10 @@ def _attributes(
     if version is not None:
         attributes["network.protocol.version"] = version
     return attributes
+
+
+def _broker_attributes(broker: tuple[str, int]) -> _Attributes:
+    return {"messaging.system": SYSTEM, "server.address": broker[0], "server.port": broker[1]}
 
 
 def _message_attributes(

@@ -190,3 +190,41 @@ async def test_the_counts_of_messages_sent_received_acked_and_nacked(h: Harness)
         assert client.stats is stats  # one live object
         assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 5, 4, 1)
         assert (stats.sessions, stats.reconnects, stats.lost) == (1, 0, 0)
+
+
+@on_every_adapter(versions=(None,))
+async def test_sessions_reconnects_and_losses_as_opentelemetry_metrics(h: Harness) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (and its SDK) is not installed")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from stomp_proto.tracing import Tracing
+
+    first = await h.start_broker(vanishing=True)
+    second = await h.start_broker(vanishing=True)
+    hosts = [(HOST, first.port), (HOST, second.port)]
+    reader = InMemoryMetricReader()
+    tracing = Tracing(meter_provider=MeterProvider([reader]))  # metrics only
+    async with h.connect(None, hosts=hosts, reconnect=FAST, tracing=tracing) as client:
+        await h.stop_broker(first)
+        await until(h, client, ClientState.CONNECTED)
+        await client.send("/queue/lifecycle", b"after the failover", receipt=True)
+    data = reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        (metric.name, point.attributes["server.port"], point.attributes.get("error.type")): (
+            point.value
+        )
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name.startswith("stomp_proto.client.")
+        for point in metric.data.data_points
+        if point.attributes is not None
+    }
+    assert counted == {
+        ("stomp_proto.client.sessions", first.port, None): 1,
+        ("stomp_proto.client.sessions", second.port, None): 1,
+        ("stomp_proto.client.reconnects", second.port, None): 1,
+        ("stomp_proto.client.lost_sessions", first.port, "stomp_proto.ConnectionLost"): 1,
+    }

@@ -291,7 +291,9 @@ class ClientCore(Generic[S]):
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
-        self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
+        self.life = Lifecycle(
+            lambda: self.brokers.current, options.on_state_change, options.tracing
+        )
         #: Its counts (the frames are counted here, as they are made).
         self.stats = self.life.stats
         #: Whether the application sent DISCONNECT: the end of the session is then no loss.

@@ -21,7 +21,7 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._lifecycle import StateHook
+from ._lifecycle import SessionHook, StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -71,12 +71,13 @@ def _option(name: str) -> str:
     return f"connect() option {name}"
 
 
-class TracingHook(Protocol):
+class TracingHook(SessionHook, Protocol):
     """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
     (OpenTelemetry) is one.
 
     The clients know nothing more of tracing: without the option the hook is
-    one ``is None`` test per send, per message taken and per ACK or NACK.
+    one ``is None`` test per send, per message taken and per ACK or NACK.  It is
+    also told as sessions come and go (:meth:`session_up`, :meth:`session_lost`).
     """
 
     def sending(
