@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import gc
 import socket
 import threading
@@ -216,9 +217,11 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking call in a new daemon thread and await its result (on asyncio).
 
     Not ``asyncio.to_thread``: its executor is joined by ``asyncio.run``, so a
-    call that never returned would hang the test instead of failing it.
+    call that never returned would hang the test instead of failing it.  Like it,
+    the call runs in a copy of the caller's context (an ambient span, say).
     """
     loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
     future: asyncio.Future[T] = loop.create_future()
 
     def settle(value: Any, error: BaseException | None) -> None:
@@ -233,7 +236,7 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         value: Any = None
         error: BaseException | None = None
         try:
-            value = function(*args, **kwargs)
+            value = context.run(function, *args, **kwargs)
         except BaseException as exc:
             error = exc
         with suppress(RuntimeError):  # the scenario's loop is gone (it timed out)

@@ -157,3 +157,74 @@ async def _shut_down(broker: Any) -> None:
 def test_the_hook_must_be_callable() -> None:
     with pytest.raises(TypeError, match="on_state_change must be a callable or None"):
         ConnectOptions(on_state_change="print")  # type: ignore[arg-type]
+
+
+@on_every_adapter(versions=(None,))
+async def test_the_counts_of_messages_sent_received_acked_and_nacked(h: Harness) -> None:
+    broker = await h.start_broker()
+    queue = "/queue/counted"
+    async with (
+        h.connect(broker.port) as client,
+        client.subscribe(queue, ack="client-individual") as messages,
+    ):
+        stats = client.stats
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (0, 0, 0, 0)
+        for number in range(4):
+            await client.send(queue, f"order {number}", receipt=number % 2 == 0)
+        taken = [await messages.get(WAIT) for _ in range(4)]
+        assert all(message is not None for message in taken)
+        first, second, third, fourth = taken
+        assert first is not None and second is not None
+        assert third is not None and fourth is not None
+        await client.ack(first)  # the plain ACK
+        await client.ack(second, receipt=True)  # an ACK event with its receipt
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 4, 2, 0)
+        # NACK exists from STOMP 1.1 on; the client negotiated 1.2.  The broker
+        # delivers the message again: a fifth MESSAGE received.
+        await client.nack(third)
+        again = await messages.get(WAIT)
+        assert again is not None and again.body == third.body
+        async with client.transaction() as tx:
+            await client.ack(fourth, transaction=tx)
+            await client.ack(again, transaction=tx)
+        assert client.stats is stats  # one live object
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 5, 4, 1)
+        assert (stats.sessions, stats.reconnects, stats.lost) == (1, 0, 0)
+
+
+@on_every_adapter(versions=(None,))
+async def test_sessions_reconnects_and_losses_as_opentelemetry_metrics(h: Harness) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (and its SDK) is not installed")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from stomp_proto.tracing import Tracing
+
+    first = await h.start_broker(vanishing=True)
+    second = await h.start_broker(vanishing=True)
+    hosts = [(HOST, first.port), (HOST, second.port)]
+    reader = InMemoryMetricReader()
+    tracing = Tracing(meter_provider=MeterProvider([reader]))  # metrics only
+    async with h.connect(None, hosts=hosts, reconnect=FAST, tracing=tracing) as client:
+        await h.stop_broker(first)
+        await until(h, client, ClientState.CONNECTED)
+        await client.send("/queue/lifecycle", b"after the failover", receipt=True)
+    data = reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        (metric.name, point.attributes["server.port"], point.attributes.get("error.type")): (
+            point.value
+        )
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name.startswith("stomp_proto.client.")
+        for point in metric.data.data_points
+        if point.attributes is not None
+    }
+    assert counted == {
+        ("stomp_proto.client.sessions", first.port, None): 1,
+        ("stomp_proto.client.sessions", second.port, None): 1,
+        ("stomp_proto.client.reconnects", second.port, None): 1,
+        ("stomp_proto.client.lost_sessions", first.port, "stomp_proto.ConnectionLost"): 1,
+    }

@@ -16,6 +16,7 @@ wire in the order the connection made them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -32,7 +33,6 @@ from .._events import (
     Message,
     Subscribe,
 )
-from .._frame import Version
 from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
@@ -46,8 +46,8 @@ from ._errors import (
     message_timed_out,
     reason,
 )
-from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
+from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
@@ -159,6 +159,7 @@ class AsyncSubscription:
         ended the session, or TimeoutError when ``timeout`` seconds pass first
         (``None``: wait as long as it takes).
         """
+        began = 0 if self._tracing is None else time.time_ns()
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
             try:
@@ -178,7 +179,7 @@ class AsyncSubscription:
         message = self._messages.popleft()
         if self._tracing is not None:
             client = self._client
-            self._tracing.received(message, client.broker, client.version)
+            self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def _put_nowait(self, message: Message) -> bool:
@@ -205,7 +206,7 @@ class AsyncSubscription:
         self._room.set()  # and a reader waiting for room: its message is dropped
 
 
-class AsyncClient:
+class AsyncClient(ClientView):
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
     def __init__(
@@ -229,33 +230,6 @@ class AsyncClient:
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
         #: ``max_pending_messages``; the oldest are dropped when it is full.
         self.unsolicited = backend.queue(options.max_pending_messages)
-
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -722,7 +696,12 @@ class AsyncClient:
     ) -> None:
         self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
-        await self._send(event, receipt_id, message)
+        tracing = self._options.tracing
+        if tracing is None:
+            await self._send(event, receipt_id, message)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            await self._send(event, receipt_id, message)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

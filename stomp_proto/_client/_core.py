@@ -291,7 +291,11 @@ class ClientCore(Generic[S]):
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
-        self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
+        self.life = Lifecycle(
+            lambda: self.brokers.current, options.on_state_change, options.tracing
+        )
+        #: Its counts (the frames are counted here, as they are made).
+        self.stats = self.life.stats
         #: Whether the application sent DISCONNECT: the end of the session is then no loss.
         self.leaving = False
         #: Whether a SEND without a receipt went out on this connection with no
@@ -324,9 +328,16 @@ class ClientCore(Generic[S]):
     # -- ids and events --------------------------------------------------------
 
     def written(self, event: FrameEvent) -> None:
-        """``event`` was written on the current connection (the adapters call this)."""
-        if type(event) is Send and event.receipt is None:
-            self._unvouched = True
+        """``event`` was made into bytes for the current connection: counted, and
+        a SEND without a receipt noted (see :meth:`take_refusal`)."""
+        if type(event) is Send:
+            self.stats.sent += 1
+            if event.receipt is None:
+                self._unvouched = True
+        elif type(event) is Ack:
+            self.stats.acked += 1
+        elif type(event) is Nack:
+            self.stats.nacked += 1
 
     def take_refusal(self) -> None:
         """Raise, once, the ERROR that may have refused a SEND of an earlier call.
@@ -429,7 +440,13 @@ class ClientCore(Generic[S]):
         """
         if isinstance(event, PlainSettle):
             message = event.message
-            return conn.nack(message) if event.nack else conn.ack(message)
+            if event.nack:
+                data = conn.nack(message)
+                self.stats.nacked += 1
+            else:
+                data = conn.ack(message)
+                self.stats.acked += 1
+            return data
         if settles is not None:
             conn.check_delivered(settles)
         data = conn.send(event)
@@ -634,6 +651,7 @@ class ClientCore(Generic[S]):
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if type(event) is Message:
+            self.stats.received += 1
             return event
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it

@@ -8,7 +8,7 @@ keyword arguments it takes.
 from __future__ import annotations
 
 import ssl as _ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -21,8 +21,7 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._errors import ClientError
-from ._lifecycle import ClientState
+from ._lifecycle import SessionHook, StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -72,28 +71,40 @@ def _option(name: str) -> str:
     return f"connect() option {name}"
 
 
-class TracingHook(Protocol):
+class TracingHook(SessionHook, Protocol):
     """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
     (OpenTelemetry) is one.
 
     The clients know nothing more of tracing: without the option the hook is
-    one ``is None`` test per send and per message taken.
+    one ``is None`` test per send, per message taken and per ACK or NACK.  It is
+    also told as sessions come and go (:meth:`session_up`, :meth:`session_lost`).
     """
 
     def sending(
         self, send: Send, broker: tuple[str, int], version: Version | None
     ) -> AbstractContextManager[Send]:
         """Around the writing of ``send`` (and the wait for its receipt): yields the
-        SEND to write instead (with the trace context in its headers).
+        SEND to write instead (with the trace context in its headers).  What the
+        send raises goes through the block.
 
         ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
         STOMP version (``None`` before CONNECTED).
         """
         ...
 
-    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
-        """The application took ``message`` from a subscription; ``broker`` and
-        ``version`` as for :meth:`sending`."""
+    def received(
+        self, message: Message, broker: tuple[str, int], version: Version | None, began: int
+    ) -> None:
+        """The application took ``message`` from a subscription, having asked for it
+        at ``began`` (:func:`time.time_ns`); ``broker`` and ``version`` as for
+        :meth:`sending`."""
+        ...
+
+    def settling(
+        self, message: Message, nack: bool, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[None]:
+        """Around the ACK of ``message`` (``nack``: its NACK), and the wait for its
+        receipt; ``broker`` and ``version`` as for :meth:`sending`."""
         ...
 
 
@@ -144,7 +155,7 @@ class ConnectOptions:
     #: Retry the first connect on the ``reconnect`` schedule, as a reconnect would be.
     retry_first_connect: bool = False
     #: Called with each new :class:`ClientState` (and the error behind it).
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None = None
+    on_state_change: StateHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -353,7 +364,7 @@ class ClientOptions(TypedDict, total=False):
     #: Called as ``on_state_change(state, error)`` with each new :class:`ClientState`
     #: (connected, reconnecting, closed, failed) in the client's own task or thread
     #: (see :doc:`failover`); default none.
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None
+    on_state_change: StateHook | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top

@@ -46,7 +46,6 @@ from typing import Protocol
 from .._connection import ClientConnection
 from .._errors import ProtocolError
 from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Subscribe
-from .._frame import Version
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
@@ -69,8 +68,8 @@ from ._errors import (
     message_timed_out,
     reason,
 )
-from ._lifecycle import ClientState, ClientStats
 from ._options import ConnectOptions
+from ._view import ClientView
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 
@@ -210,6 +209,7 @@ class Subscription:
         the session if it did not.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        began = 0 if self._tracing is None else time.time_ns()
         client = self._client
         hub = client._hub
         outbox = client._outbox
@@ -270,7 +270,7 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
-        self._tracing.received(message, client.broker, client.version)
+        self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def __iter__(self) -> Iterator[Message]:
@@ -299,7 +299,7 @@ class Subscription:
             self._arrived.notify_all()
 
 
-class Client:
+class Client(ClientView):
     """A connected, blocking STOMP client; make one with :func:`connect`.
 
     Safe to use from many threads at once.
@@ -360,33 +360,6 @@ class Client:
         #: When the read role was last let go (the background thread reads
         #: once it stayed free for IDLE_READ).
         self._freed_at = float("-inf")
-
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -1109,7 +1082,12 @@ class Client:
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = self._core.may_hold(receipt_id, buffered, wide)
-        self._send(event, receipt_id, message, hold=hold)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id, message, hold=hold)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            self._send(event, receipt_id, message, hold=hold)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:
