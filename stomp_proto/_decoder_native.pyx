@@ -79,6 +79,13 @@ def bytes_searched():
     return SEARCHED
 
 
+cdef inline Py_ssize_t _past_blanks(const unsigned char *data, Py_ssize_t stop, Py_ssize_t i):
+    """The first index from ``i`` on whose byte is no blank (space, tab, CR), or ``stop``."""
+    while i < stop and (data[i] == 32 or data[i] == 9 or data[i] == CR):
+        i += 1
+    return i
+
+
 cdef inline Py_ssize_t _clamp(object value):
     return <Py_ssize_t>value if value < HUGE else HUGE
 
@@ -464,7 +471,6 @@ cdef class HeadScanner:
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
         cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf
         cdef const unsigned char *found
-        cdef int after
         global SEARCHED
         if self.lenient:
             # From _scan on, as the pure _next_head: a line of blanks still growing
@@ -473,11 +479,8 @@ cdef class HeadScanner:
             i = first = scan
             blank_lf = stomp_slot_get(self.s_blank_lf, decoder)
             if blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos:
-                after = byte_at(data, stop, i)
-                while after == 32 or after == 9 or after == CR:
-                    i += 1
-                    after = byte_at(data, stop, i)
-                if after == LF:
+                i = _past_blanks(data, stop, i)
+                if byte_at(data, stop, i) == LF:
                     head_end, body_start = blank_lf, i + 1
         while head_end < 0 and i < stop:
             found = <const unsigned char *>memchr(data + i, LF, stop - i)
@@ -485,12 +488,8 @@ cdef class HeadScanner:
                 break
             i = found - data
             if self.lenient:
-                j = i + 1
-                after = byte_at(data, stop, j)
-                while after == 32 or after == 9 or after == CR:
-                    j += 1
-                    after = byte_at(data, stop, j)
-                if after == LF:
+                j = _past_blanks(data, stop, i + 1)
+                if byte_at(data, stop, j) == LF:
                     head_end, body_start = i, j + 1
                     break
             elif byte_at(data, stop, i + 1) == LF:
