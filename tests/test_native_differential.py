@@ -133,6 +133,11 @@ SPLIT_STREAMS = [
     b"\r",
     b"SEND\na:b\rc\n\n\x00",
     b"CONNECTED\nversion:1.2\n\n\x00",
+    # Lines of blanks: lenient mode's blank line (the head ends there), also
+    # while it grows; a blank-led header line; blanks before the command.
+    b"SEND\n \t \r\nbody\x00",
+    b"SEND\n  k:v\n\t\n\x00\n",
+    b"  \nSEND\nk:v\n \n\x00",
 ]
 
 
