@@ -30,12 +30,16 @@ How the buffer is read, and why it stays linear:
   ``realloc`` (seek past the end and write), which extends in place or remaps
   pages for large blocks, so every body byte is still copied about once, and
   the decoder holds one copy of the body, not the buffer plus a copy of it.
+  The native twin takes this route with a reservation of its own
+  (``BodyReservation``: no zero fill, and it grows itself), as soon as the head is
+  read; the rest of the route - the writes, the end, the errors - is this code's.
 """
 
 from __future__ import annotations
 
 import io
 import re
+from typing import Protocol
 
 from ._build import native
 from ._checks import check_bool, check_data, check_limits, wrong_type
@@ -80,6 +84,17 @@ _BLANK_LINE_12 = re.compile(rb"\n\r?\n")
 # Lenient mode's end of head: a line holding nothing but blanks (and a CR).
 _LENIENT_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 _BLANKS = re.compile(rb"[ \t\r]*")
+
+
+class _Reservation(Protocol):
+    """Where a large body is written as it arrives: an ``io.BytesIO`` here, or the
+    native twin's ``BodyReservation`` (which grows itself: its ``_full_at`` is 0)."""
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int: ...
+
+    def getvalue(self) -> bytes: ...
+
+    def getbuffer(self) -> memoryview: ...
 
 
 def _too_large(limits: Limits, limit: str, what: str) -> LocalProtocolError:
@@ -167,9 +182,10 @@ class FrameDecoder:
         self._buf = bytearray()
         self._pos = 0
         # The large body being received, and how many of its bytes are missing.
-        self._big: io.BytesIO | None = None
+        self._big: _Reservation | None = None
         self._need = 0
-        # The value of _need at which the large body's reservation is full.
+        # The value of _need at which the large body's reservation is full (0: it
+        # grows itself, or is as long as the body).
         self._full_at = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
@@ -793,11 +809,12 @@ class FrameDecoder:
         self._need = length - received
         self._full_at = length - size
 
-    def _grow_large_body(self, big: io.BytesIO, left: int) -> None:
+    def _grow_large_body(self, big: _Reservation, left: int) -> None:
         """Grow the reservation to hold all but ``left`` bytes of the body.
 
         It grows _GROWTH-fold at least, and never past the declared length.
         """
+        assert isinstance(big, io.BytesIO)  # the native reservation grows itself
         length = self._content_length
         size = min(length, max(_GROWTH * (length - self._full_at), length - left))
         # Writing the last byte makes BytesIO resize its bytes object to the new
@@ -807,7 +824,7 @@ class FrameDecoder:
         big.seek(length - self._need)
         self._full_at = length - size
 
-    def _end_large_body(self, big: io.BytesIO) -> Frame | None:
+    def _end_large_body(self, big: _Reservation) -> Frame | None:
         # The bytes after the body start where the body would be in the buffer.
         if self._need:
             self._check_truncated()

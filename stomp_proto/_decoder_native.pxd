@@ -11,7 +11,9 @@ cdef class HeadScanner:
     # The decoder's slots, read and written through their descriptors.
     cdef object s_buf, s_pos, s_scan, s_line_start, s_body_start, s_head_lines
     cdef object s_command, s_headers, s_content_length, s_body_limit
-    cdef object s_need, s_big, s_eof, s_error, s_reading
+    cdef object s_need, s_big, s_full_at, s_eof, s_error, s_reading, s_blank_lf
+    # Where the buffer is cut once the scan lets go of it (a large body moved out), or -1.
+    cdef Py_ssize_t trim
 
     # FrameDecoder.next_frame's fast path: the frame or heart-beat, None (more data
     # needed), or NotImplemented (the pure code takes over, on the same state).
@@ -32,6 +34,10 @@ cdef class HeadScanner:
         object headers, Py_ssize_t start, Py_ssize_t length, Py_ssize_t body_limit,
         Py_ssize_t scan, bint held,
     )
+    cdef void start_large_body(
+        self, object decoder, const unsigned char *data, Py_ssize_t start, Py_ssize_t end,
+        Py_ssize_t length,
+    ) except *
     cdef void consumed(self, object decoder, Py_ssize_t at) except *
     cdef void body_taken(self, object decoder, Py_ssize_t at) except *
     cdef void beat(self, object decoder, Py_ssize_t at) except *

@@ -26,8 +26,11 @@ its NUL is in and is then copied once.
 
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, _PyBytes_Resize
+from cpython.exc cimport PyErr_Clear
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -43,16 +46,18 @@ from ._frame import COMMANDS, UNESCAPED_COMMANDS, Frame
 #: (tests/test_native_touches.py checks that each exists on the pure build).
 TOUCHES = {
     "FrameDecoder": (
-        "_big", "_bodiless", "_body_limit", "_body_start", "_buf", "_command", "_commands",
-        "_content_length", "_crlf", "_eof", "_error", "_handshake", "_head_lines", "_headers",
-        "_limits", "_line_start", "_need", "_pos", "_reading", "_scan", "_strict",
-        "_unescaping", "_unescaping_cr", "_verbatim",
+        "_big", "_blank_lf", "_bodiless", "_body_limit", "_body_start", "_buf", "_command",
+        "_commands", "_content_length", "_crlf", "_eof", "_error", "_full_at", "_handshake",
+        "_head_lines", "_headers", "_limits", "_line_start", "_need", "_pos", "_reading",
+        "_scan", "_strict", "_unescaping", "_unescaping_cr", "_verbatim",
     ),
 }
 
-#: Frames whose content-length is this or more take the pure decoder's
-#: one-copy route for large bodies (_decoder._LARGE_BODY).
+#: Frames whose content-length is this or more, and whose body is still
+#: arriving, take the one-copy route for large bodies (_decoder._LARGE_BODY).
 cdef Py_ssize_t LARGE_BODY = 64 * 1024
+#: How a large body's reservation grows (_decoder._GROWTH).
+cdef Py_ssize_t GROWTH = 4
 #: Limits past this are as good as unlimited here (and keep the sums below in range).
 cdef Py_ssize_t HUGE = (<Py_ssize_t>1) << 60
 #: More digits than this in a content-length: left to the pure code (it reads TOO_LONG).
@@ -62,6 +67,23 @@ cdef Py_ssize_t MOST_DIGITS = 18
 cdef frozenset UNESCAPED = UNESCAPED_COMMANDS
 cdef object FRAME = Frame
 cdef object BEAT = HEARTBEAT
+
+
+#: The bytes that the scanner's searches of a head have spanned, in this process: the
+#: work of reading heads, counted rather than timed (tests/test_decoder_linear.py).
+cdef Py_ssize_t SEARCHED = 0
+
+
+def bytes_searched():
+    """How many bytes the searches of heads have spanned so far (see SEARCHED)."""
+    return SEARCHED
+
+
+cdef inline Py_ssize_t _past_blanks(const unsigned char *data, Py_ssize_t stop, Py_ssize_t i):
+    """The first index from ``i`` on whose byte is no blank (space, tab, CR), or ``stop``."""
+    while i < stop and (data[i] == 32 or data[i] == 9 or data[i] == CR):
+        i += 1
+    return i
 
 
 cdef inline Py_ssize_t _clamp(object value):
@@ -178,6 +200,108 @@ cdef object _unescape(const unsigned char *data, Py_ssize_t size, bint cr):
 
 
 
+# -- large bodies --------------------------------------------------------------
+
+cdef extern from "Python.h":
+    # A new bytes object, uninitialised, as a reference of its own (NULL on failure).
+    PyObject *reserve_bytes "PyBytes_FromStringAndSize"(const char *data, Py_ssize_t size)
+
+
+@cython.final
+cdef class BodyReservation:
+    """A large body as it arrives, written into the bytes object that becomes its frame's.
+
+    The twin of the io.BytesIO of the pure decoder's one-copy route (its
+    ``_start_large_body``), with the three calls the decoder makes on it: ``write``
+    (``receive_data``), ``getvalue`` (the frame) and ``getbuffer`` (the version setter).
+    It grows as the pure route does - to GROWTH times its size, never past the
+    declared length - so memory still follows the bytes received; but it is
+    reserved without being zero-filled, and it grows itself as writes need (the
+    decoder's ``_full_at`` is 0 for it: no ``_grow_large_body`` calls).  It holds the
+    only reference to its bytes object until ``getvalue`` hands it over, since
+    ``_PyBytes_Resize`` may only resize an object nothing else refers to.
+    """
+
+    cdef PyObject *body  # owned; NULL until its first byte
+    cdef Py_ssize_t size, held, length
+    cdef bint lost  # handed over by getvalue, or freed by a failed resize
+
+    def __cinit__(self, Py_ssize_t length):
+        self.length = length
+
+    def __dealloc__(self):
+        Py_XDECREF(self.body)
+
+    cdef int reserve(self, Py_ssize_t size) except -1:
+        """Room for ``size`` bytes (at least those held), uninitialised past them."""
+        if self.body == NULL:
+            # The first reservation is made at the declared length and cut down at
+            # once: what is cut off is free memory right behind it, so that growing
+            # it later most often extends it in place (realloc) instead of moving
+            # what it holds - a copy of a quarter of the body or more.  Nothing of
+            # the declared length is touched, and what stays allocated follows the
+            # growth rule.  Where that much cannot be had, the small one will do.
+            self.size = self.length
+            self.body = reserve_bytes(NULL, self.size)
+            if self.body == NULL:
+                PyErr_Clear()
+                self.size = size
+                self.body = reserve_bytes(NULL, self.size)
+                if self.body == NULL:
+                    raise MemoryError()
+        if size != self.size:
+            try:
+                _PyBytes_Resize(&self.body, size)
+            except MemoryError:
+                self.lost = True  # _PyBytes_Resize freed it
+                raise
+            self.size = size
+        return 0
+
+    cdef int take(self, const unsigned char *data, Py_ssize_t size) except -1:
+        """Append ``data[:size]``, growing the reservation if it must."""
+        cdef Py_ssize_t end = self.held + size
+        cdef Py_ssize_t grown
+        if self.lost:
+            raise ValueError("the body's reservation is gone")
+        if end > self.length:
+            raise ValueError("more bytes than the declared length")
+        if end > self.size:
+            grown = GROWTH * self.size
+            if grown < end:
+                grown = end
+            self.reserve(grown if grown < self.length else self.length)
+        memcpy(PyBytes_AS_STRING(<object>self.body) + self.held, data, size)
+        self.held = end
+        return 0
+
+    def write(self, data):
+        """Append the bytes of ``data`` (bytes-like); returns how many."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            self.take(<const unsigned char *>view.buf, view.len)
+            return view.len
+        finally:
+            PyBuffer_Release(&view)
+
+    def getvalue(self):
+        """The whole body: the reserved bytes object itself, handed over (no copy)."""
+        if self.lost or self.held != self.length:
+            raise ValueError("the body is not whole")
+        body = <object>self.body
+        Py_DECREF(body)  # the reservation's reference, now the caller's
+        self.body = NULL
+        self.lost = True
+        return body
+
+    def getbuffer(self):
+        """The bytes held so far, as a read-only view."""
+        if self.body == NULL:
+            return memoryview(b"")
+        return memoryview(<object>self.body)[: self.held]
+
+
 # -- the scanner ---------------------------------------------------------------
 
 @cython.final
@@ -233,9 +357,29 @@ cdef class HeadScanner:
         self.s_body_limit = cls._body_limit
         self.s_need = cls._need
         self.s_big = cls._big
+        self.s_full_at = cls._full_at
+        self.s_blank_lf = cls._blank_lf
+        self.trim = -1
         self.s_eof = cls._eof
         self.s_error = cls._error
         self.s_reading = cls._reading
+
+    cdef void start_large_body(
+        self, object decoder, const unsigned char *data, Py_ssize_t start, Py_ssize_t end,
+        Py_ssize_t length,
+    ) except *:
+        """The pure _start_large_body's state, with the native reservation: the body
+        received so far moves into it, and the reads to come are written into it by
+        ``receive_data``.  Done as soon as the head is read (a reservation costs
+        no zero fill here): the first bytes are copied twice at most once."""
+        cdef Py_ssize_t received = end - start
+        cdef BodyReservation big = BodyReservation(length)
+        if received:
+            big.take(data + start, received)  # a reservation of that size, for now
+        stomp_slot_set(self.s_big, decoder, big)
+        stomp_slot_set(self.s_need, decoder, length - received)
+        stomp_slot_set(self.s_full_at, decoder, 0)
+        self.trim = start
 
     cdef void consumed(self, object decoder, Py_ssize_t at) except *:
         # A frame whose head and body came in one call: the head's marks move on
@@ -286,17 +430,17 @@ cdef class HeadScanner:
                 return self.next_item(decoder, <const unsigned char *>view.buf, view.len)
             return self.waiting_body(decoder, <const unsigned char *>view.buf, view.len)
         finally:
-            stomp_slot_set(self.s_reading, decoder, False)
             PyBuffer_Release(&view)
+            if self.trim >= 0:
+                # A large body left the buffer for its reservation (start_large_body):
+                # its bytes go once the buffer may be resized again.
+                PyByteArray_Resize(buf, self.trim)
+                self.trim = -1
+            stomp_slot_set(self.s_reading, decoder, False)
 
     cdef object next_item(self, object decoder, const unsigned char *data, Py_ssize_t end):
         cdef Py_ssize_t pos = stomp_slot_get(self.s_pos, decoder)
-        cdef Py_ssize_t scan
-        if self.lenient:
-            # Where the pure decoder resumes its lenient search (_next_head).
-            scan = <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) + 1
-        else:
-            scan = stomp_slot_get(self.s_scan, decoder)
+        cdef Py_ssize_t scan = stomp_slot_get(self.s_scan, decoder)
         cdef int first = byte_at(data, end, pos)
         if first < 0:
             return self.more(decoder)
@@ -325,21 +469,27 @@ cdef class HeadScanner:
         cdef Py_ssize_t window = pos + self.max_head
         cdef Py_ssize_t stop = min(end, window)
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
-        cdef Py_ssize_t head_end = -1, body_start = -1, j
+        cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf
         cdef const unsigned char *found
-        cdef int after
-        while i < stop:
+        global SEARCHED
+        if self.lenient:
+            # From _scan on, as the pure _next_head: a line of blanks still growing
+            # there (its LF noted in _blank_lf) is followed from where it stopped,
+            # so that a head trickling in is read once, not once per read.
+            i = first = scan
+            blank_lf = stomp_slot_get(self.s_blank_lf, decoder)
+            if blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos:
+                i = _past_blanks(data, stop, i)
+                if byte_at(data, stop, i) == LF:
+                    head_end, body_start = blank_lf, i + 1
+        while head_end < 0 and i < stop:
             found = <const unsigned char *>memchr(data + i, LF, stop - i)
             if found == NULL:
                 break
             i = found - data
             if self.lenient:
-                j = i + 1
-                after = byte_at(data, stop, j)
-                while after == 32 or after == 9 or after == CR:
-                    j += 1
-                    after = byte_at(data, stop, j)
-                if after == LF:
+                j = _past_blanks(data, stop, i + 1)
+                if byte_at(data, stop, j) == LF:
                     head_end, body_start = i, j + 1
                     break
             elif byte_at(data, stop, i + 1) == LF:
@@ -351,6 +501,7 @@ cdef class HeadScanner:
                 head_end, body_start = i, i + 3
                 break
             i += 1
+        SEARCHED += (body_start if head_end >= 0 else stop) - first
         if head_end < 0:
             if self.lenient:
                 return NotImplemented
@@ -460,8 +611,11 @@ cdef class HeadScanner:
             return NotImplemented
         cdef Py_ssize_t stop = min(end, window)
         cdef Py_ssize_t i = scan - 1 if scan - 1 > pos else pos
-        if i < stop and memchr(data + i, 0, stop - i) != NULL:
-            return NotImplemented  # a NUL in the head
+        global SEARCHED
+        if i < stop:
+            SEARCHED += stop - i
+            if memchr(data + i, 0, stop - i) != NULL:
+                return NotImplemented  # a NUL in the head
         if end >= window:
             return NotImplemented  # past the head's limit
         # The lines completed since the last call (_check_lines), then the growing one.
@@ -471,6 +625,7 @@ cdef class HeadScanner:
         cdef const unsigned char *lf
         cdef const unsigned char *colon
         i = scan if scan > start else start
+        SEARCHED += end - i
         while i < end:
             lf = <const unsigned char *>memchr(data + i, LF, end - i)
             if lf == NULL:
@@ -526,17 +681,20 @@ cdef class HeadScanner:
     ):
         """The frame once its body is in (one copy), as the pure _next_body; else the
         head waits in the decoder's state (``held``: it is there already) and the
-        answer is None, or NotImplemented where the pure code raises or moves a large
-        body out of the buffer."""
+        answer is None, or NotImplemented where the pure code raises.  A large body
+        still arriving leaves the buffer for a reservation (start_large_body)."""
         cdef Py_ssize_t nul = -1, stop
         cdef const unsigned char *found = NULL
         cdef bint more = False  # the body is not all in, and nothing is wrong so far
+        cdef bint large = False  # and it is a large one, with bytes still to come
         if length >= 0:
             if start + length < end:
                 if data[start + length] == 0:
                     nul = start + length
-            elif start + length == end or end - start < LARGE_BODY:
+            elif start + length == end or length < LARGE_BODY:
                 more = True
+            else:
+                more = large = True
         elif not (end > start and data[start] != 0 and command in self.bodiless):
             # No content-length: the body ends at the first NUL, within the body limit.
             stop = min(end, start + body_limit + 1)
@@ -558,7 +716,9 @@ cdef class HeadScanner:
                 stomp_slot_set(self.s_scan, decoder, mark)
             if not more or stomp_slot_get(self.s_eof, decoder):
                 return NotImplemented
-            if length < 0:
+            if large:
+                self.start_large_body(decoder, data, start, end, length)
+            elif length < 0:
                 stomp_slot_set(self.s_scan, decoder, end)
             return None
         body = PyBytes_FromStringAndSize(<const char *>data + start, nul - start)

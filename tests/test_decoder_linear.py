@@ -179,3 +179,33 @@ def test_a_head_fed_byte_by_byte_is_searched_a_bounded_number_of_times(
     trickles in costs time in proportion to its size, not to its size squared
     (about 4.5e8 bytes searched here)."""
     assert _bytes_searched(data, strict=strict) <= 8 * len(data)
+
+
+def _native_bytes_searched(data: bytes, *, strict: bool) -> int:
+    """How many bytes the native scanner's searches span, fed ``data`` one byte at a time.
+
+    The native scanner reads the buffer through a pointer, so it counts for itself
+    (``bytes_searched``): the same upper bound as above.  Its lenient mode is the
+    lenient server's, which keeps text verbatim (the embedded broker's decoder).
+    """
+    native = _decoder._native
+    assert native is not None
+    decoder = FrameDecoder("1.2", strict=strict)
+    if not strict:
+        decoder._keep_text()
+    before = native.bytes_searched()
+    events = _feed_bytewise(decoder, data)
+    assert [type(event) for event in events] == [Frame]
+    return native.bytes_searched() - before  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(_decoder._native is None, reason="the native fast path is not loaded")
+@pytest.mark.parametrize(("strict", "data"), list(_TRICKLES.values()), ids=list(_TRICKLES))
+def test_the_native_scanner_searches_a_trickling_head_a_bounded_number_of_times(
+    strict: bool, data: bytes
+) -> None:
+    """The native scanner resumes where the pure code would: at the decoder's
+    ``_scan``, and along a line of blanks still growing there - not at the start of
+    the line, which a blank-led line of 30 KB fed byte by byte would make about
+    4.5e8 bytes searched."""
+    assert _native_bytes_searched(data, strict=strict) <= 8 * len(data)

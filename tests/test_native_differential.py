@@ -14,6 +14,7 @@ processes, over the fuzz corpora.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,6 +133,11 @@ SPLIT_STREAMS = [
     b"\r",
     b"SEND\na:b\rc\n\n\x00",
     b"CONNECTED\nversion:1.2\n\n\x00",
+    # Lines of blanks: lenient mode's blank line (the head ends there), also
+    # while it grows; a blank-led header line; blanks before the command.
+    b"SEND\n \t \r\nbody\x00",
+    b"SEND\n  k:v\n\t\n\x00\n",
+    b"  \nSEND\nk:v\n \n\x00",
 ]
 
 
@@ -192,3 +198,122 @@ def test_decoder_native_and_pure_agree_in_every_split(
         with pure_core():
             pure = split_trace(version, verbatim, chunks)
         assert native == pure, chunks
+
+
+# Large bodies: a body of _LARGE_BODY bytes or more, with a content-length, leaves
+# the buffer while it arrives (the native decoder moves it into a reservation of its
+# own as soon as its head is read; the pure one once that many bytes of it are in).
+# Whatever the split, both builds give the same frames, errors, marks and ``buffered``
+# count - also when the version changes while such a body arrives, which puts what
+# was received back into the buffer.
+LARGE = _decoder._LARGE_BODY
+
+
+def _large(size: int, after: bytes = b"\x00\n") -> tuple[bytes, bytes]:
+    """A MESSAGE whose body of ``size`` bytes holds NULs and every byte value, and what
+    follows the body (its NUL, a heart-beat): the head and the rest."""
+    head = b"MESSAGE\ndestination:/q\ncontent-length:%d\n\n" % size
+    return head, (bytes(range(256)) * (size // 256 + 1))[:size] + after
+
+
+LARGE_STREAMS = {
+    # name: (head, rest, what follows)
+    "under the threshold": (*_large(LARGE - 1), b"SEND\n\nx\x00"),
+    "at the threshold": (*_large(LARGE), b"SEND\ncontent-length:1\n\ny\x00"),
+    "three times it, twice": (*_large(3 * LARGE + 5), b"".join(_large(LARGE + 1))),
+    "no NUL after the body": (*_large(LARGE + 1, b"X"), b""),
+    "the stream ends in the body": (_large(2 * LARGE)[0], _large(2 * LARGE)[1][:LARGE], b""),
+}
+
+
+def large_trace(
+    verbatim: bool, chunks: list[bytes], switch_after: int | None = None
+) -> list[object]:
+    """What a decoder returns for ``chunks`` (bodies as digests), with its marks and
+    ``buffered`` after each chunk; the version goes from 1.2 to 1.1 after chunk
+    ``switch_after``."""
+    decoder = stomp_proto.FrameDecoder("1.2", strict=not verbatim)
+    if verbatim:
+        decoder._keep_text()
+    trace: list[object] = []
+    try:
+        for index, chunk in enumerate([*chunks, None]):
+            decoder.receive_data(chunk)
+            while (item := decoder.next_frame()) is not None:
+                if isinstance(item, stomp_proto.Frame):
+                    digest = hashlib.sha256(item.body).hexdigest()
+                    trace.append((item.command, item.headers, len(item.body), digest))
+                else:
+                    trace.append(repr(item))
+            if index == switch_after:
+                decoder.version = "1.1"
+            # Offsets from the frame's start: the builds may hold a large body
+            # in the buffer or not, for a while, and count offsets differently then.
+            pos = decoder._pos
+            marks = (decoder._scan, decoder._line_start, decoder._body_start)
+            relative = (mark - pos for mark in marks)
+            trace.append((decoder.buffered, decoder._command, decoder._content_length, *relative))
+    except stomp_proto.RemoteProtocolError as exc:
+        trace.append(f"raised {exc.kind} {exc.limit} {exc}")
+    return trace
+
+
+def large_splits(head: bytes, rest: bytes, stream: bytes) -> Iterator[list[bytes]]:
+    """The stream whole; cut once and twice at every place where the body's route
+    may change (around its start, the threshold, its end, the next frame); in reads
+    of TCP and socket sizes; and at random."""
+    start = len(head)
+    places = sorted(
+        {
+            offset
+            for at in (1, start - 1, start, start + LARGE, len(head + rest) - 2, len(stream) - 1)
+            for offset in (at - 1, at, at + 1)
+            if 0 < offset < len(stream)
+        }
+    )
+    yield [stream]
+    for i, first in enumerate(places):
+        yield [stream[:first], stream[first:]]
+        for second in places[i + 1 :]:
+            yield [stream[:first], stream[first:second], stream[second:]]
+    for size in (1460, 4096, LARGE - 1, LARGE, LARGE + 1):
+        yield [stream[i : i + size] for i in range(0, len(stream), size)]
+    yield list(random_cuts(random.Random(len(stream)), stream))
+
+
+@pytest.mark.parametrize("name", list(LARGE_STREAMS))
+@pytest.mark.parametrize("verbatim", [False, True], ids=["strict", "lenient server"])
+def test_large_bodies_native_and_pure_agree_in_every_split(name: str, verbatim: bool) -> None:
+    head, rest, after = LARGE_STREAMS[name]
+    stream = head + rest + after
+    for chunks in large_splits(head, rest, stream):
+        for switch_after in (None, 0, len(chunks) // 2):
+            native = large_trace(verbatim, chunks, switch_after)
+            with pure_core():
+                pure = large_trace(verbatim, chunks, switch_after)
+            assert native == pure, ([len(chunk) for chunk in chunks], switch_after)
+
+
+def test_a_large_body_fed_byte_by_byte_agrees() -> None:
+    head, rest = _large(LARGE + 3)
+    data = head + rest
+    chunks = [data[i : i + 1] for i in range(len(data))]
+    native = large_trace(False, chunks)
+    with pure_core():
+        assert large_trace(False, chunks) == native
+
+
+def test_the_native_decoder_takes_a_large_body_out_of_the_buffer_at_its_head() -> None:
+    # The native route: no rescan of the body while it arrives, one copy of each
+    # byte after the head's read (the pure route waits for LARGE bytes first).
+    head, rest = _large(4 * LARGE)
+    decoder = stomp_proto.FrameDecoder("1.2")
+    decoder.receive_data(head + rest[:10])
+    assert decoder.next_frame() is None
+    assert type(decoder._big).__name__ == "BodyReservation"
+    assert bytes(decoder._buf) == head
+    for i in range(10, len(rest), 1000):
+        decoder.receive_data(rest[i : i + 1000])
+    frame = decoder.next_frame()
+    assert isinstance(frame, stomp_proto.Frame) and frame.body == rest[:-2]
+    assert decoder._big is None
