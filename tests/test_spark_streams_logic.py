@@ -716,8 +716,8 @@ def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
 ) -> None:
     import time
 
+    from stomp_proto.spark._retry import BrokerUnavailableError
     from stomp_proto.spark._streams._link import probe_streams
-    from stomp_proto.spark._streams._retry import BrokerUnavailableError
 
     port = _closed_port()  # nothing listens: every connect is refused, as while RabbitMQ is down
     settings = ConnectionSettings.from_options({"port": str(port), "retryTimeout": "0.8"})
@@ -743,8 +743,8 @@ def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
 def test_what_is_retried_and_what_fails_at_once() -> None:
     from stomp_proto import Error
     from stomp_proto._client._errors import BrokerError, ConnectionLost
+    from stomp_proto.spark._retry import retrying
     from stomp_proto.spark._streams._link import MissingStreamError
-    from stomp_proto.spark._streams._retry import retrying
 
     not_back = MissingStreamError(
         "stream 'o-0' does not exist on the broker (the broker said: not_found: NOT_FOUND - "
@@ -773,3 +773,27 @@ def test_what_is_retried_and_what_fails_at_once() -> None:
         with pytest.raises(type(final)):
             retrying(ConnectionSettings(), "probing x", fails)
         assert len(calls) == 1, final
+
+
+def test_a_replayed_batch_logs_the_lag_that_its_progress_cannot_show(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pytest.importorskip("pyspark")
+    from stomp_proto.spark._streams._source import StreamsStreamReader
+
+    fake = FakeStreams({"o-0": (0, 49), "o-1": (0, 9)})
+    reader = StreamsStreamReader(planner(fake))
+    # After a restart Spark first replays the batch of its offset log that had not
+    # committed: the reader never planned it (no latestOffset call).
+    with caplog.at_level("INFO", logger="stomp_proto.spark"):
+        reader.partitions({"o-0": 15, "o-1": 5}, {"o-0": 20, "o-1": 10})
+    (line,) = [r.getMessage() for r in caplog.records if "replayed" in r.getMessage()]
+    assert '{"o-0": 15, "o-1": 5}..{"o-0": 20, "o-1": 10} is replayed' in line
+    assert 'the streams are 30 offsets behind their tails after it: {"o-0": 30, "o-1": 0}' in line
+    # A batch it planned itself logs nothing (its progress has the latest offsets).
+    caplog.clear()
+    with caplog.at_level("INFO", logger="stomp_proto.spark"):
+        end = reader.latestOffset({"o-0": 20, "o-1": 10}, None)
+        reader.partitions({"o-0": 20, "o-1": 10}, end)
+        reader.partitions(end, end)  # Spark's empty range after a restart
+    assert not [r for r in caplog.records if "replayed" in r.getMessage()]
