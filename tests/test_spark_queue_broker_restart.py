@@ -83,6 +83,7 @@ def _wait(condition: Any, what: str, timeout: float = 90.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.timeout(600)  # a Spark session and micro-batches on a loaded machine
 def test_a_streaming_query_from_a_queue_to_a_queue_rides_out_a_restart(
     spark: Any,  # noqa: F811
     broker: RestartingBroker,
@@ -103,7 +104,7 @@ def test_a_streaming_query_from_a_queue_to_a_queue_rides_out_a_restart(
     )
 
     def copied(first: int) -> list[str]:
-        _wait(lambda: broker.up.queued(sink) >= 20, f"messages {first}.. copied")
+        _wait(lambda: broker.up.queued(sink) >= 20, f"messages {first}.. copied", 240)
         return sorted(m.body.decode() for m in broker.up.receive(sink, 20))
 
     try:
