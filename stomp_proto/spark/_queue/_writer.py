@@ -319,6 +319,8 @@ class Transaction:
             self._producer.write(data)
         except Exception as exc:
             self._resume(exc)  # the new connection has written ``data`` too
+        else:
+            self._retry.succeeded()  # a later outage gets the whole retryTimeout again
 
     def commit(self) -> None:
         """COMMIT, and wait for the broker's receipt."""
