@@ -14,6 +14,7 @@ error naming the broker.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -52,9 +53,16 @@ class RestartingBroker:
     def start(self) -> None:
         self.server = BrokerThread(port=self.port)
 
-    def outage(self, seconds: float = OUTAGE) -> None:
+    def outage(self, seconds: float = OUTAGE, *, until_tried: bool = False) -> None:
+        """Down for ``seconds``: connections refused.  ``until_tried``: then down until a
+        client has tried again - connections taken and closed at once, as by a broker
+        going away - so that a client that gives up at its first failure cannot pass."""
         self.stop()
         time.sleep(seconds)
+        if until_tried:
+            with socket.create_server((self.host, self.port)) as going_away:
+                going_away.settimeout(240)
+                going_away.accept()[0].close()
         self.start()
 
     @property
@@ -110,7 +118,7 @@ def test_a_streaming_query_from_a_queue_to_a_queue_rides_out_a_restart(
     try:
         broker.up.send(source, 20)
         assert copied(0) == sorted(f"body-{n}" for n in range(20))
-        broker.outage()
+        broker.outage(until_tried=True)
         # The source subscribes again and the sink connects again (the broker lost
         # nothing that matters here: what it held had been copied and taken).
         broker.up.send(source, 20, start=20)

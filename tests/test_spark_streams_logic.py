@@ -797,3 +797,28 @@ def test_a_replayed_batch_logs_the_lag_that_its_progress_cannot_show(
         reader.partitions({"o-0": 20, "o-1": 10}, end)
         reader.partitions(end, end)  # Spark's empty range after a restart
     assert not [r for r in caplog.records if "replayed" in r.getMessage()]
+
+
+def test_the_lag_of_a_batch_spark_gave_no_latest_offset_is_fetched_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stomp_proto.spark import _progress, offsets_behind_latest
+
+    fetched: list[dict[str, int]] = []
+
+    def tails_now(connection: Any, end: dict[str, int]) -> dict[str, int]:
+        fetched.append(dict(end))
+        return {stream: 50 for stream in end}
+
+    monkeypatch.setattr(_progress, "_fetch_latest", tails_now)
+    progress = {
+        "sources": [
+            # pyspark's SourceProgress holds str() of a null latest offset: "None".
+            {"endOffset": {"o-0": 20}, "latestOffset": "None"},
+            # The stomp source: a count, never a stream's offsets.
+            {"endOffset": '{"offset": 40}', "latestOffset": None},
+        ]
+    }
+    assert offsets_behind_latest(progress) == {} and not fetched
+    assert offsets_behind_latest(progress, {"port": "61613"}) == {"o-0": 30}
+    assert fetched == [{"o-0": 20}]

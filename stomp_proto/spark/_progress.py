@@ -55,26 +55,19 @@ def behind(end: Mapping[str, int], latest: Mapping[str, int]) -> dict[str, int]:
     return {stream: max(0, tail - end.get(stream, 0)) for stream, tail in latest.items()}
 
 
-#: Seconds a probe waits for a stream's tail: the streams of a batch hold messages, so the
-#: wait is only as long as a loaded broker takes to answer.
-FETCH_TIMEOUT = 2.0
-
-
 def _fetch_latest(connection: Mapping[str, str], end: Mapping[str, int]) -> dict[str, int]:
-    """Each stream's next offset after its tail now, from a probe of the broker; a stream
-    whose tail did not come (and that should hold messages) is left out: unknown."""
+    """Each stream's next offset after its tail now, as the source's planner probes it
+    (a stream known to hold messages is probed again, longer, if it looks empty)."""
     from ._options import ConnectionSettings
-    from ._streams._link import probe_streams
+    from ._streams._offsets import StreamsReaderSettings
+    from ._streams._reader import StreamsPlanner
 
-    settings = ConnectionSettings.from_options(connection)
-    found = probe_streams(settings, sorted(end), firsts=False, timeout=FETCH_TIMEOUT)
-    latest: dict[str, int] = {}
-    for stream, result in found.items():
-        if result.tail is not None:
-            latest[stream] = result.tail + 1
-        elif end[stream] == 0:
-            latest[stream] = 0
-    return latest
+    planner = StreamsPlanner(
+        ConnectionSettings.from_options(connection),
+        StreamsReaderSettings.from_options({"streams": ",".join(sorted(end))}),
+    )
+    planner.reached(end)
+    return planner.latest()
 
 
 def offsets_behind_latest(
@@ -107,7 +100,8 @@ def offsets_behind_latest(
         if end is None:
             continue
         latest = _offsets(source.get("latestOffset"))
-        if latest is None and connection is not None and end and source.get("latestOffset") is None:
+        # Not for the stomp source, whose offset is a count of messages ({"offset": n}).
+        if latest is None and connection is not None and end and set(end) != {"offset"}:
             latest = _fetch_latest(connection, end)
         if latest is not None:
             lag.update(behind(end, latest))

@@ -122,6 +122,13 @@ class StreamsPlanner:
             quiet=self.settings.probe_quiet,
         )
 
+    def reached(self, offsets: Mapping[str, int]) -> None:
+        """Note that each stream holds the offsets below ``offsets`` (a batch's end): a
+        probe that then finds one of them empty looks again, longer."""
+        for stream, offset in offsets.items():
+            if offset > 0:
+                self._tails[stream] = max(self._tails.get(stream, -1), offset - 1)
+
     def latest(self) -> dict[str, int]:
         """Each stream's next offset after its tail (0 for an empty stream)."""
         self.probe()

@@ -167,6 +167,7 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         committed before a restart.  Spark asks no latest offset for it, so its progress
         shows none; the lag is logged here instead, from a probe (whose tails the next
         batch's progress reports too)."""
+        self.planner.reached(end)
         lag = behind(end, self.planner.latest())
         log.info(
             "stomp-streams: batch %s..%s is replayed from the checkpoint; the streams are "
