@@ -822,3 +822,24 @@ def test_the_lag_of_a_batch_spark_gave_no_latest_offset_is_fetched_only_when_ask
     assert offsets_behind_latest(progress) == {} and not fetched
     assert offsets_behind_latest(progress, {"port": "61613"}) == {"o-0": 30}
     assert fetched == [{"o-0": 20}]
+
+
+def test_an_available_now_restart_whose_first_probe_timed_out_still_reads_the_backlog() -> None:
+    fake = FakeStreams({"a": (0, 899), "b": (0, 99)})
+    slow = {"a": 1}  # the first probe of "a" finds nothing in time (a loaded broker)
+
+    def probe(connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
+        found = fake(connection, streams, **kwargs)
+        if slow["a"] and "a" in found:
+            slow["a"] -= 1
+            found["a"] = ProbeResult(first=None, tail=None)
+        return found
+
+    # A restart from a checkpoint at a=500, b=100: the planner is new and knows no tails
+    # when Spark prepares the availableNow target, before it gives the start offsets.
+    p = planner(fake)
+    p._probe_fn = probe
+    p.prepare_available_now()
+    # "a" looked empty, yet the query stands at 500 in it: a tail never goes back, so
+    # the target is probed again, and the backlog 500..899 is read.
+    assert p.latest_offsets({"a": 500, "b": 100}, None) == {"a": 900, "b": 100}
