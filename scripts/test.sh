@@ -17,7 +17,8 @@
 # 3.11 runs the whole suite on its accelerated wheel.  Every Python runs the core,
 # client and broker tests on its accelerated wheel, and again with
 # STOMP_PROTO_NO_EXTENSIONS=1 (the pure build; on 3.11 with the Spark read and write
-# tests).  These runs go side by side, each in two pytest-xdist workers; the tests
+# tests).  These runs, fuzzing, the benchmark smoke run and the docs checks go as
+# jobs, STOMP_TEST_JOBS (3) at once, each run in two pytest-xdist workers; the tests
 # marked serial (tests/conftest.py SERIAL says why) run after them, alone.  Extra
 # arguments go to every pytest run (-k heartbeat, tests/test_cli.py ...).
 # STOMP_PYTHONS="3.12" (say) narrows the other Pythons; "none" skips them.  See
@@ -90,6 +91,8 @@ NOT_EVERY_PYTHON=(
     tests/test_client_mistakes.py
     # the conformance checker: hundreds of connections per run, real brokers among them
     tests/test_checker.py
+    # brokers killed, frozen and hung under each client, timed: about 40 s, run alone
+    tests/test_chaos_processes.py
     # the PySpark data source
     tests/test_spark_docs_examples.py
     tests/test_spark_integration.py
@@ -180,32 +183,72 @@ for version in "${VERSIONS[@]}"; do
     VENV_JOB[$version]=$!
 done
 
-section "ruff check"
-"$VENV_BIN/ruff" check stomp_proto tests benchmarks examples
+# The jobs: every check below runs in the background, its output in $logs/NAME, shown
+# whole when it ends.  Up to STOMP_TEST_JOBS of them (default 3) run at once, the
+# longest first: many tests wait on sockets, timers and subprocesses, and the other
+# jobs use that time on the two cores.
+logs=$(mktemp -d)
+JOBS=${STOMP_TEST_JOBS:-3}
+declare -A JOB_OF_PID=() JOB_STARTED=() JOB_LABEL=()
+FAILED_JOBS=()
+# start_job NAME LABEL COMMAND...: COMMAND in the background, its output in $logs/NAME.
+start_job() {
+    local name="$1" label="$2"
+    shift 2
+    JOB_STARTED[$name]=$SECONDS
+    JOB_LABEL[$name]=$label
+    "$@" > "$logs/$name" 2>&1 &
+    JOB_OF_PID[$!]=$name
+}
+# finish_job: wait for any job to end, then show its output.
+finish_job() {
+    local pid status=0 name
+    wait -n -p pid "${!JOB_OF_PID[@]}" || status=$?
+    name=${JOB_OF_PID[$pid]}
+    unset "JOB_OF_PID[$pid]"
+    printf '\n==> %s  [%ss, %ss]\n' "${JOB_LABEL[$name]}" "${JOB_STARTED[$name]}" \
+        "$((SECONDS - JOB_STARTED[$name]))"
+    cat "$logs/$name"
+    if [ "$status" -ne 0 ]; then
+        echo "error: ${JOB_LABEL[$name]} failed (exit $status)" >&2
+        FAILED_JOBS+=("$name")
+    fi
+}
 
-section "mypy --strict"
-"$VENV_BIN/mypy" --strict stomp_proto
+# Lint, types and the documentation: .venv is all they need, so they start now,
+# beside the venvs and the accelerated wheels.
+docs_checks() {
+    section "ruff check"
+    "$VENV_BIN/ruff" check stomp_proto tests benchmarks examples
 
-# -E: a fresh environment every time.  An earlier build's pickled one kept objects that
-# pages no longer define, and warned about duplicates that a clean clone never sees.
-section "sphinx html"
-"$VENV_BIN/sphinx-build" -E -W --keep-going -b html docs docs/_build/html -q
+    section "mypy --strict"
+    "$VENV_BIN/mypy" --strict stomp_proto
 
-# The built site in headless Chromium at 1280 and 390 px: no page may scroll sideways,
-# no chart may be unreadable without a link to its full size; screenshots of the
-# index, a guide, the reference and the benchmarks page go to docs/_build/screenshots.
-section "docs in Chromium"
-if [ "$chromium_ready" = true ]; then
-    "$VENV_BIN/python" scripts/docs_screens.py --html docs/_build/html --out docs/_build/screenshots
-elif [ "${CI:-}" = true ]; then
-    echo "error: CI=true and no chromium for the docs screenshot check" >&2
-    exit 1
-else
-    echo "chromium missing: docs screenshot check skipped (bash scripts/ensure-chromium.sh)"
-fi
+    # -E: a fresh environment every time.  An earlier build's pickled one kept objects
+    # that pages no longer define, and warned about duplicates that a clean clone never
+    # sees.
+    section "sphinx html"
+    "$VENV_BIN/sphinx-build" -E -W --keep-going -b html docs docs/_build/html -q
 
-section "sphinx doctest"
-"$VENV_BIN/sphinx-build" -E -W -b doctest docs docs/_build/doctest -q
+    # The built site in headless Chromium at 1280 and 390 px: no page may scroll
+    # sideways, no chart may be unreadable without a link to its full size;
+    # screenshots of the index, a guide, the reference and the benchmarks page go to
+    # docs/_build/screenshots.
+    section "docs in Chromium"
+    if [ "$chromium_ready" = true ]; then
+        "$VENV_BIN/python" scripts/docs_screens.py --html docs/_build/html --out docs/_build/screenshots
+    elif [ "${CI:-}" = true ]; then
+        echo "error: CI=true and no chromium for the docs screenshot check" >&2
+        return 1
+    else
+        echo "chromium missing: docs screenshot check skipped (bash scripts/ensure-chromium.sh)"
+    fi
+
+    section "sphinx doctest"
+    "$VENV_BIN/sphinx-build" -E -W -b doctest docs docs/_build/doctest -q
+}
+section "lint, types and docs: in the background"
+start_job docs "ruff, mypy --strict, Sphinx, the docs in Chromium, doctest" docs_checks
 
 section "venvs and accelerated wheels: every Python"
 for version in "${VERSIONS[@]}"; do
@@ -231,7 +274,6 @@ for arg in "$@"; do
     fi
     pytest_args+=("$arg")
 done
-logs=$(mktemp -d)
 
 # run_tests NAME VERSION BUILD [pytest arguments...]: pytest in .venv-VERSION against
 # its installed wheel, as BUILD (accelerated, or pure: STOMP_PROTO_NO_EXTENSIONS=1),
@@ -251,37 +293,30 @@ run_tests() {
         STOMP_PROTO_WHEEL="$ROOT/$WHEEL" "$ROOT/.venv-$version/bin/python" -m pytest \
         -p no:cacheprovider "$@") > "$logs/$name" 2>&1 || status=$?
     if [ "$status" -eq 5 ]; then
-        [[ "$name" == *-serial ]] && return 0
+        [[ "$name" == *-serial.pytest ]] && return 0
         echo "error: pytest collected no tests" >> "$logs/$name"
     fi
     return "$status"
 }
 
-# A lane runs its test runs one after the other, and shows each one's output when it
-# ends.  Two lanes run side by side.  Each run is a list of pytest arguments; in the
-# parallel phase two xdist workers take whole files (a module's fixtures - a Spark
-# session, the brokers' queues, an accelerated build - are made once).
-PARALLEL=(-n 2 --dist loadfile)
+# In the parallel phase each run has two xdist workers (the whole suite, the longest
+# job, three) that take whole files (a module's fixtures - a Spark session, the
+# brokers' queues, an accelerated build - are made once).  --durations: the log says
+# where the time of each run goes.
+PARALLEL=(--dist loadfile --durations=15)
 installed_build() {
     cat ".venv-$1/.stomp-proto-build"
 }
-# lane NAME|VERSION|BUILD|LABEL ...: the runs named, their arguments in RUN_ARGS[NAME].
-declare -A RUN_ARGS=() RUN_LABEL=()
-lane() {
-    local spec name version build status=0
-    for spec in "$@"; do
-        IFS='|' read -r name version build <<< "$spec"
-        local started=$SECONDS
-        # shellcheck disable=SC2086
-        eval "local -a args=(${RUN_ARGS[$name]})"
-        run_tests "$name" "$version" "$build" "${args[@]}" || status=$?
-        printf '\n==> pytest: %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
-        cat "$logs/$name"
-        if [ "$status" -ne 0 ]; then
-            echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
-            return "$status"
-        fi
-    done
+# The runs, their arguments in RUN_ARGS[NAME], their version and build in RUN_ON[NAME].
+declare -A RUN_ARGS=() RUN_LABEL=() RUN_ON=()
+# test_job NAME: that run (as a job's command).
+test_job() {
+    local name="$1" version build
+    IFS='|' read -r version build <<< "${RUN_ON[$name]}"
+    # shellcheck disable=SC2086
+    eval "local -a args=(${RUN_ARGS[$name]})"
+    run_tests "$name.pytest" "$version" "$build" "${args[@]}" || { cat "$logs/$name.pytest"; return 1; }
+    cat "$logs/$name.pytest"
 }
 
 # describe VERSION BUILD: "3.12.1, accelerated wheel" and the like.
@@ -293,24 +328,49 @@ describe() {
 
 # The runs.  whole-3.11: the whole suite on the default build of 3.11; ccb-VERSION-BUILD:
 # the core, client and broker tests (on 3.11 pure with the Spark read and write ones).
-# Each has its serial pass, NAME-serial.
-RUNS_A=() RUNS_B=() SERIAL_RUNS=()
+# Each has its serial pass, NAME-serial.  PARALLEL_RUNS is in the order they start:
+# the longest first.
+PARALLEL_RUNS=() SERIAL_RUNS=()
 DEFAULT_BUILD=$(installed_build 3.11)
+# The modules that hold serial tests (tests/conftest.py SERIAL), unless the pytest
+# arguments name the tests: collecting the whole suite for each serial pass costs
+# seconds every time.
+SERIAL_PATHS=()
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    mapfile -t SERIAL_PATHS < <(cd tests && "$VENV_BIN/python" -c '
+from conftest import SERIAL
+for module in sorted({name.split("::")[0] for name in SERIAL}):
+    print(f"{module}.py")')
+    for path in "${SERIAL_PATHS[@]}"; do
+        [ -e "tests/$path" ] || { echo "error: tests/conftest.py SERIAL names $path, which is gone" >&2; exit 1; }
+    done
+fi
 quote() { printf '%q ' "$@"; }
-# add_run NAME VERSION BUILD LANE LABEL [pytest arguments...]
+# add_run NAME VERSION BUILD LABEL [pytest arguments...]
 add_run() {
-    local name="$1" version="$2" build="$3" lane="$4" label="$5"
-    shift 5
-    RUN_ARGS[$name]=$(quote -q "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
+    local name="$1" version="$2" build="$3" label="$4"
+    shift 4
+    RUN_ON[$name]="$version|$build"
+    RUN_ON[$name-serial]="$version|$build"
+    local workers=2
+    [ "$name" = whole-3.11 ] && workers=3
+    RUN_ARGS[$name]=$(quote -q -n "$workers" "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
     # -rA: the serial tests are few, and what they print (the browser tests' roundtrips
-    # and refusals) belongs in the log.
-    RUN_ARGS[$name-serial]=$(quote -q -rA -m "serial and not benchmark" "$@" "${pytest_args[@]}")
-    RUN_LABEL[$name]="Python $(describe "$version" "$build"), $label"
+    # and refusals) belongs in the log.  Only their modules are collected.
+    # (pytest collects a module named on its command line even when --ignore names it.)
+    local path serial_paths=()
+    for path in "${SERIAL_PATHS[@]}"; do
+        [[ " $* " == *" --ignore=$ROOT/tests/$path "* ]] || serial_paths+=("$path")
+    done
+    if [ ${#SERIAL_PATHS[@]} -eq 0 ] || [ ${#serial_paths[@]} -gt 0 ]; then
+        RUN_ARGS[$name-serial]=$(quote -q -rA --durations=15 -m "serial and not benchmark" "$@" "${serial_paths[@]}" "${pytest_args[@]}")
+        SERIAL_RUNS+=("$name-serial")
+    fi
+    RUN_LABEL[$name]="pytest: Python $(describe "$version" "$build"), $label"
     RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
-    if [ "$lane" = A ]; then RUNS_A+=("$name|$version|$build"); else RUNS_B+=("$name|$version|$build"); fi
-    SERIAL_RUNS+=("$name-serial|$version|$build")
+    PARALLEL_RUNS+=("$name")
 }
-add_run whole-3.11 3.11 "$DEFAULT_BUILD" A "whole suite"
+add_run whole-3.11 3.11 "$DEFAULT_BUILD" "whole suite"
 for version in "${VERSIONS[@]}"; do
     builds=(pure)
     [ "$(installed_build "$version")" = accelerated ] && builds=(accelerated pure)
@@ -327,54 +387,64 @@ for version in "${VERSIONS[@]}"; do
             fi
             ignores+=("--ignore=$ROOT/$path")
         done
-        add_run "ccb-$version-$build" "$version" "$build" B "$what" "${ignores[@]}"
+        add_run "ccb-$version-$build" "$version" "$build" "$what" "${ignores[@]}"
     done
 done
-# The benchmark smoke run (scripts/bench.sh --quick under pytest): left out of a plain
-# pytest run by its "benchmark" marker, run here on its own (unless pytest arguments
-# chose the tests).
-if [ ${#pytest_args[@]} -eq 0 ]; then
-    RUN_ARGS[bench]=$(quote -q -m benchmark)
-    RUN_LABEL[bench]="Python $(describe 3.11 "$DEFAULT_BUILD"), benchmark smoke run"
-    RUNS_A+=("bench|3.11|$DEFAULT_BUILD")
-fi
-
-# The parallel phase: the whole suite, the benchmark smoke run and fuzzing (each
-# atheris harness on both builds for a bounded time, hypothesis when atheris is
-# missing; a crash fails the run; see scripts/fuzz.sh) in one lane; the other runs in
-# the other.
+JOB_QUEUE=(whole-3.11)
+# The fuzzing (each atheris harness on both builds for a bounded time, hypothesis
+# when atheris is missing; a crash fails the run; see scripts/fuzz.sh) and the
+# benchmark smoke run (scripts/bench.sh --quick under pytest: left out of a plain
+# pytest run by its "benchmark" marker) run unless pytest arguments chose the tests.
 fuzz() {
-    local started=$SECONDS status=0
-    PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci > "$logs/fuzz" 2>&1 || status=$?
-    printf '\n==> fuzz  [%ss, %ss]\n' "$started" "$((SECONDS - started))"
-    cat "$logs/fuzz"
-    return "$status"
+    PYTHON="$VENV_BIN/python" bash scripts/fuzz.sh --ci
 }
-section "tests, side by side: ${#RUNS_A[@]} runs then fuzzing, and ${#RUNS_B[@]} runs"
-{ lane "${RUNS_A[@]}" && fuzz; } &
-lane_a=$!
-lane "${RUNS_B[@]}" &
-lane_b=$!
-status_a=0 status_b=0
-wait "$lane_a" || status_a=$?
-wait "$lane_b" || status_b=$?
-if [ "$status_a" -ne 0 ] || [ "$status_b" -ne 0 ]; then
-    echo "error: a test run failed (see above)" >&2
+if [ ${#pytest_args[@]} -eq 0 ]; then
+    RUN_ON[bench]="3.11|$DEFAULT_BUILD"
+    RUN_ARGS[bench]=$(quote -q -m benchmark)
+    RUN_LABEL[bench]="pytest: Python $(describe 3.11 "$DEFAULT_BUILD"), benchmark smoke run"
+    JOB_QUEUE+=(fuzz)
+fi
+JOB_QUEUE+=("${PARALLEL_RUNS[@]:1}")
+[ -n "${RUN_ARGS[bench]:-}" ] && JOB_QUEUE+=(bench)
+
+section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
+for name in "${JOB_QUEUE[@]}"; do
+    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
+    while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
+    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
+    if [ "$name" = fuzz ]; then
+        start_job fuzz "fuzz" fuzz
+    else
+        start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
+    fi
+done
+while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
+if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
+    echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
     exit 1
 fi
 
 section "tests marked serial, alone: ${#SERIAL_RUNS[@]} runs"
-lane "${SERIAL_RUNS[@]}"
+for name in "${SERIAL_RUNS[@]}"; do
+    started=$SECONDS
+    status=0
+    test_job "$name" > "$logs/$name" 2>&1 || status=$?
+    printf '\n==> %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
+    cat "$logs/$name"
+    if [ "$status" -ne 0 ]; then
+        echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
+        exit "$status"
+    fi
+done
 
 # summary NAME: pytest's closing counts ("2024 passed, 3 skipped").
 summary() {
     tail -n 1 "$logs/$1" | sed -E 's/^=+ //; s/ =+$//; s/ in [0-9.]+s.*$//'
 }
 section "Python matrix"
-for spec in "${RUNS_A[@]}" "${RUNS_B[@]}"; do
-    IFS='|' read -r name _ _ <<< "$spec"
-    line="${RUN_LABEL[$name]}: $(summary "$name")"
-    [ -f "$logs/$name-serial" ] && line="$line; serial tests: $(summary "$name-serial")"
+for name in "${PARALLEL_RUNS[@]}"; do
+    line="${RUN_LABEL[$name]#pytest: }: $(summary "$name.pytest")"
+    [ -f "$logs/$name-serial.pytest" ] && line="$line; serial tests: $(summary "$name-serial.pytest")"
     printf '  %s\n' "$line"
 done
 for version in "${OTHER_PYTHONS[@]}"; do

@@ -3,9 +3,10 @@
     python scripts/trace_screenshot.py [--out docs/_static/one-trace.svg]
 
 Runs the program of the tracing page against an embedded broker, with the
-OpenTelemetry SDK's in-memory exporter in place of the console one, prints
-the spans as the page's table shows them, and draws them as a waterfall (an
-SVG, as a trace viewer would show them).  Needs the otel extra and the SDK.
+OpenTelemetry SDK's in-memory exporter and metric reader in place of the console
+ones, prints the spans and the metrics as the page shows them, and draws the
+spans as a waterfall (an SVG, as a trace viewer would show them).  Needs the otel
+extra and the SDK.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import asyncio
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,27 +27,53 @@ from stomp_proto.broker import Broker
 from stomp_proto.tracing import Tracing
 
 ROOT = Path(__file__).resolve().parent.parent
-COLORS = {"INTERNAL": "#6b7280", "PRODUCER": "#2563eb", "CONSUMER": "#16a34a"}
+COLORS = {"INTERNAL": "#6b7280", "PRODUCER": "#2563eb", "CLIENT": "#16a34a"}
 
 
-async def one_trace() -> list[ReadableSpan]:
+async def one_trace() -> tuple[list[ReadableSpan], InMemoryMetricReader]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing = Tracing(tracer_provider=provider)
+    reader = InMemoryMetricReader()
+    tracing = Tracing(tracer_provider=provider, meter_provider=MeterProvider([reader]))
     tracer = provider.get_tracer("shop")
     async with (
         Broker("127.0.0.1", 0) as broker,
         stomp_proto.asyncio.connect("127.0.0.1", broker.port, tracing=tracing) as client,
-        client.subscribe("/queue/orders") as orders,
+        client.subscribe("/queue/orders", ack="client-individual") as orders,
     ):
         with tracer.start_as_current_span("checkout"):
             await client.send("/queue/orders", b"order 1", receipt=True)
         message = await orders.get()
         assert message is not None
         with tracer.start_as_current_span("ship", context=tracing.context(message)):
-            pass
-    return sorted(exporter.get_finished_spans(), key=lambda span: span.start_time or 0)
+            await client.ack(message)
+    spans = sorted(exporter.get_finished_spans(), key=lambda span: span.start_time or 0)
+    return spans, reader
+
+
+def measurements(reader: InMemoryMetricReader) -> str:
+    """One line per data point: the metric, its operation and destination (or its
+    broker), the value."""
+    lines = []
+    data = reader.get_metrics_data()
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    attributes = dict(point.attributes or {})
+                    if "messaging.operation.name" in attributes:
+                        operation = attributes["messaging.operation.name"]
+                        what = f"{operation} {attributes['messaging.destination.name']}"
+                    else:  # a session's
+                        what = f"{attributes['server.address']}:{attributes['server.port']}"
+                    if isinstance(point, HistogramDataPoint):
+                        value = f"count {point.count}, sum {point.sum * 1e3:.2f} ms"
+                    else:
+                        value = f"{point.value}"  # type: ignore[union-attr]
+                    lines.append(f"{metric.name:38} {what:22} {value}")
+    return "\n".join(lines)
 
 
 def table(spans: list[ReadableSpan]) -> str:
@@ -115,8 +144,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "_static" / "one-trace.svg")
     args = parser.parse_args()
-    spans = asyncio.run(one_trace())
+    spans, reader = asyncio.run(one_trace())
     print(table(spans))
+    print()
+    print(measurements(reader))
     args.out.write_text(waterfall(spans), encoding="utf-8")
     print(f"wrote {args.out}")
 

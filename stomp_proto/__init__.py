@@ -59,6 +59,7 @@ _ON_FIRST_USE = {
     "ReconnectExhausted": "._client._errors",
     "ClientState": "._client._lifecycle",
     "ClientStats": "._client._lifecycle",
+    "StateHook": "._client._lifecycle",
     "ClientOptions": "._client._options",
     "TracingHook": "._client._options",
     "BrokerURL": "._client._url",
@@ -76,7 +77,7 @@ if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
         HeartBeatLost,
         ReconnectExhausted,
     )
-    from ._client._lifecycle import ClientState, ClientStats
+    from ._client._lifecycle import ClientState, ClientStats, StateHook
     from ._client._options import ClientOptions, TracingHook
     from ._client._url import BrokerURL
     from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
@@ -162,6 +163,7 @@ __all__ = [
     "RemoteProtocolError",
     "Send",
     "ServerConnection",
+    "StateHook",
     "Subscribe",
     "TracingHook",
     "Unsubscribe",

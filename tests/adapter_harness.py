@@ -27,22 +27,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import gc
-import logging
 import socket
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
     asynccontextmanager,
-    contextmanager,
     suppress,
 )
 from typing import Any, TypeVar
 
 import pytest
 import trio
+from helpers import LogRecords
 
 from stomp_proto import ClientConnection, Message, Version
 from stomp_proto import threads as stomp_threads
@@ -74,7 +74,6 @@ __all__ = [
     "ConnectionLost",
     "Harness",
     "HeartBeatLost",
-    "LogRecorder",
     "ReconnectExhausted",
     "ServiceLoop",
     "ThreadsClient",
@@ -104,38 +103,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
-
-
-class LogRecorder(logging.Handler):
-    """Collects WARNING (and worse) records of asyncio, the broker and the client."""
-
-    LOGGERS = ("asyncio", "stomp_proto", "trio")
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    #: Expected wherever a test ends sessions: lost sessions and give-ups are logged
-    #: there on purpose (tests/test_client_lifecycle.py checks those records).
-    EXPECTED = "stomp_proto.client.sessions"
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name != self.EXPECTED:
-            self.records.append(record)
-
-    @contextmanager
-    def installed(self) -> Iterator[LogRecorder]:
-        loggers = [logging.getLogger(name) for name in self.LOGGERS]
-        for logger in loggers:
-            logger.addHandler(self)
-        try:
-            yield self
-        finally:
-            for logger in loggers:
-                logger.removeHandler(self)
-
-    def messages(self) -> list[str]:
-        return [f"{r.name}: {r.getMessage()}" for r in self.records]
 
 
 # -- the service loop: brokers and fake servers ------------------------------------
@@ -250,9 +217,11 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking call in a new daemon thread and await its result (on asyncio).
 
     Not ``asyncio.to_thread``: its executor is joined by ``asyncio.run``, so a
-    call that never returned would hang the test instead of failing it.
+    call that never returned would hang the test instead of failing it.  Like it,
+    the call runs in a copy of the caller's context (an ambient span, say).
     """
     loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
     future: asyncio.Future[T] = loop.create_future()
 
     def settle(value: Any, error: BaseException | None) -> None:
@@ -267,7 +236,7 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         value: Any = None
         error: BaseException | None = None
         try:
-            value = function(*args, **kwargs)
+            value = context.run(function, *args, **kwargs)
         except BaseException as exc:
             error = exc
         with suppress(RuntimeError):  # the scenario's loop is gone (it timed out)
@@ -549,7 +518,11 @@ def run(
     ``loop_factory``: the event loop an asyncio scenario runs on (another
     implementation, such as uvloop's); by default asyncio's own.
     """
-    recorder = LogRecorder()
+    # WARNING (and worse) from asyncio, trio, the broker and the client fail the
+    # test, but for the clients' sessions logger: lost sessions and give-ups are
+    # logged there on purpose wherever a test ends sessions (test_client_lifecycle
+    # checks those records).
+    recorder = LogRecords("asyncio", "stomp_proto", "trio", ignore="stomp_proto.client.sessions")
     service = ServiceLoop()
     harness = Harness(adapter, version, service)
     leftovers: list[str] = []

@@ -14,6 +14,10 @@ the consumer, how long the producer took to recover after each failure, and
 every exception a wait ended with.  ``tests/test_chaos.py`` asserts on it;
 ``scripts/chaos.sh`` runs it for minutes and prints the table.
 
+:class:`BrokerProcess` is an embedded broker in a process of its own, for the
+faults a proxy cannot make: killed (``kill -9``) or frozen (``SIGSTOP``); and
+:func:`hung_listener` a port whose connections are accepted and never answered.
+
 Like ``helpers``, this module is imported by name (``tests/`` is on ``sys.path``).
 """
 
@@ -21,20 +25,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter_harness import Backoff, ConnectionLost, Harness
+from adapter_harness import Backoff, ConnectionLost, Harness, free_port
 
 from stomp_proto import LocalProtocolError
 
-__all__ = ["FAULTS", "ChaosProxy", "ChaosResult", "Fault", "inject", "start_proxy", "workload"]
+__all__ = [
+    "FAULTS",
+    "BrokerProcess",
+    "ChaosProxy",
+    "ChaosResult",
+    "Fault",
+    "broker_processes",
+    "hung_listener",
+    "inject",
+    "start_proxy",
+    "workload",
+]
 
 HOST = "127.0.0.1"
 CHUNK = 64 * 1024
@@ -433,3 +452,80 @@ async def workload(
         await h.gather(produce(producer), consume(consumer), faults())
     result.seconds = time.monotonic() - start
     return result
+
+
+# -- brokers as processes: killed, frozen, hung ------------------------------------------
+
+
+class BrokerProcess:
+    """``python -m stomp_proto broker`` on a free port of 127.0.0.1, in its own process."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stomp_proto", "broker", "--port", str(self.port),
+             "--log-level", "error"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (HOST, self.port)
+
+    def wait_listening(self, timeout: float = 30.0) -> None:
+        """Until the broker accepts connections (or it died: then why)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the broker exited early: {self.process.communicate()}")
+            try:
+                with socket.create_connection(self.address, timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"nothing listens on port {self.port} after {timeout} s")
+
+    def kill(self) -> None:
+        """``kill -9``: its connections drop as the system closes them, with no ERROR."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def freeze(self) -> None:
+        """``SIGSTOP``: its connections stay open, and it answers nothing, not even a
+        heart-beat; the system still completes new TCP connections to it."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
+            self.process.kill()
+        self.process.communicate(timeout=10)
+
+
+@contextlib.contextmanager
+def broker_processes(count: int) -> Iterator[list[BrokerProcess]]:
+    """``count`` brokers, started side by side; each ended (killed) after the block."""
+    brokers: list[BrokerProcess] = []
+    try:
+        for _ in range(count):
+            brokers.append(BrokerProcess())
+        for broker in brokers:
+            broker.wait_listening()
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.end()
+
+
+@contextlib.contextmanager
+def hung_listener() -> Iterator[tuple[str, int]]:
+    """The address of a port that takes TCP connections and never answers on them:
+    the system completes each connection, and nothing ever reads it."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        sock.listen(64)
+        yield (HOST, int(sock.getsockname()[1]))

@@ -124,6 +124,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_adapters",
         "test_async_writers",
         "test_chaos",
+        "test_chaos_processes",
         "test_client_core",
         "test_client_faults",
         "test_client_signatures",
@@ -198,11 +199,15 @@ _LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in mo
 
 #: The tests that must run alone, marked ``serial``: a module, or a test of a module.
 #: ``scripts/test.sh`` runs the rest in parallel (pytest-xdist, and several runs side
-#: by side), then these in one process, with nothing else running.  Why each:
+#: by side), then these in one process, with nothing else running; it gives that
+#: process only the modules named here, so a test marked ``serial`` in its module
+#: must be named here too (collection fails otherwise).  Why each:
 SERIAL: dict[str, str] = {
     "test_checker": "hundreds of connections, to real brokers among them, each set up "
     "within a time-out",
     "test_chaos_rabbitmq": "a fault-injecting proxy and a workload that saturates RabbitMQ",
+    "test_chaos_processes": "asserts how long a failover takes (hung, frozen and killed "
+    "brokers, in processes of their own)",
     "test_interop_brokers::test_fault_frozen_broker": "freezes a real broker (SIGSTOP): "
     "every other test on it would fail meanwhile",
     "test_interop_brokers::test_fault_broker_restart_mid_stream": "restarts a real broker",
@@ -214,6 +219,8 @@ SERIAL: dict[str, str] = {
     "test_spark_streams_exactly_once": "kills the Spark driver and restarts the query, "
     "within time-outs",
     "test_spark_streams_sink_exactly_once": "Spark task retries and speculative attempts",
+    "test_spark_streams_broker_restart": "stops a RabbitMQ of its own for seconds under a "
+    "running query and a running write",
     "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
     "out_a_restart": "stops its broker for 3 s under a running streaming query, within time-outs",
     "test_scripts::test_apt_get_sh_waits_for_a_held_lock_then_succeeds": "holds the "
@@ -225,6 +232,7 @@ SERIAL: dict[str, str] = {
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unsorted = set()
+    misplaced = set()
     for item in items:
         module = item.path.stem
         layer = _LAYER_OF.get(module)
@@ -235,6 +243,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", item.name)
         if module in SERIAL or f"{module}::{name}" in SERIAL:
             item.add_marker("serial")
+        elif item.get_closest_marker("serial"):
+            # scripts/test.sh gives the serial passes only the modules SERIAL names.
+            misplaced.add(f"{module}::{name}")
+    if misplaced:
+        raise pytest.UsageError(
+            f"tests marked serial outside tests/conftest.py SERIAL: {sorted(misplaced)}"
+        )
     if unsorted:
         raise pytest.UsageError(
             f"test modules with no layer in tests/conftest.py LAYERS: {sorted(unsorted)}"

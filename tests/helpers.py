@@ -7,7 +7,9 @@ import this file as ``helpers``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
@@ -206,3 +208,45 @@ def without_content_length(frame: Frame) -> tuple[tuple[str, str], ...]:
 def names_the_argument(error: BaseException, words: str) -> bool:
     """Whether ``error``'s message has ``words`` (both builds run the checks in Python)."""
     return words in str(error)
+
+
+class LogRecords(logging.Handler):
+    """The records that some loggers emit at ``level`` and above while installed.
+
+    ``ignore``: a logger whose records are not kept (one that a test expects to
+    speak).  Installing lowers a logger's own level to ``level`` when it is higher,
+    and restores it afterwards.
+    """
+
+    def __init__(self, *loggers: str, level: int = logging.WARNING, ignore: str = "") -> None:
+        super().__init__(level)
+        self.loggers = loggers
+        self.ignore = ignore
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.ignore or record.name != self.ignore:
+            self.records.append(record)
+
+    @contextmanager
+    def installed(self) -> Iterator[LogRecords]:
+        loggers = [logging.getLogger(name) for name in self.loggers]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.addHandler(self)
+            if logger.getEffectiveLevel() > self.level:
+                logger.setLevel(self.level)
+        try:
+            yield self
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.removeHandler(self)
+                logger.setLevel(level)
+
+    def lines(self, level: int) -> list[str]:
+        """The messages logged at exactly ``level``."""
+        return [r.getMessage() for r in self.records if r.levelno == level]
+
+    def messages(self) -> list[str]:
+        """Every message kept, after its logger's name."""
+        return [f"{r.name}: {r.getMessage()}" for r in self.records]

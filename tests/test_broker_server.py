@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import gc
 import importlib.util
-import logging
 import shutil
 import socket
 import ssl
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from helpers import LogRecords
 
 from stomp_proto import (
     AckMode,
@@ -44,38 +44,23 @@ CLIENT = "plain_socket_client.py"
 E = TypeVar("E", bound=Event)
 
 
-class _Recorder(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def run(test: Callable[[], Awaitable[None]], timeout: float = 15.0) -> None:
     """Run an async test body on a fresh loop, bounded; fail on leftovers and complaints.
 
     Complaints are what asyncio or the broker log at WARNING or above: a task
     destroyed while pending, an exception never retrieved, a failed connection.
     """
-    recorder = _Recorder()
-    loggers = [logging.getLogger("asyncio"), logging.getLogger("stomp_proto.broker")]
+    complaints = LogRecords("asyncio", "stomp_proto.broker")
 
     async def bounded() -> None:
         await asyncio.wait_for(test(), timeout)
         leftovers = asyncio.all_tasks() - {asyncio.current_task()}
         assert not leftovers, f"tasks left running: {leftovers}"
 
-    for logger in loggers:
-        logger.addHandler(recorder)
-    try:
+    with complaints.installed():
         asyncio.run(bounded())
         gc.collect()  # so that what is never closed complains now
-    finally:
-        for logger in loggers:
-            logger.removeHandler(recorder)
-    assert not recorder.records, [r.getMessage() for r in recorder.records]
+    assert not complaints.records, complaints.messages()
 
 
 class StreamClient:

@@ -190,10 +190,9 @@ def test_a_broker_gone_mid_run_exits_2_with_no_failed_case(tmp_path: Path) -> No
     by_verdict = {v: [c["id"] for c in report["cases"] if c["verdict"] == v] for v in (
         "FAILED", "NON-STRICT", "NOT-RUN")}  # fmt: skip
     assert statuses == [2]
-    # No violation is made up.  (A case that ends as the broker begins to close can
-    # still find it answering the checker's login probe, and keep a NON-STRICT verdict
-    # for the closing it saw: seen once in CI, on the content-length cases.)
-    assert not by_verdict["FAILED"], by_verdict
+    # No violation is made up, not even by a case that ends as the broker begins to
+    # close and finds it still taking the checker's login probe for a moment.
+    assert not by_verdict["FAILED"] and not by_verdict["NON-STRICT"], by_verdict
     assert by_verdict["NOT-RUN"]
     assert "the broker stopped answering" in report["summary"]["incomplete"]
 

@@ -63,7 +63,9 @@ def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int,
     if process.poll() is None:
         process.send_signal(sig)
     try:
-        out, err = process.communicate(timeout=10)
+        # Generous: the broker's close may wait up to 5 s on a client, and a loaded
+        # 2-core machine was seen to need more than 10 s in all.
+        out, err = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate(timeout=10)

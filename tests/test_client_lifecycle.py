@@ -9,8 +9,6 @@ when a broker process dies).  The tests wait on the client's state, never on a c
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,6 +24,7 @@ from adapter_harness import (
     ReconnectExhausted,
     on_every_adapter,
 )
+from helpers import LogRecords
 
 from stomp_proto._client._options import ConnectOptions
 
@@ -34,32 +33,9 @@ from stomp_proto._client._options import ConnectOptions
 FAST = Backoff(initial=0.05, maximum=0.1, jitter=0.0, attempts=3, held_after=0.0)
 
 
-class Sessions(logging.Handler):
-    """The records of the clients' ``stomp_proto.client.sessions`` logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def lines(self, level: int) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == level]
-
-
-@contextmanager
-def sessions_log() -> Iterator[Sessions]:
-    handler = Sessions()
-    logger = logging.getLogger("stomp_proto.client.sessions")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+def sessions_log() -> LogRecords:
+    """Every record of the clients' ``stomp_proto.client.sessions`` logger."""
+    return LogRecords("stomp_proto.client.sessions", level=logging.DEBUG)
 
 
 async def until(h: Harness, client: Any, state: ClientState) -> None:
@@ -76,7 +52,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
     second = await h.start_broker(vanishing=True)
     hosts = [(HOST, first.port), (HOST, second.port)]
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             None,
             hosts=hosts,
@@ -129,7 +105,7 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
 async def test_without_reconnect_a_lost_session_ends_the_client(h: Harness) -> None:
     broker = await h.start_broker(vanishing=True)
     changes: list[tuple[ClientState, ClientError | None]] = []
-    with sessions_log() as log:
+    with sessions_log().installed() as log:
         async with h.connect(
             broker.port, on_state_change=lambda state, error: changes.append((state, error))
         ) as client:
@@ -181,3 +157,74 @@ async def _shut_down(broker: Any) -> None:
 def test_the_hook_must_be_callable() -> None:
     with pytest.raises(TypeError, match="on_state_change must be a callable or None"):
         ConnectOptions(on_state_change="print")  # type: ignore[arg-type]
+
+
+@on_every_adapter(versions=(None,))
+async def test_the_counts_of_messages_sent_received_acked_and_nacked(h: Harness) -> None:
+    broker = await h.start_broker()
+    queue = "/queue/counted"
+    async with (
+        h.connect(broker.port) as client,
+        client.subscribe(queue, ack="client-individual") as messages,
+    ):
+        stats = client.stats
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (0, 0, 0, 0)
+        for number in range(4):
+            await client.send(queue, f"order {number}", receipt=number % 2 == 0)
+        taken = [await messages.get(WAIT) for _ in range(4)]
+        assert all(message is not None for message in taken)
+        first, second, third, fourth = taken
+        assert first is not None and second is not None
+        assert third is not None and fourth is not None
+        await client.ack(first)  # the plain ACK
+        await client.ack(second, receipt=True)  # an ACK event with its receipt
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 4, 2, 0)
+        # NACK exists from STOMP 1.1 on; the client negotiated 1.2.  The broker
+        # delivers the message again: a fifth MESSAGE received.
+        await client.nack(third)
+        again = await messages.get(WAIT)
+        assert again is not None and again.body == third.body
+        async with client.transaction() as tx:
+            await client.ack(fourth, transaction=tx)
+            await client.ack(again, transaction=tx)
+        assert client.stats is stats  # one live object
+        assert (stats.sent, stats.received, stats.acked, stats.nacked) == (4, 5, 4, 1)
+        assert (stats.sessions, stats.reconnects, stats.lost) == (1, 0, 0)
+
+
+@on_every_adapter(versions=(None,))
+async def test_sessions_reconnects_and_losses_as_opentelemetry_metrics(h: Harness) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra (and its SDK) is not installed")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from stomp_proto.tracing import Tracing
+
+    first = await h.start_broker(vanishing=True)
+    second = await h.start_broker(vanishing=True)
+    hosts = [(HOST, first.port), (HOST, second.port)]
+    reader = InMemoryMetricReader()
+    tracing = Tracing(meter_provider=MeterProvider([reader]))  # metrics only
+    async with h.connect(None, hosts=hosts, reconnect=FAST, tracing=tracing) as client:
+        await h.stop_broker(first)
+        await until(h, client, ClientState.CONNECTED)
+        await client.send("/queue/lifecycle", b"after the failover", receipt=True)
+    data = reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        (metric.name, point.attributes["server.port"], point.attributes.get("error.type")): (
+            point.value
+        )
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name.startswith("stomp_proto.client.")
+        for point in metric.data.data_points
+        if point.attributes is not None
+    }
+    assert counted == {
+        ("stomp_proto.client.sessions", first.port, None): 1,
+        ("stomp_proto.client.sessions", second.port, None): 1,
+        ("stomp_proto.client.reconnects", second.port, None): 1,
+        ("stomp_proto.client.lost_sessions", first.port, "stomp_proto.ConnectionLost"): 1,
+    }

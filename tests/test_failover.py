@@ -226,12 +226,41 @@ def test_each_first_attempt_gets_a_share_of_the_time_left() -> None:
     assert str(error) == expected
 
 
+def test_each_attempt_is_bounded_by_connect_timeout_within_the_share() -> None:
+    # A hung address costs connect_timeout, not a share of the whole timeout; and
+    # with many addresses, a share of what is left when that is less.
+    hosts = tuple((f"h{n}", n) for n in range(1, 4))
+    first = FirstConnect(ConnectOptions(hosts=hosts, timeout=30.0, connect_timeout=2.0), lambda: 0)
+    bounds = []
+    for _, timeout in first.attempts():
+        bounds.append(timeout)
+        first.failed(TimeoutError())
+    assert bounds == [2.0, 2.0, 2.0]
+    now = [0.0]
+    options = ConnectOptions(hosts=hosts, timeout=3.0, connect_timeout=2.0)
+    first = FirstConnect(options, lambda: now[0])
+    attempts = first.attempts()
+    assert next(attempts) == (0.0, 1.0)  # a third of 3 s
+    now[0] += 0.25  # refused at once: more is left for the others
+    first.failed(ConnectionRefusedError("refused"))
+    assert next(attempts) == (0.0, 1.375)
+    # Reconnects: connect_timeout, never more than timeout.
+    assert options.attempt_timeout == 2.0
+    assert ConnectOptions(timeout=1.0, connect_timeout=2.0).attempt_timeout == 1.0
+    assert ConnectOptions(timeout=None, connect_timeout=None).attempt_timeout is None
+    assert ConnectOptions().attempt_timeout == 5.0  # the default: a few seconds
+
+
 def test_a_first_connect_retried_on_the_reconnect_schedule() -> None:
     # Each round through the addresses has the whole timeout; the rounds are spaced
     # by the reconnect schedule's waits until it is spent.
     schedule = Backoff(initial=1.0, maximum=4.0, factor=2.0, jitter=0.0, attempts=2)
     options = ConnectOptions(
-        hosts=(("a", 1), ("b", 2)), timeout=10.0, reconnect=schedule, retry_first_connect=True
+        hosts=(("a", 1), ("b", 2)),
+        timeout=10.0,
+        connect_timeout=None,  # the shares alone
+        reconnect=schedule,
+        retry_first_connect=True,
     )
     first = FirstConnect(options, lambda: 0.0)
     seen = []
@@ -291,3 +320,28 @@ async def test_a_stomp_url_with_credentials_and_a_ws_url(h: Harness) -> None:
         assert over_ws.version is not None
         await over_ws.send(queue, b"from the ws:// client", receipt=True)
         assert (await messages.get(WAIT)).body == b"from the ws:// client"
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_receipt_held_up_by_a_full_buffer_does_not_leave_the_broker(h: Harness) -> None:
+    # A full subscription buffer pauses reading: a receipt may wait, unread, behind
+    # messages the application has not taken.  That is no silent broker: the send
+    # times out, and the session stays.
+    broker = await h.start_broker()
+    other = await h.start_broker()
+    queue = f"/queue/full-buffer-{next(_queues)}"
+    async with h.connect(broker.port) as producer:
+        for n in range(5):
+            await producer.send(queue, str(n).encode())
+        await producer.send(queue, b"last", receipt=True)
+    hosts = [(HOST, broker.port), (HOST, other.port)]
+    async with (
+        h.connect(None, hosts=hosts, reconnect=FAST, max_pending_messages=1, timeout=1.0) as client,
+        client.subscribe(queue) as messages,
+    ):
+        with pytest.raises(TimeoutError, match=r"timed out after 1 s\Z"):
+            await client.send(queue, b"behind the full buffer", receipt=True)
+        assert client.broker == hosts[0]
+        assert client.stats.lost == 0
+        bodies = [(await messages.get(WAIT)).body for _ in range(6)]
+        assert bodies[:6] == [b"0", b"1", b"2", b"3", b"4", b"last"]

@@ -126,9 +126,44 @@ async def test_a_connect_that_times_out_says_so(h: Harness) -> None:
     with pytest.raises(ConnectionLost) as lost:
         async with h.connect(port, timeout=0.5):
             pass
-    text = str(lost.value)
-    assert text.startswith(f"cannot connect to 127.0.0.1:{port}: ")
-    assert "timed out after 0.5 s" in text, text
+    assert str(lost.value) == (
+        f"cannot connect to 127.0.0.1:{port}: "
+        "the connect attempt timed out after 0.5 s (waiting for CONNECTED)"
+    )
+
+
+async def connects_then_never_answers(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    await reader.read(65536)  # the CONNECT
+    writer.write(b"CONNECTED\nversion:1.2\n\n\x00")  # no heart-beats; no RECEIPT ever
+    await writer.drain()
+    while await reader.read(65536):
+        pass
+
+
+@on_every_adapter(versions=(None,))
+async def test_every_timeout_says_what_timed_out_and_after_how_long(h: Harness) -> None:
+    # The same words in the three clients: the wait, the broker, the seconds.
+    port = await h.start_server(connects_then_never_answers)
+    async with h.connect(port, timeout=0.3) as client:
+        with pytest.raises(TimeoutError) as receipt:
+            await client.send("/queue/t", b"x", receipt=True)
+        assert str(receipt.value) == (
+            f"the RECEIPT of SEND to /queue/t from 127.0.0.1:{port} timed out after 0.3 s"
+        )
+        with pytest.raises(TimeoutError) as subscribe:
+            async with client.subscribe("/queue/t"):
+                pass
+        assert str(subscribe.value) == (
+            f"the RECEIPT of SUBSCRIBE to /queue/t from 127.0.0.1:{port} timed out after 0.3 s"
+        )
+        await client.close()
+    broker = await h.start_broker()
+    async with h.connect(broker.port) as client, client.subscribe("/queue/quiet") as messages:
+        with pytest.raises(TimeoutError) as get:
+            await messages.get(0.25)
+        assert str(get.value) == "the wait for a message on /queue/quiet timed out after 0.25 s"
 
 
 @contextmanager

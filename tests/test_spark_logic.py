@@ -280,6 +280,8 @@ def test_a_url_option_stands_for_the_connection_options() -> None:
         ({"url": "stomp://h", "tls": "true"}, "'tls' is given both"),
         ({"url": "ws://h/ws"}, "WebSocket"),
         ({"url": "failover:(stomp://h)?initialReconnectDelay=5"}, "reconnect options"),
+        ({"url": "failover:(stomp://h)?connectTimeout=500"}, "bounded by its 'timeout'"),
+        ({"url": "failover:(stomp://h)?failoverOnTimeout=true"}, "bounded by its 'timeout'"),
         ({"url": f"stomp://alice:{secret}@h:port"}, "option 'url': URL: the port"),
     ]:
         with pytest.raises(ValueError, match=named) as caught:

@@ -113,6 +113,44 @@ def test_failover_url_takes_every_backoff_option() -> None:
             BrokerURL.parse(f"failover:(stomp://h1)?{bad}")
 
 
+def test_failover_url_sets_the_attempt_bound_and_leaving_a_silent_broker() -> None:
+    options = build("failover:(stomp://h1,stomp://h2)?connectTimeout=1500&failoverOnTimeout=false")
+    assert options.connect_timeout == 1.5
+    assert options.failover_on_timeout is False
+    assert options.leaves_on_timeout is False
+    # Left out: a few seconds per attempt, and leaving a silent broker, as it has
+    # several addresses and a reconnect schedule.
+    options = build("failover:(stomp://h1,stomp://h2)")
+    assert (options.connect_timeout, options.leaves_on_timeout) == (5.0, True)
+    assert build("failover:(stomp://h1)").leaves_on_timeout is False  # nowhere else to go
+    for bad, named in [
+        ("connectTimeout=0", "'connectTimeout' must be positive"),
+        ("connectTimeout=soon", "'connectTimeout' is not a number"),
+        ("failoverOnTimeout=yes", "'failoverOnTimeout' is true or false"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            BrokerURL.parse(f"failover:(stomp://h1)?{bad}")
+
+
+def test_connect_timeout_and_failover_on_timeout_are_checked() -> None:
+    hosts = [("h1", 1), ("h2", 2)]
+    assert build(hosts=hosts).leaves_on_timeout is False  # no reconnect: nothing to fail over
+    assert build(hosts=hosts, reconnect=Backoff()).leaves_on_timeout is True
+    assert (
+        build(hosts=hosts, reconnect=Backoff(), failover_on_timeout=False).leaves_on_timeout
+        is False
+    )
+    assert build(reconnect=Backoff(), failover_on_timeout=True).leaves_on_timeout is True
+    with pytest.raises(ValueError, match="give reconnect=Backoff"):
+        build(hosts=hosts, failover_on_timeout=True)
+    with pytest.raises(TypeError, match="failover_on_timeout"):
+        build(failover_on_timeout="yes")
+    with pytest.raises(ValueError, match="connect_timeout must be positive"):
+        build(connect_timeout=0)
+    with pytest.raises(TypeError, match="connect_timeout"):
+        build(connect_timeout="5")
+
+
 def test_several_hosts_in_one_address_point_to_failover() -> None:
     with pytest.raises(ValueError, match=re.escape("failover:(stomp://host1:61613,")):
         BrokerURL.parse("stomp://h1,h2:61613")

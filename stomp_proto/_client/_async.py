@@ -16,6 +16,7 @@ wire in the order the connection made them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -32,15 +33,21 @@ from .._events import (
     Message,
     Subscribe,
 )
-from .._frame import Version
 from .._state import ConnectionState
 from .._websocket import accepted_versions
 from ._backend import Backend, Stream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
-from ._errors import BrokerError, ClientError, ConnectionLost, reason
-from ._lifecycle import ClientState, ClientStats
+from ._errors import (
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    connect_timed_out,
+    message_timed_out,
+    reason,
+)
 from ._options import ConnectOptions
+from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
@@ -60,7 +67,7 @@ class _Session:
     attempt's session.
     """
 
-    __slots__ = ("conn", "connected", "current", "error", "reader", "stream")
+    __slots__ = ("conn", "connected", "current", "error", "paused", "reader", "stream")
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
         self.conn = conn
@@ -72,6 +79,8 @@ class _Session:
         self.current = False
         #: Why its reader ended, once it has.
         self.error: ClientError | None = None
+        #: Whether its reader waits for room in a full subscription buffer.
+        self.paused = False
 
     async def abandon(self) -> None:
         """End this attempt: cancel its reader, close its stream."""
@@ -150,12 +159,16 @@ class AsyncSubscription:
         ended the session, or TimeoutError when ``timeout`` seconds pass first
         (``None``: wait as long as it takes).
         """
+        began = 0 if self._tracing is None else time.time_ns()
         if not self._messages and not self._ended:
             # Only a consumer that must wait arms a timeout (it costs more than a get).
-            async with self._client._backend.timeout(timeout):
-                while not self._messages and not self._ended:
-                    self._arrived.clear()
-                    await self._arrived.wait()
+            try:
+                async with self._client._backend.timeout(timeout):
+                    while not self._messages and not self._ended:
+                        self._arrived.clear()
+                        await self._arrived.wait()
+            except TimeoutError:
+                raise message_timed_out(self.destination, timeout) from None
         if not self._messages:
             if self._error is not None:
                 self._client._core.reported(self._error)
@@ -166,7 +179,7 @@ class AsyncSubscription:
         message = self._messages.popleft()
         if self._tracing is not None:
             client = self._client
-            self._tracing.received(message, client.broker, client.version)
+            self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def _put_nowait(self, message: Message) -> bool:
@@ -193,7 +206,7 @@ class AsyncSubscription:
         self._room.set()  # and a reader waiting for room: its message is dropped
 
 
-class AsyncClient:
+class AsyncClient(ClientView):
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
     def __init__(
@@ -218,45 +231,25 @@ class AsyncClient:
         #: ``max_pending_messages``; the oldest are dropped when it is full.
         self.unsolicited = backend.queue(options.max_pending_messages)
 
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
-
     # -- lifecycle ---------------------------------------------------------------
 
     async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
         """One connection attempt; on any failure (a timeout too) it leaves nothing behind.
 
-        ``timeout``: seconds for it; by default the options' timeout.
+        ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
+        bound = self._options.attempt_timeout if timeout is ... else timeout
         session = _Session(self._core.conn, self._backend.waiter())
         self._core.life.attempt(self._backend.now())
         try:
-            async with self._backend.timeout(self._options.timeout if timeout is ... else timeout):
-                await self._connect(session)
+            try:
+                async with self._backend.timeout(bound):
+                    await self._connect(session)
+            except TimeoutError as exc:
+                if exc.args:  # not the bound's: a system error (ETIMEDOUT)
+                    raise
+                # The reader starts once the CONNECT is written.
+                raise connect_timed_out(bound, opened=session.reader is not None) from None
         except BaseException:
             session.current = False
             await session.abandon()
@@ -354,7 +347,9 @@ class AsyncClient:
                 if type(route) is Message:
                     full = self._deliver(route)
                     if full is not None:
+                        session.paused = True
                         await self._deliver_when_room(full, route, stream, conn)
+                        session.paused = False
                 elif isinstance(route, Resolve):
                     if route.key == CONNECT_WAITER:
                         if not session.connected.done():
@@ -468,8 +463,8 @@ class AsyncClient:
                     if not self._core.again(exc, self._backend.now()):
                         break
                 except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    why = reason(exc, self._options.timeout)
-                    self._core.life.failed(exc, self._options.timeout)
+                    why = reason(exc)
+                    self._core.life.failed(exc)
                     error = ConnectionLost(f"reconnect failed: {why}")
                     error.__cause__ = exc
             self._finish(self._core.life.gave_up(error))
@@ -566,8 +561,31 @@ class AsyncClient:
                 self._waiters.pop(receipt, None)
             raise
         if waiter is not None:
-            async with self._backend.timeout(self._options.timeout):
-                await waiter.wait()
+            try:
+                async with self._backend.timeout(self._options.timeout):
+                    await waiter.wait()
+            except TimeoutError:
+                assert receipt is not None and not isinstance(event, PlainSettle)
+                self._waiters.pop(receipt, None)
+                timed_out, lost = self._core.receipt_timed_out(
+                    event, self._options.timeout, paused=session.paused
+                )
+                if lost is not None:
+                    await self._leave(session, lost)
+                raise timed_out from None
+
+    async def _leave(self, session: _Session, error: ConnectionLost) -> None:
+        """End ``session`` with ``error`` though its connection stands (the broker went
+        silent): the client then reconnects, to the next address, as after a loss."""
+        if not session.current or session.error is not None:
+            return  # it has ended already, or is not the client's
+        session.error = error
+        session.current = False  # its reader, cancelled, reports nothing
+        self._ready.clear()  # no writer on the stream being closed
+        try:
+            await session.abandon()
+        finally:
+            self._lost(error)
 
     async def send(
         self,
@@ -678,7 +696,12 @@ class AsyncClient:
     ) -> None:
         self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
-        await self._send(event, receipt_id, message)
+        tracing = self._options.tracing
+        if tracing is None:
+            await self._send(event, receipt_id, message)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            await self._send(event, receipt_id, message)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

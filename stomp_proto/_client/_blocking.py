@@ -27,11 +27,13 @@ import selectors
 import socket
 import ssl
 import threading
+import time
 
 from .._errors import RemoteProtocolError
 from .._frame import Version
 from .._websocket import ClientHandshake, WebSocketChannel, accepted_versions
 from ._backend import BlockingStream
+from ._errors import connect_timed_out
 from ._options import ConnectOptions
 
 __all__ = ["SocketStream", "TLSStream", "WebSocketStream", "open_stream"]
@@ -255,30 +257,43 @@ def open_stream(
 ) -> tuple[BlockingStream, tuple[Version, ...]]:
     """Connect as ``options`` say; also the STOMP versions the stream leaves open.
 
-    Connecting and the TLS and WebSocket handshakes each get ``timeout`` seconds.
+    Connecting and the TLS and WebSocket handshakes share ``timeout`` seconds:
+    each waits no longer than what the ones before it left.
     """
-    sock = socket.create_connection((options.host, options.port), timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> float | None:
+        return None if deadline is None else max(0.001, deadline - time.monotonic())
+
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        raw = SocketStream(sock)
-    except BaseException:
-        sock.close()
-        raise
-    try:
-        stream: BlockingStream = raw
-        if options.ssl is not None:
-            tls = TLSStream(raw, options.ssl, options.host)
-            tls.handshake()
-            stream = tls
-        versions = options.versions
-        if options.websocket is not None:
-            websocket = WebSocketStream.open(
-                stream, options.host, options.port, options.websocket, versions
-            )
-            versions = accepted_versions(websocket.subprotocol, versions)
-            stream = websocket
-        raw.settimeout(None)  # from now on the reader waits in wait_readable()
-    except BaseException:
-        raw.close()
-        raise
+        sock = socket.create_connection((options.host, options.port), timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw = SocketStream(sock)
+        except BaseException:
+            sock.close()
+            raise
+        try:
+            stream: BlockingStream = raw
+            if options.ssl is not None:
+                raw.settimeout(left())
+                tls = TLSStream(raw, options.ssl, options.host)
+                tls.handshake()
+                stream = tls
+            versions = options.versions
+            if options.websocket is not None:
+                raw.settimeout(left())
+                websocket = WebSocketStream.open(
+                    stream, options.host, options.port, options.websocket, versions
+                )
+                versions = accepted_versions(websocket.subprotocol, versions)
+                stream = websocket
+            raw.settimeout(None)  # from now on the reader waits in wait_readable()
+        except BaseException:
+            raw.close()
+            raise
+    except TimeoutError as exc:
+        if exc.errno is not None:  # the system's (ETIMEDOUT): its own words
+            raise
+        raise connect_timed_out(timeout, opened=False) from None
     return stream, versions

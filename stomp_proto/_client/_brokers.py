@@ -8,8 +8,9 @@ Every adapter asks the same two things, and they are answered here once:
   moves on to the next address, so a lost session comes back on the next
   broker of the list, round and round, on the client's :class:`Backoff`.
 * :class:`FirstConnect` - the first connect tries each address in turn, all
-  within ``timeout``: each attempt gets an equal share of the time left, so
-  that an address that swallows packets cannot use up the time of the others.
+  within ``timeout``: each attempt gets ``connect_timeout``, or an equal share
+  of the time left when that is less, so that an address that swallows packets
+  cannot use up the time of the others.
   It fails only when every address failed, and then says why for each.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 from .._errors import ProtocolError
 from ._errors import ClientError, ConnectionLost, reason
+from ._lifecycle import log
 from ._options import Address, ConnectOptions
 
 __all__ = ["Brokers", "FirstConnect"]
@@ -116,8 +118,7 @@ class FirstConnect:
             for left in range(len(self.brokers), 0, -1):
                 if self._failures:
                     self.brokers.advance()
-                now = self._clock()
-                self._timeout = None if deadline is None else max(0.0, deadline - now) / left
+                self._timeout = self._bound(deadline, left)
                 yield wait, self._timeout
                 wait = 0.0
             next_wait = next(delays, None)
@@ -125,12 +126,24 @@ class FirstConnect:
                 return
             wait = next_wait
 
+    def _bound(self, deadline: float | None, left: int) -> float | None:
+        """Seconds for the next attempt: ``connect_timeout``, or less when ``left``
+        attempts must share what remains of ``timeout`` (until ``deadline``)."""
+        bound = self.options.attempt_timeout
+        if deadline is None:
+            return bound
+        share = max(0.0, deadline - self._clock()) / left
+        return share if bound is None else min(bound, share)
+
     def failed(self, exc: BaseException) -> None:
         """The attempt at the current address failed with ``exc``; re-raised unless it
         is a failure to connect (cancellation, KeyboardInterrupt, a bug go through)."""
         if not isinstance(exc, (ClientError, OSError, TimeoutError, ProtocolError)):
             raise exc
         self._failures.append((self.brokers.current, exc, self._timeout))
+        host, port = self.brokers.current
+        why = reason(exc, self._timeout)
+        log.info("attempt %d at %s:%d failed: %s", len(self._failures), host, port, why)
 
     def error(self) -> BaseException:
         """The error of a first connect where every address failed."""

@@ -45,7 +45,7 @@ from .._events import (
 )
 from ._backoff import Backoff
 from ._brokers import Brokers
-from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost
+from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
 
@@ -291,7 +291,11 @@ class ClientCore(Generic[S]):
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
-        self.life = Lifecycle(lambda: self.brokers.current, options.on_state_change)
+        self.life = Lifecycle(
+            lambda: self.brokers.current, options.on_state_change, options.tracing
+        )
+        #: Its counts (the frames are counted here, as they are made).
+        self.stats = self.life.stats
         #: Whether the application sent DISCONNECT: the end of the session is then no loss.
         self.leaving = False
         #: Whether a SEND without a receipt went out on this connection with no
@@ -324,9 +328,16 @@ class ClientCore(Generic[S]):
     # -- ids and events --------------------------------------------------------
 
     def written(self, event: FrameEvent) -> None:
-        """``event`` was written on the current connection (the adapters call this)."""
-        if type(event) is Send and event.receipt is None:
-            self._unvouched = True
+        """``event`` was made into bytes for the current connection: counted, and
+        a SEND without a receipt noted (see :meth:`take_refusal`)."""
+        if type(event) is Send:
+            self.stats.sent += 1
+            if event.receipt is None:
+                self._unvouched = True
+        elif type(event) is Ack:
+            self.stats.acked += 1
+        elif type(event) is Nack:
+            self.stats.nacked += 1
 
     def take_refusal(self) -> None:
         """Raise, once, the ERROR that may have refused a SEND of an earlier call.
@@ -429,7 +440,13 @@ class ClientCore(Generic[S]):
         """
         if isinstance(event, PlainSettle):
             message = event.message
-            return conn.nack(message) if event.nack else conn.ack(message)
+            if event.nack:
+                data = conn.nack(message)
+                self.stats.nacked += 1
+            else:
+                data = conn.ack(message)
+                self.stats.acked += 1
+            return data
         if settles is not None:
             conn.check_delivered(settles)
         data = conn.send(event)
@@ -445,6 +462,33 @@ class ClientCore(Generic[S]):
         or always on a subscription with a :func:`wide_window`.
         """
         return receipt is None and (buffered > 0 or wide_window)
+
+    def receipt_timed_out(
+        self, event: FrameEvent, seconds: float | None, *, paused: bool
+    ) -> tuple[TimeoutError, ConnectionLost | None]:
+        """A wait for the RECEIPT of ``event`` outlasted ``seconds``: the TimeoutError the
+        caller raises, and the error that ends the session, or None when it stays.
+
+        A broker that leaves a receipt unanswered that long is frozen or hung:
+        with ``failover_on_timeout`` the client leaves it (all calls would wait
+        as long) rather than wait for heart-beats to give up on it.  Not when the
+        application is leaving anyway (a DISCONNECT's receipt), nor when reading
+        is ``paused`` by a full subscription buffer: the receipt may be there,
+        unread behind messages the application has not taken.
+        """
+        host, port = self.brokers.current
+        leave = self.options.leaves_on_timeout and not paused and not isinstance(event, Disconnect)
+        destination = getattr(event, "destination", None)
+        frame = event.command if destination is None else f"{event.command} to {destination}"
+        error = timed_out(
+            f"the RECEIPT of {frame} from {host}:{port}",
+            seconds,
+            "the client leaves that broker" if leave else "",
+        )
+        if not leave:
+            return error, None
+        waited = "" if seconds is None else f" within {seconds:.3g} s"
+        return error, ConnectionLost(f"no RECEIPT{waited}: the broker does not answer")
 
     def disconnect_event(self) -> tuple[Disconnect, str]:
         receipt = self.next_id("disconnect")
@@ -607,6 +651,7 @@ class ClientCore(Generic[S]):
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if type(event) is Message:
+            self.stats.received += 1
             return event
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it

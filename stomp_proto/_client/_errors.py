@@ -17,7 +17,10 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "connect_timed_out",
+    "message_timed_out",
     "reason",
+    "timed_out",
 ]
 
 
@@ -66,6 +69,29 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out" if timeout is None else f"timed out after {timeout:.3g} s"
     return type(exc).__name__
+
+
+def timed_out(what: str, seconds: float | None, detail: str = "") -> TimeoutError:
+    """The TimeoutError of a wait for ``what`` that lasted ``seconds``; ``detail``, if
+    any, follows in brackets (what the attempt waited for, what the client does next).
+
+    Every TimeoutError the three clients raise is made here, so that each says
+    what timed out and after how long, in the same words whichever client.
+    """
+    waited = "" if seconds is None else f" after {seconds:.3g} s"
+    return TimeoutError(f"{what} timed out{waited}{f' ({detail})' if detail else ''}")
+
+
+def connect_timed_out(seconds: float | None, *, opened: bool) -> TimeoutError:
+    """A connect attempt to one address outlasted its bound; ``opened``: the
+    connection was made (TCP, TLS, WebSocket) and CONNECTED was awaited."""
+    stage = "waiting for CONNECTED" if opened else "opening the connection"
+    return timed_out("the connect attempt", seconds, stage)
+
+
+def message_timed_out(destination: str, seconds: float | None) -> TimeoutError:
+    """``subscription.get(timeout)`` found no message on ``destination`` in time."""
+    return timed_out(f"the wait for a message on {destination}", seconds)
 
 
 def _system_error(exc: BaseException) -> str | None:

@@ -14,11 +14,12 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .._public import present_as
 from ._errors import BrokerError, ClientError, ReconnectExhausted, reason
 
-__all__ = ["ClientState", "ClientStats", "Lifecycle", "StateHook"]
+__all__ = ["ClientState", "ClientStats", "Lifecycle", "SessionHook", "StateHook"]
 
 #: Sessions' ups and downs: INFO for each new session and failed attempt, WARNING for a
 #: lost session, ERROR when the client gives up.  Its own logger, below the clients'
@@ -47,7 +48,10 @@ class ClientState(enum.Enum):
 
 @dataclass(slots=True)
 class ClientStats:
-    """Counts of one client's life (:attr:`AsyncClient.stats`), for monitoring."""
+    """Counts of one client's life (:attr:`AsyncClient.stats`), for monitoring.
+
+    One object for the client's whole life, updated in place: read it whenever.
+    """
 
     #: Connection attempts made (the one that connected first included).
     attempts: int = 0
@@ -57,6 +61,14 @@ class ClientStats:
     reconnects: int = 0
     #: Sessions lost (the connection dropped, heart-beats stopped, an ERROR ended it).
     lost: int = 0
+    #: SEND frames written (in every session; one in a transaction counts when written).
+    sent: int = 0
+    #: MESSAGE frames received from the broker (buffered for a subscription or not).
+    received: int = 0
+    #: ACK frames written (one held back to go out with later frames counts at once).
+    acked: int = 0
+    #: NACK frames written, counted as the ACKs.
+    nacked: int = 0
 
 
 #: The ``on_state_change`` hook: called with the new state and, for RECONNECTING and
@@ -65,17 +77,46 @@ class ClientStats:
 StateHook = Callable[[ClientState, ClientError | None], object]
 
 
+class SessionHook(Protocol):
+    """The sessions' part of :class:`~stomp_proto.TracingHook`: told as sessions come
+    and go, to count them as metrics."""
+
+    def session_up(self, broker: tuple[str, int], reconnect: bool) -> None:
+        """A session with ``broker`` (``(host, port)``) is up; ``reconnect``: it is not
+        the client's first."""
+        ...
+
+    def session_lost(self, broker: tuple[str, int], error: ClientError) -> None:
+        """The session with ``broker`` was lost with ``error``."""
+        ...
+
+
 class Lifecycle:
     """One client's state, counts and the last failure at each broker address."""
 
-    __slots__ = ("_began", "_brokers", "_hook", "_reasons", "_retries", "state", "stats")
+    __slots__ = (
+        "_began",
+        "_brokers",
+        "_hook",
+        "_reasons",
+        "_retries",
+        "_sessions",
+        "state",
+        "stats",
+    )
 
-    def __init__(self, current: Callable[[], tuple[str, int]], hook: StateHook | None) -> None:
+    def __init__(
+        self,
+        current: Callable[[], tuple[str, int]],
+        hook: StateHook | None,
+        sessions: SessionHook | None = None,
+    ) -> None:
         #: Where the client stands.
         self.state = ClientState.CONNECTING
         self.stats = ClientStats()
         self._brokers = current  # the address in use (or being tried)
         self._hook = hook
+        self._sessions = sessions
         #: The reason of the last failure at each address, in the order first seen.
         self._reasons: dict[tuple[str, int], str] = {}
         self._began: float | None = None
@@ -112,6 +153,8 @@ class Lifecycle:
         )
         self._retries = 0
         self._reasons.clear()
+        if self._sessions is not None:
+            self._sessions.session_up((host, port), self.stats.sessions > 1)
         self._change(ClientState.CONNECTED, None)
 
     def lost(self, error: ClientError, *, again: bool) -> None:
@@ -123,6 +166,8 @@ class Lifecycle:
         log.warning(
             "session with %s:%d lost: %s%s", *address, why, "; reconnecting" if again else ""
         )
+        if self._sessions is not None:
+            self._sessions.session_lost(address, error)
         self._change(ClientState.RECONNECTING if again else ClientState.FAILED, error)
 
     def gave_up(self, error: ClientError) -> ClientError:

@@ -8,7 +8,7 @@ keyword arguments it takes.
 from __future__ import annotations
 
 import ssl as _ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
@@ -21,11 +21,11 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._errors import ClientError
-from ._lifecycle import ClientState
+from ._lifecycle import SessionHook, StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
     "Address",
     "ClientOptions",
     "ConnectOptions",
@@ -35,6 +35,10 @@ __all__ = [
 
 #: One broker: (host, port).
 Address = tuple[str, int]
+
+#: Seconds one connect attempt may take by default: a broker that answers at all
+#: answers a CONNECT in far less, and a hung one must not hold the client long.
+DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
 def check_addresses(hosts: object) -> tuple[Address, ...]:
@@ -67,28 +71,40 @@ def _option(name: str) -> str:
     return f"connect() option {name}"
 
 
-class TracingHook(Protocol):
+class TracingHook(SessionHook, Protocol):
     """What a client calls when given ``tracing=``; :class:`stomp_proto.tracing.Tracing`
     (OpenTelemetry) is one.
 
     The clients know nothing more of tracing: without the option the hook is
-    one ``is None`` test per send and per message taken.
+    one ``is None`` test per send, per message taken and per ACK or NACK.  It is
+    also told as sessions come and go (:meth:`session_up`, :meth:`session_lost`).
     """
 
     def sending(
         self, send: Send, broker: tuple[str, int], version: Version | None
     ) -> AbstractContextManager[Send]:
         """Around the writing of ``send`` (and the wait for its receipt): yields the
-        SEND to write instead (with the trace context in its headers).
+        SEND to write instead (with the trace context in its headers).  What the
+        send raises goes through the block.
 
         ``broker`` is the ``(host, port)`` in use, ``version`` the negotiated
         STOMP version (``None`` before CONNECTED).
         """
         ...
 
-    def received(self, message: Message, broker: tuple[str, int], version: Version | None) -> None:
-        """The application took ``message`` from a subscription; ``broker`` and
-        ``version`` as for :meth:`sending`."""
+    def received(
+        self, message: Message, broker: tuple[str, int], version: Version | None, began: int
+    ) -> None:
+        """The application took ``message`` from a subscription, having asked for it
+        at ``began`` (:func:`time.time_ns`); ``broker`` and ``version`` as for
+        :meth:`sending`."""
+        ...
+
+    def settling(
+        self, message: Message, nack: bool, broker: tuple[str, int], version: Version | None
+    ) -> AbstractContextManager[None]:
+        """Around the ACK of ``message`` (``nack``: its NACK), and the wait for its
+        receipt; ``broker`` and ``version`` as for :meth:`sending`."""
         ...
 
 
@@ -110,6 +126,13 @@ class ConnectOptions:
     ssl: _ssl.SSLContext | None = None
     #: Seconds allowed for connecting and for each wait on the broker (receipts, ...).
     timeout: float | None = 30.0
+    #: Seconds one connect attempt to one address may take (TCP, TLS, WebSocket,
+    #: CONNECTED), within ``timeout``; past it the client tries the next address.
+    #: The first connect and every reconnect alike.  None: ``timeout`` alone.
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT
+    #: A receipt not come within ``timeout`` ends the session, and the client
+    #: fails over.  None (the default): on with several hosts and ``reconnect``.
+    failover_on_timeout: bool | None = None
     #: Reconnect after the session ends (a lost connection, a heart-beat timeout
     #: or an ERROR), restoring subscriptions; None: never.  The first connect
     #: is retried only with ``retry_first_connect``.
@@ -132,7 +155,7 @@ class ConnectOptions:
     #: Retry the first connect on the ``reconnect`` schedule, as a reconnect would be.
     retry_first_connect: bool = False
     #: Called with each new :class:`ClientState` (and the error behind it).
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None = None
+    on_state_change: StateHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -183,10 +206,12 @@ class ConnectOptions:
             raise wrong_type(
                 option("ssl"), "an ssl.SSLContext or None", self.ssl, "ssl.create_default_context()"
             )
-        if self.timeout is not None:
-            check_number(option("timeout"), self.timeout)
-            if self.timeout <= 0:
-                raise ValueError(f"{option('timeout')} must be positive, not {self.timeout!r}")
+        for name in ("timeout", "connect_timeout"):
+            seconds = getattr(self, name)
+            if seconds is not None:
+                check_number(option(name), seconds)
+                if seconds <= 0:
+                    raise ValueError(f"{option(name)} must be positive, not {seconds!r}")
         if self.reconnect is not None and not isinstance(self.reconnect, Backoff):
             raise wrong_type(option("reconnect"), "a Backoff or None", self.reconnect, "Backoff()")
         if not is_int(self.max_pending_messages):
@@ -205,6 +230,13 @@ class ConnectOptions:
                 f"{option('retry_first_connect')} retries on the reconnect schedule: "
                 "give reconnect=Backoff(...) too"
             )
+        if self.failover_on_timeout is not None:
+            check_bool(option("failover_on_timeout"), self.failover_on_timeout)
+            if self.failover_on_timeout and self.reconnect is None:
+                raise ValueError(
+                    f"{option('failover_on_timeout')} fails over on the reconnect schedule: "
+                    "give reconnect=Backoff(...) too"
+                )
         if self.on_state_change is not None and not callable(self.on_state_change):
             raise wrong_type(
                 option("on_state_change"),
@@ -212,6 +244,21 @@ class ConnectOptions:
                 self.on_state_change,
                 "a function taking (ClientState, ClientError | None)",
             )
+
+    @property
+    def attempt_timeout(self) -> float | None:
+        """Seconds one connect attempt to one address may take: ``connect_timeout``,
+        and never more than ``timeout``."""
+        bounds = [t for t in (self.connect_timeout, self.timeout) if t is not None]
+        return min(bounds, default=None)
+
+    @property
+    def leaves_on_timeout(self) -> bool:
+        """Whether a receipt that did not come in time ends the session (see
+        ``failover_on_timeout``)."""
+        if self.failover_on_timeout is None:
+            return len(self.hosts) > 1 and self.reconnect is not None
+        return self.failover_on_timeout
 
     @classmethod
     def build(cls, host: str | None, port: int | None, options: ClientOptions) -> ConnectOptions:
@@ -279,6 +326,15 @@ class ClientOptions(TypedDict, total=False):
     ssl: _ssl.SSLContext | None
     #: Seconds for connecting and for each wait on the broker (receipts); default 30.
     timeout: float | None
+    #: Seconds for one connect attempt to one address (TCP, TLS, WebSocket and
+    #: CONNECTED), within ``timeout``: past it the client tries the next address, on
+    #: the first connect and on every reconnect; default 5, ``None``: ``timeout`` alone.
+    connect_timeout: float | None
+    #: When a receipt does not come within ``timeout``, end the session and fail over
+    #: to the next address (the wait raises TimeoutError all the same); default: on
+    #: with several ``hosts`` and a ``reconnect`` schedule, else off.  ``True`` needs
+    #: ``reconnect``.  See :doc:`failover`.
+    failover_on_timeout: bool | None
     #: Reconnect after the session ends (a lost connection, a heart-beat timeout or
     #: an ERROR) on this schedule, restoring subscriptions; default ``None``: never.
     #: The first connect is retried only with ``retry_first_connect``.
@@ -308,7 +364,7 @@ class ClientOptions(TypedDict, total=False):
     #: Called as ``on_state_change(state, error)`` with each new :class:`ClientState`
     #: (connected, reconnecting, closed, failed) in the client's own task or thread
     #: (see :doc:`failover`); default none.
-    on_state_change: Callable[[ClientState, ClientError | None], object] | None
+    on_state_change: StateHook | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top

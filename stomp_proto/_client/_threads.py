@@ -46,7 +46,6 @@ from typing import Protocol
 from .._connection import ClientConnection
 from .._errors import ProtocolError
 from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Subscribe
-from .._frame import Version
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
@@ -61,9 +60,16 @@ from ._core import (
     Resolve,
     wide_window,
 )
-from ._errors import BrokerError, ClientError, ConnectionLost, reason
-from ._lifecycle import ClientState, ClientStats
+from ._errors import (
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    connect_timed_out,
+    message_timed_out,
+    reason,
+)
 from ._options import ConnectOptions
+from ._view import ClientView
 
 __all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
 
@@ -124,6 +130,8 @@ class _Waiter:
             self._settle(None, error)
 
     def wait(self, timeout: float | None) -> Event | Message | None:
+        """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
+        words (it knows what it waited for)."""
         client = self._client
         hub = client._hub
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -138,8 +146,7 @@ class _Waiter:
                 if wait is not None and wait <= 0:
                     if waited:
                         client._hand_on()
-                    why = reason(TimeoutError(), timeout)
-                    raise TimeoutError(f"{why} (no answer from the broker)")
+                    raise TimeoutError
                 if not client._may_lead():
                     client._followers[self] = None
                     try:
@@ -202,6 +209,7 @@ class Subscription:
         the session if it did not.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        began = 0 if self._tracing is None else time.time_ns()
         client = self._client
         hub = client._hub
         outbox = client._outbox
@@ -238,7 +246,7 @@ class Subscription:
                     if wait is not None and wait <= 0:
                         if waited:
                             client._hand_on()
-                        raise TimeoutError("no message in time")
+                        raise message_timed_out(self.destination, timeout)
                     if client._may_lead():
                         client._lead()
                     else:
@@ -262,7 +270,7 @@ class Subscription:
                 client._read_step(wait)
             finally:
                 client._release_role()
-        self._tracing.received(message, client.broker, client.version)
+        self._tracing.received(message, client.broker, client.version, began)
         return message
 
     def __iter__(self) -> Iterator[Message]:
@@ -291,7 +299,7 @@ class Subscription:
             self._arrived.notify_all()
 
 
-class Client:
+class Client(ClientView):
     """A connected, blocking STOMP client; make one with :func:`connect`.
 
     Safe to use from many threads at once.
@@ -353,57 +361,40 @@ class Client:
         #: once it stayed free for IDLE_READ).
         self._freed_at = float("-inf")
 
-    # -- inspection --------------------------------------------------------------
-
-    @property
-    def version(self) -> Version | None:
-        """The negotiated STOMP version of the current connection."""
-        return self._core.conn.version
-
-    @property
-    def connection(self) -> ClientConnection:
-        """The current sans-IO connection (for inspection)."""
-        return self._core.conn
-
-    @property
-    def broker(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the broker in use (while reconnecting: being tried)."""
-        return self._core.brokers.current
-
-    @property
-    def state(self) -> ClientState:
-        """Where the client stands: connected, reconnecting, closed or failed."""
-        return self._core.life.state
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counts of attempts, sessions, reconnects and lost sessions (live, not a copy)."""
-        return self._core.life.stats
-
     # -- lifecycle ---------------------------------------------------------------
 
     def _open(self, timeout: float | EllipsisType | None = ...) -> None:
         """Connect, start the background thread, wait for CONNECTED (the first connect).
 
-        ``timeout``: seconds for it; by default the options' timeout.
+        ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
-        if timeout is ...:
-            timeout = self._options.timeout
-        stream = self._start(self._core.conn, timeout)
+        bound = self._options.attempt_timeout if timeout is ... else timeout
+        began = time.monotonic()
+        stream = self._start(self._core.conn, bound)
         connected = self._expect(CONNECT_WAITER)
         self._reader = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
         self._reader.start()
-        connected.wait(timeout)
+        # The reader ends the attempt at its deadline too; this wait is the backstop.
+        left = None if bound is None else max(0.0, began + bound - time.monotonic())
+        try:
+            connected.wait(left)
+        except TimeoutError:
+            raise connect_timed_out(bound, opened=True) from None
 
     def _start(
         self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
     ) -> BlockingStream:
-        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read."""
+        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read.
+
+        ``timeout``: seconds for the attempt, from opening the stream to CONNECTED;
+        by default the options' bound on one attempt.
+        """
         if timeout is ...:
-            timeout = self._options.timeout
-        self._core.life.attempt(time.monotonic())
+            timeout = self._options.attempt_timeout
+        began = time.monotonic()
+        self._core.life.attempt(began)
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
@@ -415,7 +406,7 @@ class Client:
         self._stream = stream
         with self._hub:
             self._session_connected = False
-            self._connect_deadline = None if timeout is None else time.monotonic() + timeout
+            self._connect_deadline = None if timeout is None else began + timeout
             self._connect_timeout = timeout
             self._freed_at = float("-inf")  # nobody reads yet: the background thread may
             self._live = True
@@ -576,8 +567,8 @@ class Client:
             self._drain(stream, conn)
             deadline = self._connect_deadline
             if deadline is not None and not self._session_connected and now > deadline:
-                waited = reason(TimeoutError(), self._connect_timeout)
-                self._end_session(ConnectionLost(f"{waited} (no CONNECTED from the broker)"))
+                waited = connect_timed_out(self._connect_timeout, opened=True)
+                self._end_session(ConnectionLost(str(waited)))
         except (ProtocolError, OSError) as exc:
             error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
@@ -656,9 +647,13 @@ class Client:
             for subscription, count in woken.items():
                 subscription._arrived.notify(count)
 
-    def _end_session(self, error: ClientError) -> None:
-        """The session is over (seen by the role's holder); the background thread takes over."""
+    def _end_session(self, error: ClientError, stream: BlockingStream | None = None) -> None:
+        """The session is over (seen by the role's holder, or by a caller that gave up
+        on the broker: then ``stream`` is the one it wrote on, and the session on it
+        ends unless it has already); the background thread takes over."""
         with self._hub:
+            if stream is not None and stream is not self._stream:
+                return
             if self._ending is None and self._live:
                 self._ending = (self._session_connected, error)
             self._live = False
@@ -713,10 +708,8 @@ class Client:
                     stream = self._start(conn)
                     break
                 except (OSError, ClientError, ProtocolError) as exc:
-                    self._core.life.failed(exc, self._options.timeout)
-                    error = ConnectionLost(
-                        f"reconnect failed: {reason(exc, self._options.timeout)}"
-                    )
+                    self._core.life.failed(exc)
+                    error = ConnectionLost(f"reconnect failed: {reason(exc)}")
             if self._closed:  # close() came while connecting: it did not see this stream
                 with self._hub:
                     self._live = False
@@ -957,6 +950,16 @@ class Client:
             return None
         try:
             return waiter.wait(self._options.timeout)
+        except TimeoutError:
+            assert not isinstance(event, PlainSettle)
+            paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
+            timed_out, lost = self._core.receipt_timed_out(
+                event, self._options.timeout, paused=paused
+            )
+            if lost is not None:
+                self._end_session(lost, stream)
+                stream.shutdown()  # wakes the thread reading it
+            raise timed_out from None
         finally:
             self._waiters.pop(receipt or "", None)
 
@@ -1079,7 +1082,12 @@ class Client:
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = self._core.may_hold(receipt_id, buffered, wide)
-        self._send(event, receipt_id, message, hold=hold)
+        tracing = self._options.tracing
+        if tracing is None:
+            self._send(event, receipt_id, message, hold=hold)
+            return
+        with tracing.settling(message, nack, self.broker, self.version):
+            self._send(event, receipt_id, message, hold=hold)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:

@@ -11,7 +11,8 @@ already says.
 * ``ws://host:15674/ws``, ``wss://...`` - STOMP over a WebSocket at that path.
 * ``failover:(stomp://h1:61613,stomp://h2:61613)?randomize=false&initialReconnectDelay=100``
   - several brokers (ActiveMQ's form, also without the parentheses), and the
-  reconnect schedule in ActiveMQ's option names and units (milliseconds).
+  reconnect schedule in ActiveMQ's option names and units (milliseconds), with
+  ``connectTimeout`` and ``failoverOnTimeout`` for the client's own options.
 
 Every error is a ValueError that names the part at fault; no error message
 and no repr ever holds the passcode.
@@ -58,6 +59,10 @@ EXTRA_FAILOVER_OPTIONS = {
     "errorAttempts": "error_attempts",
 }
 
+#: Options of a failover URL for ``connect()`` options of the client itself:
+#: ``connect_timeout`` (in milliseconds) and ``failover_on_timeout``.
+CLIENT_FAILOVER_OPTIONS = ("connectTimeout", "failoverOnTimeout")
+
 #: The scheme of one broker address, up to its "://".
 _SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -101,6 +106,10 @@ class BrokerURL:
     reconnect: Backoff | None = None
     #: Whether a ``failover:`` URL asked for a random order.
     randomize: bool | None = None
+    #: A ``failover:`` URL's ``connectTimeout``, in seconds.
+    connect_timeout: float | None = None
+    #: A ``failover:`` URL's ``failoverOnTimeout``.
+    failover_on_timeout: bool | None = None
 
     @classmethod
     def parse(cls, url: str) -> BrokerURL:
@@ -130,8 +139,10 @@ class BrokerURL:
             options["vhost"] = self.vhost
         if self.reconnect is not None:
             options["reconnect"] = self.reconnect
-        if self.randomize is not None:
-            options["randomize"] = self.randomize
+        for name in ("randomize", "connect_timeout", "failover_on_timeout"):
+            value = getattr(self, name)
+            if value is not None:
+                options[name] = value
         return options
 
 
@@ -189,7 +200,7 @@ def _parse_failover(rest: str) -> BrokerURL:
                     f"failover address {number}: its {name} differs from address 1's; "
                     "every address must use the same scheme, credentials and path"
                 )
-    reconnect, randomize = _failover_options(query)
+    options = _failover_options(query)
     hosts = tuple(address for parsed in addresses for address in parsed.hosts)
     return BrokerURL(
         hosts=hosts,
@@ -198,27 +209,28 @@ def _parse_failover(rest: str) -> BrokerURL:
         login=first.login,
         passcode=first.passcode,
         vhost=first.vhost,
-        reconnect=reconnect,
-        randomize=randomize,
+        **options,
     )
 
 
-def _failover_options(query: str) -> tuple[Backoff, bool | None]:
-    """The Backoff and order of a failover URL's options (ActiveMQ's names, milliseconds).
+def _failover_options(query: str) -> dict[str, Any]:
+    """The :class:`BrokerURL` fields a failover URL's options set: the Backoff, the
+    order, the connect timeout (ActiveMQ's names, milliseconds).
 
     An option left out keeps stomp_proto's default (:class:`Backoff`'s; the
     order as written), not ActiveMQ's.
     """
+    supported = (*FAILOVER_OPTIONS, *EXTRA_FAILOVER_OPTIONS, *CLIENT_FAILOVER_OPTIONS)
     values: dict[str, str] = {}
     for pair in query.split("&") if query else ():
         name, equals, value = pair.partition("=")
         name = unquote(name)
         if not equals:
             raise ValueError(f"failover option {name!r} has no value (write {name}=...)")
-        if name not in FAILOVER_OPTIONS and name not in EXTRA_FAILOVER_OPTIONS:
+        if name not in supported:
             raise ValueError(
                 f"failover option {name!r} is not supported; the supported ones are "
-                + ", ".join((*FAILOVER_OPTIONS, *EXTRA_FAILOVER_OPTIONS))
+                + ", ".join(supported)
             )
         if name in values:
             raise ValueError(f"failover option {name!r} is given twice")
@@ -262,8 +274,17 @@ def _failover_options(query: str) -> tuple[Backoff, bool | None]:
             if number != int(number):
                 raise ValueError(f"failover option {name!r} is a whole number")
             backoff[field_name] = int(number)
-    randomize = _flag(values, "randomize") if "randomize" in values else None
-    return Backoff(**backoff), randomize
+    fields: dict[str, Any] = {"reconnect": Backoff(**backoff)}
+    if "randomize" in values:
+        fields["randomize"] = _flag(values, "randomize")
+    if "connectTimeout" in values:
+        milliseconds = _number(values, "connectTimeout")
+        if not milliseconds:
+            raise ValueError("failover option 'connectTimeout' must be positive")
+        fields["connect_timeout"] = milliseconds / 1000
+    if "failoverOnTimeout" in values:
+        fields["failover_on_timeout"] = _flag(values, "failoverOnTimeout")
+    return fields
 
 
 def _number(values: Mapping[str, str], name: str) -> float:

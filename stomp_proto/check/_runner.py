@@ -134,6 +134,12 @@ def select(
     ]
 
 
+# How long a broker that took the login probe after a miss must keep answering for
+# the miss to stand: a broker shutting down closes its connections before its
+# listener.
+MISS_GRACE = 0.5
+
+
 def probe_broker(target: Target) -> dict[str, Any]:
     """CONNECT once; the broker's CONNECTED headers, or :class:`Unreachable`."""
     log: list[str] = []
@@ -184,8 +190,14 @@ def run(target: Target, cases: list[Case], *, workers: int = 12) -> Report:
         verdict, detail = outcome.verdict, outcome.detail
         if verdict in (Verdict.FAILED, Verdict.NON_STRICT):
             # A miss is only a verdict while the broker still answers: one that is
-            # gone or paused misses everything, and that is no violation.
+            # gone or paused misses everything, and that is no violation.  A broker
+            # that has begun to shut down can still take a login for a moment after
+            # it closed the case's connection, so the miss stands only if it still
+            # answers after a grace period too.
             gone = _unreachable(target)
+            if not gone:
+                time.sleep(MISS_GRACE)
+                gone = _unreachable(target)
             if gone:
                 verdict, detail = Verdict.NOT_RUN, f"{gone} (the case saw: {detail})"
         return Result(case, verdict, detail, tuple(log), duration, queues)

@@ -296,6 +296,11 @@ def _from_url(cls: type[ConnectionSettings], url: str, read: _Options) -> Connec
             "option 'url': the failover reconnect options have no meaning here "
             "(Spark retries a failed task, which connects anew); randomize does"
         )
+    if parsed.connect_timeout is not None or parsed.failover_on_timeout is not None:
+        raise ValueError(
+            "option 'url': the failover options connectTimeout and failoverOnTimeout are "
+            "the clients'; the Spark source's connections are bounded by its 'timeout'"
+        )
     plain = cls.from_options({k: v for k, v in read.items() if k != "url"})
     host, port = parsed.hosts[0]
     return dataclasses.replace(
