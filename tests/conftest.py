@@ -160,6 +160,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_spark_streams_discovery",
         "test_spark_streams_exactly_once",
         "test_spark_streams_broker_restart",
+        "test_spark_queue_broker_restart",
         "test_spark_docs_examples",
         "test_spark_streams_logic",
         "test_spark_streams_rabbitmq",
@@ -220,6 +221,8 @@ SERIAL: dict[str, str] = {
     "test_spark_streams_sink_exactly_once": "Spark task retries and speculative attempts",
     "test_spark_streams_broker_restart": "stops a RabbitMQ of its own for seconds under a "
     "running query and a running write",
+    "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
+    "out_a_restart": "stops its broker for 3 s under a running streaming query, within time-outs",
     "test_scripts::test_apt_get_sh_waits_for_a_held_lock_then_succeeds": "holds the "
     "machine's package locks",
     "test_browser_stompjs": "headless Chromium with 500 ms heart-beats; alone, and with "

@@ -82,7 +82,7 @@ class BrokerThread:
     """The embedded broker on its own event loop in a daemon thread (Spark's runners are
     other processes, and the test's own thread blocks in Spark calls)."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, port: int = 0, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="test-broker", daemon=True
@@ -90,7 +90,7 @@ class BrokerThread:
         self._thread.start()
 
         async def start() -> Broker:
-            broker = Broker("127.0.0.1", 0, **options)
+            broker = Broker("127.0.0.1", port, **options)
             await broker.start()
             return broker
 

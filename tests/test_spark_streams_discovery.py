@@ -9,7 +9,6 @@ Against RabbitMQ, through the planner and the stream source's Spark adapter
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -38,15 +37,9 @@ def connection(rabbitmq: Endpoint) -> ConnectionSettings:
 def base(connection: ConnectionSettings) -> Iterator[str]:
     name = f"spark-discovery-test-{uuid.uuid4().hex[:10]}"
     yield name
-    from test_spark_streams_rabbitmq import rabbitmqctl
+    from test_spark_streams_rabbitmq import delete_queues_later
 
-    try:
-        listed = rabbitmqctl("list_queues", "-p", connection.vhost or "/", "name", "--quiet")
-        for queue in listed.split():
-            if queue.startswith(name):
-                rabbitmqctl("delete_queue", "-p", connection.vhost or "/", queue)
-    except (RuntimeError, OSError, subprocess.SubprocessError):
-        pass  # small leftovers; not worth failing a test for
+    delete_queues_later(connection.vhost or "/", name)
 
 
 def publish(connection: ConnectionSettings, stream: str, count: int) -> None:

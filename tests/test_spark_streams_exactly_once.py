@@ -75,13 +75,15 @@ def test_every_message_exactly_once_after_the_driver_is_killed(
     common = ["--stream", base, "--partitions", "4", "--run", "eo"]
     run_step(check(rabbitmq, "publish", *common, "--count", "40000"))
     query = [
-        *check(rabbitmq, "run", *common),
-        "--out", str(out), "--checkpoint", str(checkpoint), "--per-trigger", "2000",
+        *check(rabbitmq, "run", *common), "--out", str(out), "--checkpoint", str(checkpoint),
     ]  # fmt: skip
     log = (tmp_path / "first-run.log").open("w")
     # A session of its own: the driver, its JVM and the Python workers form one
     # process group, which SIGKILL takes down at once.
-    first = subprocess.Popen(query, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+    first = subprocess.Popen(
+        [*query, "--per-trigger", "2000"], cwd=ROOT, stdout=log, stderr=log,
+        start_new_session=True,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while committed(checkpoint) < 3:
@@ -96,7 +98,9 @@ def test_every_message_exactly_once_after_the_driver_is_killed(
     assert batches_at_kill < 20, "the query was done before the kill (40000 / 2000 batches)"
     # Messages published while the query is down, then the restart from the checkpoint.
     run_step(check(rabbitmq, "publish", *common, "--first", "40000", "--count", "10000"))
-    second = run_step(query)
+    # The restart replays the batch the kill cut short, as its offset log planned it; the
+    # batches after it may be large (their size proves nothing more).
+    second = run_step([*query, "--per-trigger", "50000"])
     assert "query done" in second
     report = json.loads(
         run_step(check(rabbitmq, "verify", *common, "--out", str(out), "--count", "50000"))

@@ -716,8 +716,8 @@ def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
 ) -> None:
     import time
 
+    from stomp_proto.spark._retry import BrokerUnavailableError
     from stomp_proto.spark._streams._link import probe_streams
-    from stomp_proto.spark._streams._retry import BrokerUnavailableError
 
     port = _closed_port()  # nothing listens: every connect is refused, as while RabbitMQ is down
     settings = ConnectionSettings.from_options({"port": str(port), "retryTimeout": "0.8"})
@@ -743,8 +743,8 @@ def test_a_broker_that_stays_down_fails_the_call_past_retry_timeout_naming_it(
 def test_what_is_retried_and_what_fails_at_once() -> None:
     from stomp_proto import Error
     from stomp_proto._client._errors import BrokerError, ConnectionLost
+    from stomp_proto.spark._retry import retrying
     from stomp_proto.spark._streams._link import MissingStreamError
-    from stomp_proto.spark._streams._retry import retrying
 
     not_back = MissingStreamError(
         "stream 'o-0' does not exist on the broker (the broker said: not_found: NOT_FOUND - "
@@ -773,3 +773,73 @@ def test_what_is_retried_and_what_fails_at_once() -> None:
         with pytest.raises(type(final)):
             retrying(ConnectionSettings(), "probing x", fails)
         assert len(calls) == 1, final
+
+
+def test_a_replayed_batch_logs_the_lag_that_its_progress_cannot_show(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pytest.importorskip("pyspark")
+    from stomp_proto.spark._streams._source import StreamsStreamReader
+
+    fake = FakeStreams({"o-0": (0, 49), "o-1": (0, 9)})
+    reader = StreamsStreamReader(planner(fake))
+    # After a restart Spark first replays the batch of its offset log that had not
+    # committed: the reader never planned it (no latestOffset call).
+    with caplog.at_level("INFO", logger="stomp_proto.spark"):
+        reader.partitions({"o-0": 15, "o-1": 5}, {"o-0": 20, "o-1": 10})
+    (line,) = [r.getMessage() for r in caplog.records if "replayed" in r.getMessage()]
+    assert '{"o-0": 15, "o-1": 5}..{"o-0": 20, "o-1": 10} is replayed' in line
+    assert 'the streams are 30 offsets behind their tails after it: {"o-0": 30, "o-1": 0}' in line
+    # A batch it planned itself logs nothing (its progress has the latest offsets).
+    caplog.clear()
+    with caplog.at_level("INFO", logger="stomp_proto.spark"):
+        end = reader.latestOffset({"o-0": 20, "o-1": 10}, None)
+        reader.partitions({"o-0": 20, "o-1": 10}, end)
+        reader.partitions(end, end)  # Spark's empty range after a restart
+    assert not [r for r in caplog.records if "replayed" in r.getMessage()]
+
+
+def test_the_lag_of_a_batch_spark_gave_no_latest_offset_is_fetched_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stomp_proto.spark import _progress, offsets_behind_latest
+
+    fetched: list[dict[str, int]] = []
+
+    def tails_now(connection: Any, end: dict[str, int]) -> dict[str, int]:
+        fetched.append(dict(end))
+        return {stream: 50 for stream in end}
+
+    monkeypatch.setattr(_progress, "_fetch_latest", tails_now)
+    progress = {
+        "sources": [
+            # pyspark's SourceProgress holds str() of a null latest offset: "None".
+            {"endOffset": {"o-0": 20}, "latestOffset": "None"},
+            # The stomp source: a count, never a stream's offsets.
+            {"endOffset": '{"offset": 40}', "latestOffset": None},
+        ]
+    }
+    assert offsets_behind_latest(progress) == {} and not fetched
+    assert offsets_behind_latest(progress, {"port": "61613"}) == {"o-0": 30}
+    assert fetched == [{"o-0": 20}]
+
+
+def test_an_available_now_restart_whose_first_probe_timed_out_still_reads_the_backlog() -> None:
+    fake = FakeStreams({"a": (0, 899), "b": (0, 99)})
+    slow = {"a": 1}  # the first probe of "a" finds nothing in time (a loaded broker)
+
+    def probe(connection: Any, streams: Any, **kwargs: Any) -> dict[str, ProbeResult]:
+        found = fake(connection, streams, **kwargs)
+        if slow["a"] and "a" in found:
+            slow["a"] -= 1
+            found["a"] = ProbeResult(first=None, tail=None)
+        return found
+
+    # A restart from a checkpoint at a=500, b=100: the planner is new and knows no tails
+    # when Spark prepares the availableNow target, before it gives the start offsets.
+    p = planner(fake)
+    p._probe_fn = probe
+    p.prepare_available_now()
+    # "a" looked empty, yet the query stands at 500 in it: a tail never goes back, so
+    # the target is probed again, and the backlog 500..899 is read.
+    assert p.latest_offsets({"a": 500, "b": 100}, None) == {"a": 900, "b": 100}

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,6 +67,26 @@ def settings(rabbitmq: Endpoint) -> ConnectionSettings:
     return spark_settings(rabbitmq)
 
 
+def delete_queues_later(vhost: str, prefix: str) -> None:
+    """Delete every queue whose name starts with ``prefix``, in a thread of its own.
+
+    Each ``rabbitmqctl`` call spends seconds (tens of seconds on a loaded machine)
+    waiting for the node, not computing: a test need not wait for its clean-up.  The
+    thread is not a daemon, so the test process ends only once it is done.
+    """
+
+    def delete() -> None:
+        try:
+            listed = rabbitmqctl("list_queues", "-p", vhost, "name", "--quiet")
+            for name in listed.split():
+                if name.startswith(prefix):
+                    rabbitmqctl("delete_queue", "-p", vhost, name)
+        except (RuntimeError, OSError, subprocess.SubprocessError):
+            pass  # small leftovers; not worth failing a test for
+
+    threading.Thread(target=delete, name=f"delete {prefix}*").start()
+
+
 @pytest.fixture
 def names(rabbitmq: Endpoint) -> Iterator[list[str]]:
     """A unique stream-name prefix per test (names[0]); every queue starting with it is
@@ -73,13 +94,7 @@ def names(rabbitmq: Endpoint) -> Iterator[list[str]]:
     prefix = f"spark-streams-test-{uuid.uuid4().hex[:10]}"
     made = [prefix]
     yield made
-    try:
-        listed = rabbitmqctl("list_queues", "-p", rabbitmq.vhost, "name", "--quiet")
-        for name in listed.split():
-            if name.startswith(prefix):
-                rabbitmqctl("delete_queue", "-p", rabbitmq.vhost, name)
-    except (RuntimeError, OSError, subprocess.SubprocessError):
-        pass  # small leftovers; not worth failing a test for
+    delete_queues_later(rabbitmq.vhost, prefix)
 
 
 def publish(settings: ConnectionSettings, stream: str, count: int, size: int = 100) -> None:

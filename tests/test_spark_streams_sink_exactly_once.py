@@ -93,13 +93,9 @@ def streams(connection: ConnectionSettings) -> Iterator[StreamsWriterSettings]:
     settings = StreamsWriterSettings.from_options({"stream": base, "partitions": "2"})
     declare_streams(connection, settings.streams, create=True)
     yield settings
-    from test_spark_streams_rabbitmq import rabbitmqctl
+    from test_spark_streams_rabbitmq import delete_queues_later
 
-    try:
-        for stream in settings.streams:
-            rabbitmqctl("delete_queue", "-p", connection.vhost or "/", stream)
-    except (RuntimeError, OSError, subprocess.SubprocessError):
-        pass  # small leftovers; not worth failing a test for
+    delete_queues_later(connection.vhost or "/", base)
 
 
 def writer_for(connection: ConnectionSettings, settings: StreamsWriterSettings) -> Any:

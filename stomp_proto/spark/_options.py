@@ -166,7 +166,7 @@ class ConnectionSettings:
     hosts: tuple[tuple[str, int], ...] = ()
     #: Try ``hosts`` in a random order.
     randomize: bool = False
-    #: ``stomp-streams``: seconds a call keeps retrying a broker that is down or restarting.
+    #: Seconds a call keeps retrying a broker that is down or restarting.
     retry_timeout: float = 60.0
 
     @classmethod
@@ -440,6 +440,7 @@ def option_names() -> dict[str, tuple[str, ...]]:
         "connection": (
             "url", "host", "port", "login", "passcode", "vhost", "tls", "tlsCaFile", "tlsCertFile",
             "tlsKeyFile", "tlsVerify", "heartbeat", "timeout", "versions", "connectHeaders",
+            "retryTimeout",
         ),
         "read": (
             "destination", "ackMode", "maxBatchSize", "prefetch", "subscribeHeaders",

@@ -4,8 +4,10 @@ PySpark's Python sources can report their latest offset (``stomp-streams``
 does, through ``reportLatestOffset``: Spark shows it as ``latestOffset``
 beside each batch's ``endOffset``), but they cannot add custom metrics to a
 query's progress, nor set its source description.  The lag is therefore
-computed from the progress itself, where the user already looks: no probe,
-no connection.  Pure Python; no pyspark needed.
+computed from the progress itself, where the user already looks.  Only for
+a batch that Spark replays from its offset log after a restart, whose
+progress has no latest offset, are the tails fetched from the broker, when
+the caller gives the connection options.  No pyspark needed.
 """
 
 from __future__ import annotations
@@ -48,7 +50,29 @@ def _as_dict(progress: Any) -> Mapping[str, Any]:
     )
 
 
-def offsets_behind_latest(progress: Any) -> dict[str, int]:
+def behind(end: Mapping[str, int], latest: Mapping[str, int]) -> dict[str, int]:
+    """Offsets each stream of ``latest`` is past ``end`` (never below 0)."""
+    return {stream: max(0, tail - end.get(stream, 0)) for stream, tail in latest.items()}
+
+
+def _fetch_latest(connection: Mapping[str, str], end: Mapping[str, int]) -> dict[str, int]:
+    """Each stream's next offset after its tail now, as the source's planner probes it
+    (a stream known to hold messages is probed again, longer, if it looks empty)."""
+    from ._options import ConnectionSettings
+    from ._streams._offsets import StreamsReaderSettings
+    from ._streams._reader import StreamsPlanner
+
+    planner = StreamsPlanner(
+        ConnectionSettings.from_options(connection),
+        StreamsReaderSettings.from_options({"streams": ",".join(sorted(end))}),
+    )
+    planner.reached(end)
+    return planner.latest()
+
+
+def offsets_behind_latest(
+    progress: Any, connection: Mapping[str, str] | None = None
+) -> dict[str, int]:
     """Offsets each stream of a ``stomp-streams`` query is behind its tail, after a batch.
 
     ``progress`` is ``query.lastProgress`` (or one of ``query.recentProgress``,
@@ -59,15 +83,26 @@ def offsets_behind_latest(progress: Any) -> dict[str, int]:
     batches.  ``sum(...values())`` is the query's total.  Sources that report
     no latest offset (``stomp``: a queue has no offsets to compare) add
     nothing; a progress without a batch gives ``{}``.
+
+    The first batch after a restart from a checkpoint is often the one
+    planned before the stop, which Spark replays from its offset log without
+    asking the source for its latest offset: its ``latestOffset`` is null.
+    Given ``connection``, the source's options (``host``, ``port``,
+    ``login``, ``passcode``, ``vhost``, TLS ...; others are ignored), the
+    tails of such a batch's streams are fetched from the broker now, so
+    that batch too gives the real backlog; without it, it adds nothing.
     """
-    behind: dict[str, int] = {}
+    lag: dict[str, int] = {}
     for source in _as_dict(progress).get("sources") or ():
         if not isinstance(source, Mapping):
             continue
         end = _offsets(source.get("endOffset"))
-        latest = _offsets(source.get("latestOffset"))
-        if end is None or latest is None:
+        if end is None:
             continue
-        for stream, tail in latest.items():
-            behind[stream] = max(0, tail - end.get(stream, 0))
-    return behind
+        latest = _offsets(source.get("latestOffset"))
+        # Not for the stomp source, whose offset is a count of messages ({"offset": n}).
+        if latest is None and connection is not None and end and set(end) != {"offset"}:
+            latest = _fetch_latest(connection, end)
+        if latest is not None:
+            lag.update(behind(end, latest))
+    return lag

@@ -367,6 +367,10 @@ class Producer:
         receipt = getattr(event, "receipt", None)
         assert receipt is not None, "request() needs an event with a receipt"
         self.send(event)
+        self.wait_for_receipt(receipt)
+
+    def wait_for_receipt(self, receipt: str) -> None:
+        """Read until the RECEIPT for ``receipt`` arrives."""
         while True:
             answer = self._expect(Receipt)
             assert isinstance(answer, Receipt)

@@ -16,6 +16,9 @@ into.  Its rules, measured on pyspark 4.3 (``docs/spark.rst``):
   messages of a batch that never committed were never acknowledged, and the
   broker redelivers them once the connection that held them is gone.  The
   guarantee is at-least-once; deduplicate on ``message_id``.
+* A refused or lost connection is tried again with the bounded backoff of
+  :mod:`.._retry` (``retryTimeout``); what the lost connection handed out
+  and had not acknowledged, the broker delivers again.
 
 :func:`drain` is the batch read of one partition: take until the destination
 has been idle for ``idleTimeout`` or ``maxMessages`` arrived, then ACK.
@@ -25,11 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..._client._errors import ConnectionLost
 from ..._events import Message
 from .._options import ConnectionSettings, ReaderSettings
+from .._retry import Retry
 from .._schema import message_batch
 from ._link import Consumer
 
@@ -64,6 +69,8 @@ class StreamConsumer:
         self._consumer: Consumer | None = None
         self._available_now = False
         self.acknowledged = 0
+        #: Failed connections since messages last came (see :mod:`.._retry`).
+        self._retry = Retry(connection, f"reading {reader.destination}", source="stomp")
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -92,13 +99,13 @@ class StreamConsumer:
         again = [(received, message) for _, received, message in self._handed]
         room = self.reader.max_batch_size - len(again)
         fresh = consumer.take(room) if room > 0 else []
-        if (
-            not fresh
-            and not again
-            and self._available_now
-            and consumer.wait(self.reader.idle_timeout)
-        ):
+        if not fresh and not again and self._available_now:
+            # Idle for idleTimeout ends an availableNow query; a lost connection must not.
+            while not consumer.wait(self.reader.idle_timeout) and not consumer.alive:
+                consumer = self._connected()
             fresh = consumer.take(room)
+        if fresh:
+            self._retry.succeeded()
         number = self._last
         for received_at, message in fresh:
             number += 1
@@ -132,25 +139,22 @@ class StreamConsumer:
     # -- inside ------------------------------------------------------------------
 
     def _connected(self) -> Consumer:
+        """The live subscription: a lost one is replaced, after a logged wait (or raises,
+        past ``retryTimeout`` or for an error that a new connection cannot mend)."""
         consumer = self._consumer
         if consumer is not None and not consumer.alive:
             # What this connection handed out can no longer be acknowledged; the
             # broker redelivers it on the next connection (as duplicates, if a
             # batch containing it commits meanwhile).
-            log.warning(
-                "STOMP source: connection to %s:%d lost (%s); reconnecting",
-                self.connection.host,
-                self.connection.port,
-                consumer.error,
-            )
-            consumer.close()
             self._handed.clear()
-            consumer = self._consumer = None
-        if consumer is None:
-            consumer = self._consumer = Consumer(
-                self.connection, self.reader, max_buffer=2 * self.reader.max_batch_size
-            )
+            self._consumer = None
+            consumer = self._consumer = _resubscribe(consumer, self._retry, self._subscribe)
+        elif consumer is None:
+            consumer = self._consumer = self._retry.call(self._subscribe)
         return consumer
+
+    def _subscribe(self) -> Consumer:
+        return Consumer(self.connection, self.reader, max_buffer=2 * self.reader.max_batch_size)
 
     def _acknowledge_through(self, last: int) -> None:
         handed = self._handed
@@ -165,6 +169,14 @@ class StreamConsumer:
         self._consumer.acknowledge(done, cumulative=self.reader.ack == "client")
 
 
+def _resubscribe(lost: Consumer, retry: Retry, subscribe: Callable[[], Consumer]) -> Consumer:
+    """A new subscription in place of ``lost``, after the retry's logged wait (or its error)."""
+    error = lost.error or ConnectionLost("the subscription ended")
+    lost.close()
+    retry.failed(error)
+    return retry.call(subscribe)
+
+
 def drain(
     connection: ConnectionSettings, reader: ReaderSettings, limit: int | None
 ) -> Iterator[Any]:
@@ -172,22 +184,33 @@ def drain(
 
     The messages are acknowledged after Spark has taken every batch (when the
     iterator is exhausted); if the task fails first, none are, and the broker
-    redelivers them all.
+    redelivers them all.  A lost connection is replaced (see :mod:`.._retry`):
+    what it had taken comes again, by redelivery, and is read twice.
     """
-    consumer = Consumer(connection, reader, max_buffer=2 * reader.max_batch_size)
-    taken: list[Message] = []
+    retry = Retry(connection, f"reading {reader.destination}", source="stomp")
+
+    def subscribe() -> Consumer:
+        return Consumer(connection, reader, max_buffer=2 * reader.max_batch_size)
+
+    consumer = retry.call(subscribe)
+    taken: list[Message] = []  # on this connection, to acknowledge at the end
+    count = 0
     finished = False
     try:
-        while limit is None or len(taken) < limit:
-            room = reader.max_batch_size if limit is None else limit - len(taken)
+        while limit is None or count < limit:
+            room = reader.max_batch_size if limit is None else limit - count
             received = consumer.take(min(room, reader.max_batch_size))
             if not received:
                 if consumer.wait(reader.idle_timeout):
                     continue
-                if consumer.error is not None:
-                    raise consumer.error
-                break
+                if consumer.alive:
+                    break  # idle for idleTimeout: drained
+                consumer = _resubscribe(consumer, retry, subscribe)
+                taken = []
+                continue
+            retry.succeeded()
             taken.extend(m for _, m in received)
+            count += len(received)
             yield message_batch(received)
         finished = True
     finally:

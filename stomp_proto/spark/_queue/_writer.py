@@ -1,11 +1,13 @@
 """The write side without Spark: column mapping, SEND frames, one transaction per partition.
 
-Each partition of a write is sent over one connection inside one STOMP
-transaction: BEGIN, the SENDs, then COMMIT with a receipt.  The partition
-reports success only once that receipt has arrived, so the broker has taken
-every message of it; if the task fails anywhere before, the transaction is
-never committed and the broker discards its messages (a retried task sends
-them afresh, without duplicates).
+Each partition of a write is sent inside one STOMP transaction: BEGIN, the
+SENDs, then COMMIT with a receipt.  The partition reports success only once
+that receipt has arrived, so the broker has taken every message of it; if
+the task fails anywhere before, the transaction is never committed and the
+broker discards its messages (a retried task sends them afresh, without
+duplicates).  A lost connection discards the transaction too: the frames
+sent so far (up to :data:`RESEND_LIMIT` bytes) are sent again in it over a
+new connection, with the bounded backoff of :mod:`.._retry`.
 
 The SEND frames are made by the library's :class:`~stomp_proto.FrameEncoder`
 for the negotiated version.  For rows without headers of their own, the
@@ -17,6 +19,8 @@ times faster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ from .._columns import (
     body_column,
 )
 from .._options import ConnectionSettings, WriterSettings
+from .._retry import Retry
 from ._link import Producer
 
 __all__ = [
@@ -42,6 +47,12 @@ __all__ = [
     "SendEncoder",
     "plan_columns",
 ]
+
+log = logging.getLogger("stomp_proto.spark")
+
+#: Bytes of a transaction's frames kept to send again after a lost connection; past
+#: this a lost connection fails the write (its task), as before there were retries.
+RESEND_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -236,32 +247,118 @@ class PartitionWriter:
         first = next(iterator, None)
         if first is None:
             return 0, None  # an empty partition needs no connection
-        producer = Producer(self.connection)
-        transaction = f"spark-{uuid.uuid4().hex}"
+        where = self.plan.default_destination or "the destination column's destinations"
+        transaction = Transaction(self.connection, f"writing to {where}")
         sent = 0
         try:
-            producer.send(Begin(transaction))
             encoder = SendEncoder(
-                FrameEncoder(producer.connection.version or "1.2"),
-                transaction,
+                FrameEncoder(transaction.version),
+                transaction.id,
                 self.plan.default_destination,
                 self.settings.send_headers,
             )
             chunk: tuple[list[Any], list[Any] | None, list[Any] | None] | None = first
             while chunk is not None:
                 bodies, destinations, headers = chunk
-                producer.write(encoder.encode(bodies, destinations, headers, sent))
+                transaction.write(encoder.encode(bodies, destinations, headers, sent))
                 sent += len(bodies)
                 chunk = next(iterator, None)
-            producer.request(Commit(transaction, receipt=f"{transaction}-commit"))
+            transaction.commit()
         except BaseException:
-            # Without a COMMIT the broker drops the transaction when the connection
-            # ends; the ABORT only says so sooner.
-            with contextlib.suppress(Exception):
-                producer.send(Abort(transaction))
+            transaction.abort()
+            raise
+        transaction.close()
+        return sent, transaction.id
+
+
+class Transaction:
+    """One partition's STOMP transaction, carried over to a new connection if one is lost.
+
+    The broker discards an uncommitted transaction with its connection, so the
+    frames written so far are kept (up to :data:`RESEND_LIMIT` bytes) and
+    written again, after a new BEGIN, over a new connection of the same STOMP
+    version, as :class:`~.._retry.Retry` allows.
+    """
+
+    def __init__(self, connection: ConnectionSettings, what: str) -> None:
+        self.id = f"spark-{uuid.uuid4().hex}"
+        self._retry = Retry(connection, what, source="stomp")
+        self._connection = connection
+        self._kept: list[bytes] | None = []
+        self._size = 0
+        self._producer = self._retry.call(self._begin)
+        #: The negotiated version, which the frames are encoded for.
+        self.version = self._producer.connection.version or "1.2"
+        # A new connection must speak it too: the kept frames are of this version.
+        self._connection = dataclasses.replace(connection, versions=(self.version,))
+
+    def _begin(self) -> Producer:
+        producer = Producer(self._connection)
+        try:
+            producer.send(Begin(self.id))
+            for data in self._kept or ():
+                producer.write(data)
+        except BaseException:
             producer.close()
             raise
+        return producer
+
+    def write(self, data: bytes) -> None:
+        """Write SEND frames of the transaction (``data``, of :attr:`version`)."""
+        if self._kept is not None:
+            self._size += len(data)
+            if self._size <= RESEND_LIMIT:
+                self._kept.append(data)
+            else:
+                log.info(
+                    "stomp: transaction %s is over %d bytes: a lost connection now fails it",
+                    self.id, RESEND_LIMIT,
+                )  # fmt: skip
+                self._kept = None
+        try:
+            self._producer.write(data)
+        except Exception as exc:
+            self._resume(exc)  # the new connection has written ``data`` too
+        else:
+            self._retry.succeeded()  # a later outage gets the whole retryTimeout again
+
+    def commit(self) -> None:
+        """COMMIT, and wait for the broker's receipt."""
+        receipt = f"{self.id}-commit"
+        while True:
+            try:
+                self._producer.send(Commit(self.id, receipt=receipt))
+            except Exception as exc:
+                self._resume(exc)
+                continue
+            try:
+                self._producer.wait_for_receipt(receipt)
+                return
+            except Exception as exc:
+                if self._kept is not None:
+                    log.warning(
+                        "stomp: the receipt for COMMIT %s was lost (%s): it is sent again, "
+                        "so if the broker had committed it, its messages are there twice",
+                        self.id, exc,
+                    )  # fmt: skip
+                self._resume(exc)
+
+    def _resume(self, exc: Exception) -> None:
+        """After ``exc`` on the connection: the transaction again on a new one, or raise."""
+        self._producer.close()
+        if self._kept is None:
+            raise exc
+        self._retry.failed(exc)
+        self._producer = self._retry.call(self._begin)
+
+    def abort(self) -> None:
+        # Without a COMMIT the broker drops the transaction when the connection
+        # ends; the ABORT only says so sooner.
         with contextlib.suppress(Exception):
-            producer.request(Disconnect(receipt=f"{transaction}-bye"))
-        producer.close()
-        return sent, transaction
+            self._producer.send(Abort(self.id))
+        self._producer.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._producer.request(Disconnect(receipt=f"{self.id}-bye"))
+        self._producer.close()

@@ -50,8 +50,8 @@ from ..._events import (
 )
 from ..._frame import Frame
 from .._options import ConnectionSettings
+from .._retry import Retry, retrying
 from ._offsets import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
-from ._retry import Retry, retrying
 
 __all__ = [
     "MissingStreamError",
@@ -414,7 +414,7 @@ def read_range(
     :class:`~._offsets.DataLossError` when retention deleted the range's
     start (unless ``fail_on_data_loss`` is false).  A connection that fails
     midway is made again, from the offset after the last one received (a
-    stream can be read again from any offset), as :mod:`._retry` allows.
+    stream can be read again from any offset), as :mod:`.._retry` allows.
     """
     cursor = RangeCursor(part.stream, part.start, part.end, fail_on_data_loss=fail_on_data_loss)
     retry = Retry(settings, f"reading {part.stream} offsets {part.start}..{part.end - 1}")

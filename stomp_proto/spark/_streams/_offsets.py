@@ -473,12 +473,11 @@ def streams_option_names() -> dict[str, tuple[str, ...]]:
             "maxOffsetsPerTrigger", "maxOffsetsPerPartition", "failOnDataLoss", "prefetch",
             "readTimeout", "probeTimeout", "probeQuiet", "batchRows", "keyHeader",
             "rowIdHeader", "keyType", "timestampHeader", "discoverPartitions", "schema",
-            "retryTimeout",
         ),
         "streams-write": (
             "stream", "partitions", "streams", "createStreams", "maxLengthBytes", "keyColumn",
             "streamColumn", "bodyColumn", "headersColumn", "keyHeader", "rowIdHeader",
-            "sendHeaders", "timestampHeader", "exactlyOnce", "retryTimeout",
+            "sendHeaders", "timestampHeader", "exactlyOnce",
         ),
     }  # fmt: skip
 

@@ -122,6 +122,13 @@ class StreamsPlanner:
             quiet=self.settings.probe_quiet,
         )
 
+    def reached(self, offsets: Mapping[str, int]) -> None:
+        """Note that each stream holds the offsets below ``offsets`` (a batch's end): a
+        probe that then finds one of them empty looks again, longer."""
+        for stream, offset in offsets.items():
+            if offset > 0:
+                self._tails[stream] = max(self._tails.get(stream, -1), offset - 1)
+
     def latest(self) -> dict[str, int]:
         """Each stream's next offset after its tail (0 for an empty stream)."""
         self.probe()
@@ -244,6 +251,14 @@ class StreamsPlanner:
         target), at most ``max_offsets`` further in total; ``start`` itself if nothing is new."""
         if self._target is None:
             self.discover(start)
+        elif any(s in self._target and self._target[s] < int(o) for s, o in start.items()):
+            # A target below where the query stands: the probe that fixed it found those
+            # streams empty in time (a loaded broker, a planner new after a restart),
+            # since a tail never goes back.  Probe again, longer, knowing they hold
+            # messages, or an availableNow query would end with their backlog unread.
+            self.reached(start)
+            found = self.latest()
+            self._target = {s: max(self._target.get(s, 0), found[s]) for s in found}
         latest = dict(self._target) if self._target is not None else self.latest()
         begin = self._start_of(start)
         latest = {s: max(latest[s], begin[s]) for s in latest}

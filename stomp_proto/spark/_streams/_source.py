@@ -8,6 +8,7 @@ connects before Spark calls a method that needs the broker.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from .._columns import column_kind, streams_schema
 from .._options import ConnectionSettings, option_names, warn_unknown_options
+from .._progress import behind
 from .._schema import streams_arrow_schema
 from ._link import declare_streams
 from ._offsets import (
@@ -127,6 +129,8 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         self.planner = planner
         self.connection = planner.connection
         self.settings = planner.settings
+        #: The end of the batch latestOffset last planned.
+        self._planned: dict[str, int] | None = None
 
     def initialOffset(self) -> dict[str, int]:
         return self.planner.initial_offsets()
@@ -142,7 +146,8 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         max_rows: int | None = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)
-        return self.planner.latest_offsets(begin, max_rows)
+        self._planned = self.planner.latest_offsets(begin, max_rows)
+        return self._planned
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.planner.prepare_available_now()
@@ -152,9 +157,24 @@ class StreamsStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerA
         return self.planner.reported_latest()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return _partitions(
-            self.planner.ranges(check_offsets("start", start), check_offsets("end", end))
-        )
+        begin, stop = check_offsets("start", start), check_offsets("end", end)
+        if stop != self._planned and stop != begin:
+            self._log_replayed(begin, stop)
+        return _partitions(self.planner.ranges(begin, stop))
+
+    def _log_replayed(self, start: dict[str, int], end: dict[str, int]) -> None:
+        """A batch this reader did not plan: the one of Spark's offset log that had not
+        committed before a restart.  Spark asks no latest offset for it, so its progress
+        shows none; the lag is logged here instead, from a probe (whose tails the next
+        batch's progress reports too)."""
+        self.planner.reached(end)
+        lag = behind(end, self.planner.latest())
+        log.info(
+            "stomp-streams: batch %s..%s is replayed from the checkpoint; the streams are "
+            "%d offsets behind their tails after it: %s",
+            json.dumps(start, sort_keys=True), json.dumps(end, sort_keys=True),
+            sum(lag.values()), json.dumps(lag, sort_keys=True),
+        )  # fmt: skip
 
     def commit(self, end: dict[str, Any]) -> None:
         # The broker keeps no position for a stream consumer: the checkpoint is the position.

@@ -49,10 +49,10 @@ from .._columns import (
     body_column,
 )
 from .._options import ConnectionSettings
+from .._retry import retrying
 from ._guard import RowIds, TaskGuard, rows_already_written
 from ._link import StreamLink, amq_destination, declare_streams
 from ._offsets import StreamsWriterSettings, route
-from ._retry import retrying
 
 __all__ = ["StreamColumns", "StreamsPartitionWriter", "plan_stream_columns"]
 
@@ -162,7 +162,7 @@ class StreamsPartitionWriter:
 
         Each chunk is confirmed by the broker before the next is read, so a
         connection lost midway (a broker restart) costs one chunk at most: the
-        task connects again (see :mod:`._retry`) and sends it again.  With
+        task connects again (see :mod:`.._retry`) and sends it again.  With
         ``exactlyOnce`` the rows an earlier attempt of the task, or this
         attempt's lost connection, sent are counted in the result but not sent
         again.

@@ -1,18 +1,20 @@
 """Riding out a broker restart: each call to RabbitMQ retried, with a bounded backoff.
 
 A Kafka source or sink rides out a short broker outage through its client's
-retries; these are the ``stomp-streams`` ones.  What is retried is what a
-restart looks like from a client (RabbitMQ 3.10 stopped and started again on
-the same data):
+retries; these are the ones of ``stomp-streams`` and ``stomp``, both sources
+and sinks.  What is retried is what a restart looks like from a client
+(RabbitMQ 3.10 stopped and started again on the same data):
 
 * while the broker stops: a broken pipe or reset, the connection lost;
 * while it is down: the connection refused;
 * for a second or so after it is back: ``NOT_FOUND - home node '...' of
-  durable queue '...' is down or inaccessible`` for a stream not yet
-  restored;
+  durable queue '...' is down or inaccessible`` for a stream or durable
+  queue not yet restored;
 * now and then under load, RabbitMQ 3.10's STOMP plugin closes a connection
   with ``Processing error`` when a stream delivers before the plugin has
   registered the new subscription.
+* a broker that says it is shutting down as it stops (the embedded broker's
+  ERROR ``broker shutting down``).
 
 A wrong login, a stream that does not exist, a certificate that does not
 verify, or a read that times out while the broker is up fail at once.
@@ -31,8 +33,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..._client._errors import BrokerError, ConnectionLost, reason
-from .._options import ConnectionSettings
+from .._client._errors import BrokerError, ConnectionLost, reason
+from ._options import ConnectionSettings
 
 __all__ = ["BrokerUnavailableError", "Retry", "retryable", "retrying"]
 
@@ -41,9 +43,9 @@ log = logging.getLogger("stomp_proto.spark")
 #: Seconds before the first retry; each further one waits twice as long, up to MAX_DELAY.
 FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
-#: What the broker says when a retry helps: a stream not yet back after a restart, and
-#: RabbitMQ 3.10's STOMP plugin losing a race with a stream's first delivery.
-PASSING_ERRORS = ("is down or inaccessible", "Processing error")
+#: What the broker says when a retry helps: a stream not yet back after a restart,
+#: RabbitMQ 3.10's STOMP plugin losing a race with a stream's first delivery, a stop.
+PASSING_ERRORS = ("is down or inaccessible", "Processing error", "shutting down")
 
 T = TypeVar("T")
 
@@ -67,9 +69,12 @@ class Retry:
     """The retries of one call: :meth:`failed` after each failure, :meth:`succeeded` after
     progress (a range read that got messages), which starts the bound afresh."""
 
-    def __init__(self, settings: ConnectionSettings, what: str) -> None:
+    def __init__(
+        self, settings: ConnectionSettings, what: str, *, source: str = "stomp-streams"
+    ) -> None:
         self.settings = settings
-        self.what = what
+        #: What is retried, for the log and the error: "<source>: <what>".
+        self.what = f"{source}: {what}"
         self.failures = 0
         self._first: float | None = None
 
@@ -90,23 +95,32 @@ class Retry:
         spent = now - self._first
         if spent >= bound:
             raise BrokerUnavailableError(
-                f"stomp-streams: {self.what}: the broker at {broker} failed for {spent:.1f} s "
+                f"{self.what}: the broker at {broker} failed for {spent:.1f} s "
                 f"({self.failures + 1} tries; retryTimeout={bound:g} s): {reason(exc)}"
             ) from exc
         self.failures += 1
         delay = min(FIRST_DELAY * 2 ** (self.failures - 1), MAX_DELAY, bound - spent)
         log.warning(
-            "stomp-streams: %s: broker %s: %s; retry %d in %.1f s (for up to %g s: retryTimeout)",
+            "%s: broker %s: %s; retry %d in %.1f s (for up to %g s: retryTimeout)",
             self.what, broker, reason(exc), self.failures, delay, bound,
         )  # fmt: skip
         time.sleep(delay)
 
+    def call(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again after each failure that :meth:`failed` allows."""
+        while True:
+            try:
+                return attempt()
+            except Exception as exc:  # failed() re-raises what it cannot mend
+                self.failed(exc)
 
-def retrying(settings: ConnectionSettings, what: str, call: Callable[[], T]) -> T:
+
+def retrying(
+    settings: ConnectionSettings,
+    what: str,
+    call: Callable[[], T],
+    *,
+    source: str = "stomp-streams",
+) -> T:
     """``call()``, tried again after each failure that :class:`Retry` allows."""
-    retry = Retry(settings, what)
-    while True:
-        try:
-            return call()
-        except Exception as exc:  # Retry.failed re-raises what it cannot mend
-            retry.failed(exc)
+    return Retry(settings, what, source=source).call(call)
