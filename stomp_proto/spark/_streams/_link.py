@@ -50,7 +50,8 @@ from ..._events import (
 )
 from ..._frame import Frame
 from .._options import ConnectionSettings
-from ._offsets import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
+from ._messages import collect, stream_offset
+from ._offsets import RangeCursor, StreamRange
 from ._retry import Retry, retrying
 
 __all__ = [
@@ -76,17 +77,8 @@ def amq_destination(stream: str) -> str:
 
 
 def message_offset(message: Message) -> int:
-    """The ``x-stream-offset`` of a stream MESSAGE (RabbitMQ puts it last)."""
-    headers = message.headers
-    if headers and headers[-1][0] == STREAM_OFFSET_HEADER:
-        return int(headers[-1][1])
-    for name, value in headers:
-        if name == STREAM_OFFSET_HEADER:
-            return int(value)
-    raise ConnectionLost(
-        f"a MESSAGE from {message.destination} has no {STREAM_OFFSET_HEADER} header: "
-        "is it a stream queue?"
-    )
+    """The ``x-stream-offset`` of a stream MESSAGE."""
+    return stream_offset(message.headers, message.destination)
 
 
 class StreamLink:
@@ -479,8 +471,6 @@ def _read_from(
         ack_every = max(1, prefetch // 2)
         unacked = 0
         last: Frame | None = None
-        take = cursor.take
-        next_frame = decoder.next_frame
         while not cursor.done:
             try:
                 data = sock.recv(_READ_SIZE)
@@ -497,23 +487,14 @@ def _read_from(
                 raise ConnectionLost("the broker closed the connection")
             decoder.receive_data(data)
             got: list[tuple[int, Frame]] = []
-            while (frame := next_frame()) is not None:
-                if not isinstance(frame, Frame):
-                    continue  # a heart-beat
-                if frame.command == "MESSAGE":
-                    if cursor.done:
-                        continue  # in flight behind the range's end: dropped
-                    headers = frame.headers
-                    name, value = headers[-1]
-                    if name != STREAM_OFFSET_HEADER:
-                        value = frame.get(STREAM_OFFSET_HEADER) or _no_offset(stream)
-                    offset = int(value)
-                    if take(offset):
-                        got.append((offset, frame))
-                    last = frame
-                    unacked += 1
-                elif frame.command == "ERROR":
-                    raise BrokerError(Error.from_frame(frame, version))
+            while True:
+                seen, newest, other = collect(decoder, cursor, got, stream)
+                unacked += seen
+                last = newest or last
+                if other is None:
+                    break
+                if other.command == "ERROR":
+                    raise BrokerError(Error.from_frame(other, version))
             if unacked >= ack_every and last is not None and not cursor.done:
                 sock.sendall(encoder.encode(_ack_frame(version, last)))
                 unacked = 0
@@ -523,12 +504,6 @@ def _read_from(
         raise ConnectionLost(f"bad data from the broker: {exc}") from exc
     finally:
         link.abandon()
-
-
-def _no_offset(stream: str) -> str:
-    raise ConnectionLost(
-        f"a MESSAGE from {stream!r} has no {STREAM_OFFSET_HEADER} header: is it a stream queue?"
-    )
 
 
 def _disconnect(
