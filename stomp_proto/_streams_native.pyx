@@ -60,7 +60,7 @@ cdef object stream_offset(tuple headers, object stream):
         pair = <tuple?>headers[i]
         if pair[0] == OFFSET_HEADER:
             return int(pair[1])
-    return PURE_OFFSET(headers, repr(stream))
+    return PURE_OFFSET(headers, stream)
 
 
 def collect_messages(decoder, cursor, list got, stream):

@@ -18,6 +18,8 @@ from ._offsets import STREAM_OFFSET_HEADER, RangeCursor
 
 __all__ = ["collect", "collect_messages", "stream_offset"]
 
+_NO_HEADER = ("", "")
+
 #: What :func:`collect_messages` gives back: how many MESSAGE frames of the range it
 #: counted, the last of them, and the frame it stopped at (None: the buffer is used up).
 Collected = tuple[int, "Frame | None", "Frame | None"]
@@ -47,7 +49,9 @@ def collect_messages(
             return seen, last, frame
         if cursor.done:
             continue
-        offset = stream_offset(frame.headers, repr(stream))
+        headers = frame.headers
+        name, value = headers[-1] if headers else _NO_HEADER
+        offset = int(value) if name == STREAM_OFFSET_HEADER else stream_offset(headers, stream)
         if take(offset):
             got.append((offset, frame))
         last = frame
@@ -57,7 +61,7 @@ def collect_messages(
 
 def stream_offset(headers: tuple[tuple[str, str], ...], source: str) -> int:
     """The ``x-stream-offset`` of a stream MESSAGE's ``headers`` (the first of a repeated
-    name); ``source`` names the stream or destination in the error when there is none.
+    name); the error for a MESSAGE without one names ``source`` (its stream or destination).
 
     RabbitMQ puts it last, or before the message's own headers that sort after it.
     """
@@ -67,7 +71,7 @@ def stream_offset(headers: tuple[tuple[str, str], ...], source: str) -> int:
         if name == STREAM_OFFSET_HEADER:
             return int(value)
     raise ConnectionLost(
-        f"a MESSAGE from {source} has no {STREAM_OFFSET_HEADER} header: is it a stream queue?"
+        f"a MESSAGE from {source!r} has no {STREAM_OFFSET_HEADER} header: is it a stream queue?"
     )
 
 
