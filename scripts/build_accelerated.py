@@ -6,9 +6,10 @@
     python scripts/build_accelerated.py --wheel dist/stomp_proto-*-py3-none-any.whl
                                                       # its accelerated wheel, beside it
 
-The native code is four Cython modules, each the twin of a pure module
+The native code is five Cython modules, each the twin of a pure module
 (``stomp_proto/_decoder_native.pyx`` beside ``_decoder.py``, and the events', the
-encoder's and the connection's; ``stomp_proto._build`` lists them in NATIVE_MODULES),
+encoder's, the connection's and a Spark read task's; ``stomp_proto._build`` lists them
+in NATIVE_MODULES),
 sharing ``_native_shared.pxd``; each is compiled to C and then to one extension
 module, ``stomp_proto/_decoder_native.<abi>.so`` and so on.  Every other module stays
 the Python source: each pure module picks its twin at import

@@ -1,6 +1,6 @@
 """Which build of the sans-IO core is loaded: the pure-Python one or the accelerated one.
 
-The accelerated build adds four extension modules (Cython), each the native twin
+The accelerated build adds five extension modules (Cython), each the native twin
 of the pure module beside it, as aiohttp pairs ``_http_parser.pyx`` with
 ``http_parser.py``:
 
@@ -11,7 +11,12 @@ pure module                native twin                 what the twin does
 ``_events.py``             ``_events_native.pyx``      ``FrameEvent.from_frame``
 ``_encoder.py``            ``_encoder_native.pyx``     ``FrameEncoder.encode``
 ``_connection.py``         ``_connection_native.pyx``  a client's per-message steps
+``spark/...`` (below)      ``_streams_native.pyx``     a Spark read task's per-row steps
 =========================  ==========================  =================================
+
+The last one mirrors two loops of the Spark package, ``collect_messages`` in
+``spark/_streams/_messages.py`` and ``StreamRows.add`` in ``spark/_schema.py``;
+it sits here with the others, since the build makes them all or none.
 
 They share ``_native_shared.pxd`` (C helpers), and each declares in its ``TOUCHES``
 the private attributes of the pure classes it reads or writes
@@ -49,7 +54,13 @@ NO_EXTENSIONS = "STOMP_PROTO_NO_EXTENSIONS"
 INSTALL_NOTE = "extra_metadata/native-build.txt"
 
 #: The native twins, as module names under stomp_proto.
-NATIVE_MODULES = ("_decoder_native", "_events_native", "_encoder_native", "_connection_native")
+NATIVE_MODULES = (
+    "_decoder_native",
+    "_events_native",
+    "_encoder_native",
+    "_connection_native",
+    "_streams_native",
+)
 
 _complete: bool | None = None
 

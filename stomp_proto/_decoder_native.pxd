@@ -14,6 +14,9 @@ cdef class HeadScanner:
     cdef object s_need, s_big, s_full_at, s_eof, s_error, s_reading, s_blank_lf
     # Where the buffer is cut once the scan lets go of it (a large body moved out), or -1.
     cdef Py_ssize_t trim
+    # The headers of the previous frame read (None before the first): their objects
+    # are taken again where a frame repeats their text.
+    cdef object previous
 
     # FrameDecoder.next_frame's fast path: the frame or heart-beat, None (more data
     # needed), or NotImplemented (the pure code takes over, on the same state).
@@ -24,6 +27,9 @@ cdef class HeadScanner:
         Py_ssize_t scan,
     )
     cdef object more(self, object decoder)
+    cdef object previous_text(
+        self, Py_ssize_t index, Py_ssize_t part, const unsigned char *data, Py_ssize_t size
+    )
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
         Py_ssize_t scan, Py_ssize_t window,

@@ -35,7 +35,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
 
 from ._native_shared cimport (
-    BACKSLASH, COLON, CR, LF, PyUnicode_DATA, PyUnicode_New, byte_at, new_frame, stomp_pair,
+    BACKSLASH, COLON, CR, LF, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_IS_COMPACT_ASCII,
+    PyUnicode_New, byte_at, new_frame, stomp_pair,
     stomp_slot_get, stomp_slot_set, stomp_untrack, stomp_utf8,
 )
 
@@ -552,14 +553,24 @@ cdef class HeadScanner:
             if count > self.max_headers:
                 return NotImplemented
             escaped = unescape and memchr(data + start, BACKSLASH, text_end - start) != NULL
+            pair = None
             if escaped:
                 name = _unescape(data + start, colon - start, self.unescaping_cr)
                 value = _unescape(data + colon + 1, text_end - colon - 1, self.unescaping_cr)
             else:
-                name = _known(&HEADERS_TABLE, HEADER_NAMES, data + start, colon - start)
+                # A broker sends the same header names, and many of the same values,
+                # frame after frame: the previous frame's objects are taken again
+                # where their text is the same, at the same place.
+                name = self.previous_text(count - 1, 0, data + start, colon - start)
+                value = self.previous_text(count - 1, 1, data + colon + 1, text_end - colon - 1)
+                if name is not None and value is not None:
+                    pair = (<tuple>self.previous)[count - 1]
+                if name is None:
+                    name = _known(&HEADERS_TABLE, HEADER_NAMES, data + start, colon - start)
                 if name is None:
                     name = _text(data + start, colon - start)
-                value = _text(data + colon + 1, text_end - colon - 1)
+                if value is None:
+                    value = _text(data + colon + 1, text_end - colon - 1)
             if name is None or value is None:
                 return NotImplemented
             if length < 0 and colon - start == 14 and (
@@ -586,7 +597,7 @@ cdef class HeadScanner:
                     if c < 48 or c > 57:
                         return NotImplemented
                     length = length * 10 + (c - 48)
-            pairs.append(stomp_pair(name, value))
+            pairs.append(stomp_pair(name, value) if pair is None else pair)
         if length > body_limit or (length > 0 and command in self.bodiless):
             return NotImplemented
 
@@ -596,9 +607,26 @@ cdef class HeadScanner:
         # Immutable all the way down (str, and tuples of str): no cycle can pass
         # through it, so the collector need not visit it.
         stomp_untrack(headers)
+        self.previous = headers
         return self.take_body(
             decoder, data, end, command, headers, body_start, length, body_limit, body_start, False
         )
+
+    cdef object previous_text(
+        self, Py_ssize_t index, Py_ssize_t part, const unsigned char *data, Py_ssize_t size
+    ):
+        """The name (``part`` 0) or value (1) of header ``index`` of the previous frame
+        read, if it is ASCII text and its bytes are ``data[:size]``; else None."""
+        if self.previous is None or index >= len(self.previous):
+            return None
+        text = (<tuple>(<tuple>self.previous)[index])[part]
+        if (
+            not PyUnicode_IS_COMPACT_ASCII(text)
+            or PyUnicode_GET_LENGTH(text) != size
+            or memcmp(PyUnicode_DATA(text), data, size) != 0
+        ):
+            return None
+        return text
 
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,

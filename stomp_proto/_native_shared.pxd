@@ -62,6 +62,7 @@ cdef extern from "Python.h":
     bint PyTuple_CheckExact(object)
     bint PyBytes_CheckExact(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
+    bint PyUnicode_IS_COMPACT_ASCII(object)
     object PyUnicode_New(Py_ssize_t, Py_UCS4)
     void *PyUnicode_DATA(object)
     Py_ssize_t PyTuple_GET_SIZE(object)

@@ -317,3 +317,49 @@ def test_the_native_decoder_takes_a_large_body_out_of_the_buffer_at_its_head() -
     frame = decoder.next_frame()
     assert isinstance(frame, stomp_proto.Frame) and frame.body == rest[:-2]
     assert decoder._big is None
+
+
+def test_decoder_reuses_the_previous_frames_header_objects_only_for_the_same_text() -> None:
+    # A broker repeats names and many values frame after frame; the native decoder
+    # takes the previous frame's objects again where the text at the same place is
+    # the same, and nowhere else (1.2 §Value Encoding: an escaped header is read
+    # from its escapes, whatever the previous frame held).
+    frames = [
+        b"MESSAGE\nsubscription:range\nx-key:k1\nx-note:gr\xc3\xbc\xc3\x9fe\n\n\x00",
+        b"MESSAGE\nsubscription:range\nx-key:k2\nx-note:gr\xc3\xbc\xc3\x9fe\n\n\x00",
+        b"MESSAGE\nx-key:range\nsubscription:k2\n\n\x00",  # the same texts, moved
+        b"MESSAGE\nx-key:a\\cb\nsubscription:k2\n\n\x00",  # escaped: a:b
+        b"MESSAGE\nx-key:a\\\\cb\nsubscription:k\n\n\x00",  # a\\cb, not a:b
+        b"MESSAGE\nx-key\nsubscription:k\n\n\x00",  # no colon: the pure code's error
+    ]
+    stream = b"".join(frames)
+
+    def frames_of(chunks: list[bytes]) -> list[object]:
+        decoder = stomp_proto.FrameDecoder("1.2")
+        found: list[object] = []
+        try:
+            for chunk in chunks:
+                decoder.receive_data(chunk)
+                while (item := decoder.next_frame()) is not None:
+                    found.append(item)
+        except stomp_proto.RemoteProtocolError as exc:
+            found.append(f"raised {exc}")
+        return found
+
+    native = frames_of([stream])
+    first, second = native[0], native[1]
+    assert isinstance(first, stomp_proto.Frame) and isinstance(second, stomp_proto.Frame)
+    assert second.headers[0] is first.headers[0]  # subscription:range, the same pair
+    assert second.headers[1][0] is first.headers[1][0]  # x-key: the name only
+    assert second.headers[1][1] == "k2"
+    assert [h for f in native[2:5] for h in f.headers] == [  # type: ignore[union-attr]
+        ("x-key", "range"), ("subscription", "k2"),
+        ("x-key", "a:b"), ("subscription", "k2"),
+        ("x-key", "a\\cb"), ("subscription", "k"),
+    ]  # fmt: skip
+    splits = [[stream], [stream[i : i + 1] for i in range(len(stream))]]
+    splits += [[stream[:i], stream[i:]] for i in range(len(stream) + 1)]
+    for chunks in splits:
+        got = frames_of(chunks)
+        with pure_core():
+            assert got == frames_of(chunks), chunks

@@ -20,18 +20,38 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from stomp_proto import ClientConnection, Connect, Frame, FrameEncoder, Message  # noqa: E402
+import stomp_proto  # noqa: E402
+from stomp_proto import (  # noqa: E402
+    ClientConnection,
+    Connect,
+    Frame,
+    FrameDecoder,
+    FrameEncoder,
+    Message,
+)
+from stomp_proto._client._errors import ConnectionLost  # noqa: E402
 from stomp_proto.spark import _schema  # noqa: E402
 from stomp_proto.spark._options import ConnectionSettings  # noqa: E402
-from stomp_proto.spark._streams._offsets import StreamRange, StreamsReaderSettings  # noqa: E402
+from stomp_proto.spark._streams import _messages  # noqa: E402
+from stomp_proto.spark._streams._offsets import (  # noqa: E402
+    RangeCursor,
+    StreamRange,
+    StreamsReaderSettings,
+)
 from stomp_proto.spark._streams._reader import read_partition  # noqa: E402
 
 STREAM = "orders-0"
 OMITTED = _schema.STREAM_OMITTED_HEADERS
 
 
-def message(offset: int, headers: list[tuple[str, str]], body: bytes) -> Frame:
-    """A MESSAGE as RabbitMQ sends one from a stream (its header order)."""
+def message(
+    offset: int,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    after: tuple[tuple[str, str], ...] = (),
+) -> Frame:
+    """A MESSAGE as RabbitMQ sends one from a stream (its header order: the message's
+    own headers sorted, so ``after`` holds those that sort after x-stream-offset)."""
     return Frame(
         "MESSAGE",
         (
@@ -42,6 +62,7 @@ def message(offset: int, headers: list[tuple[str, str]], body: bytes) -> Frame:
             ("ack", f"T_range@@session-x@@{offset + 1}"),
             *headers,
             ("x-stream-offset", str(offset)),
+            *after,
         ),
         body,
     )
@@ -63,7 +84,13 @@ def recorded_messages() -> list[Frame]:
     ]
     # Enough plain messages that the task flushes more than one batch (batchRows=4).
     frames += [
-        message(i, [("x-key", f"k{i}"), ("x-row-id", f"r{i}")], b"y" * i) for i in range(6, 11)
+        message(
+            i,
+            [("x-key", f"k{i}"), ("x-row-id", f"r{i}")],
+            b"y" * i,
+            (("x-timestamp", f"17672256001{i:02d}"),),
+        )
+        for i in range(6, 11)
     ]
     return frames
 
@@ -268,3 +295,71 @@ def test_schema_kafka_gives_the_kafka_sources_columns_from_the_same_messages(
         pairs = [(h["key"], h["value"]) for h in row["headers"]]
         assert all(isinstance(v, bytes) for _, v in pairs)
         assert by_name([(k, v.decode()) for k, v in pairs]) == want["header_list"]
+
+
+needs_native = pytest.mark.skipif(
+    stomp_proto.BUILD != "accelerated", reason="the native fast path is not loaded"
+)
+
+
+def collected(collect: Any, chunks: list[bytes], start: int, end: int) -> list[Any]:
+    """What ``collect`` gives for each chunk of a read of ``[start, end)``, as reprs."""
+    decoder = FrameDecoder("1.2")
+    cursor = RangeCursor(STREAM, start, end, fail_on_data_loss=False)
+    trace: list[Any] = []
+    for chunk in chunks:
+        decoder.receive_data(chunk)
+        while True:
+            got: list[tuple[int, Frame]] = []
+            answer = collect(decoder, cursor, got, STREAM)
+            trace.append(repr((answer, got, cursor.done, cursor.last, cursor.seen)))
+            if answer[2] is None:
+                break
+    return trace
+
+
+@needs_native
+def test_the_native_message_step_sorts_frames_as_the_pure_one() -> None:
+    _, data = recorded_session()
+    encoder = FrameEncoder("1.2")
+    # A heart-beat, and an ERROR that the step hands back to its caller.
+    error = encoder.encode(Frame("ERROR", (("message", "gone"),)))
+    between = data.index(b"\x00MESSAGE") + 1
+    stream = data[:between] + b"\n" + data[between:] + error + data
+    for how, chunks in splits(stream):
+        # The whole range, one that starts late, and one that ends early (then drops).
+        for start, end in ((0, 11), (3, 11), (0, 5)):
+            native = collected(_messages.collect, chunks, start, end)
+            assert native == collected(_messages.collect_messages, chunks, start, end), how
+
+
+@needs_native
+def test_a_message_without_an_offset_fails_alike_on_both_steps() -> None:
+    frame = FrameEncoder("1.2").encode(Frame("MESSAGE", (("x-key", "k"),)))
+    for collect in (_messages.collect, _messages.collect_messages):
+        with pytest.raises(ConnectionLost, match="from 'orders-0' has no x-stream-offset"):
+            collected(collect, [frame], 0, 11)
+
+
+@needs_native
+def test_the_native_row_step_builds_the_pure_ones_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frames = list(enumerate(recorded_messages()))
+    # Calls as reads make them: layouts change within a call; a call that meets a
+    # repeated name leaves the rest of it, and of the batch, to the pure code.
+    calls = [frames[6:8], frames[8:9] + frames[0:1], frames[9:11], frames[2:5], frames[1:2]]
+    calls += [frames[5:7], frames[0:3]]
+
+    def batches() -> list[Any]:
+        rows = _schema.StreamRows(STREAM, "x-key", "x-row-id", partition=2)
+        taken = []
+        for number, messages in enumerate(calls):
+            rows.add(messages, 1_000 + number)
+            if number in (3, 6):
+                taken.append(rows.take().to_pylist())
+        return taken
+
+    native = batches()
+    monkeypatch.setattr(_schema, "_native", None)
+    assert native == batches()

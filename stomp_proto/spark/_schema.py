@@ -11,10 +11,11 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
+from .._build import native
 from .._events import Message
 from .._frame import Frame
 from ._columns import CAPTURE_SCHEMA, KAFKA_SCHEMA, MESSAGE_SCHEMA, STREAMS_SCHEMA
@@ -172,18 +173,25 @@ def _getter(index: int) -> Callable[[tuple[str, ...]], str | None]:
     return operator.itemgetter(index)
 
 
-#: What a header layout means for the columns: the names kept in ``headers`` and the
-#: function that picks their values; the getters of the key, the row id and the
-#: timestamp; and, when the layout repeats a name, every kept name and its picker
-#: (the ``header_list`` column keeps repeats; without them it is ``headers`` again).
-_Layout = tuple[
-    tuple[str, ...],
-    Callable[[tuple[str, ...]], tuple[str, ...]],
-    Callable[[tuple[str, ...]], "str | None"],
-    Callable[[tuple[str, ...]], "str | None"],
-    Callable[[tuple[str, ...]], "str | None"],
-    "tuple[tuple[str, ...], Callable[[tuple[str, ...]], tuple[str, ...]]] | None",
-]
+class _Layout(NamedTuple):
+    """What a header layout (the names of a MESSAGE's headers, in order) means for the
+    columns: the names kept in ``headers`` and the function that picks their values;
+    the getters of the key, the row id and the timestamp; and, when the layout repeats
+    a name, every kept name and its picker (the ``header_list`` column keeps repeats;
+    without them it is ``headers`` again).  The rest says the same by index (-1: no
+    such header), for the native twin of :meth:`StreamRows.add`."""
+
+    kept_names: tuple[str, ...]
+    pick: Callable[[tuple[str, ...]], tuple[str, ...]]
+    key_of: Callable[[tuple[str, ...]], str | None]
+    row_id_of: Callable[[tuple[str, ...]], str | None]
+    stamp_of: Callable[[tuple[str, ...]], str | None]
+    repeats: tuple[tuple[str, ...], Callable[[tuple[str, ...]], tuple[str, ...]]] | None
+    names: tuple[str, ...]
+    kept: tuple[int, ...]
+    key: int
+    row_id: int
+    stamp: int
 
 
 def _milliseconds_to_timestamps(values: list[str | None]) -> Any:
@@ -296,13 +304,23 @@ class StreamRows:
             seen.add(name)
         # The first of a repeated name; an omitted header is no key, whatever its name.
         first = {names[i]: i for i in reversed(kept)}
-        layout: _Layout = (
+        key, row_id, stamp = (
+            first.get(self._key_header, -1),
+            first.get(self._row_id_header, -1),
+            first.get(self._timestamp_header, -1),
+        )
+        layout = _Layout(
             tuple(names[i] for i in kept),
             _picker(kept),
-            _getter(first.get(self._key_header, -1)),
-            _getter(first.get(self._row_id_header, -1)),
-            _getter(first.get(self._timestamp_header, -1)),
+            _getter(key),
+            _getter(row_id),
+            _getter(stamp),
             (tuple(names[i] for i in every), _picker(every)) if every != kept else None,
+            names,
+            tuple(kept),
+            key,
+            row_id,
+            stamp,
         )
         if len(self._layouts) < MAX_LAYOUTS:
             self._layouts[names] = layout
@@ -310,6 +328,17 @@ class StreamRows:
 
     def add(self, messages: Sequence[tuple[int, Frame]], received_at: int) -> None:
         """Append ``(offset, MESSAGE frame)`` pairs received at ``received_at`` (µs)."""
+        self._times.extend([received_at] * len(messages))
+        if _native is not None and self._full is None:
+            # The native twin takes the rows up to the first whose layout repeats a name.
+            done, self._size = _native.add_rows(
+                messages, self._layouts, self._layout, self._offsets, self._bodies,
+                self._keys, self._row_ids, self._stamps, self._names, self._values,
+                self._ends, self._size,
+            )  # fmt: skip
+            if done == len(messages):
+                return
+            messages = messages[done:]
         layouts = self._layouts
         offsets_append = self._offsets.append
         bodies_append = self._bodies.append
@@ -328,7 +357,7 @@ class StreamRows:
             layout = layouts.get(names)
             if layout is None:
                 layout = self._layout(names)
-            kept, pick, key, row_id, stamp, repeats = layout
+            kept, pick, key, row_id, stamp, repeats, _, _, _, _, _ = layout
             picked = pick(values)
             names_extend(kept)
             values_extend(picked)
@@ -352,7 +381,6 @@ class StreamRows:
             offsets_append(offset)
             bodies_append(frame.body)
         self._size = size
-        self._times.extend([received_at] * len(messages))
 
     def take(self) -> Any:
         """The rows added since the last call, as one record batch in the stream schema
@@ -428,6 +456,10 @@ class StreamRows:
         )
         self._reset()
         return batch
+
+
+# The native twin of StreamRows.add's loop (stomp_proto/_streams_native.pyx), or None.
+_native = native("_streams_native")
 
 
 def streams_arrow_schema(key_binary: bool, kafka: bool = False) -> Any:

@@ -51,7 +51,8 @@ from ..._events import (
 from ..._frame import Frame
 from .._options import ConnectionSettings
 from .._retry import Retry, retrying
-from ._offsets import STREAM_OFFSET_HEADER, RangeCursor, StreamRange
+from ._messages import collect, stream_offset
+from ._offsets import RangeCursor, StreamRange
 
 __all__ = [
     "MissingStreamError",
@@ -76,17 +77,8 @@ def amq_destination(stream: str) -> str:
 
 
 def message_offset(message: Message) -> int:
-    """The ``x-stream-offset`` of a stream MESSAGE (RabbitMQ puts it last)."""
-    headers = message.headers
-    if headers and headers[-1][0] == STREAM_OFFSET_HEADER:
-        return int(headers[-1][1])
-    for name, value in headers:
-        if name == STREAM_OFFSET_HEADER:
-            return int(value)
-    raise ConnectionLost(
-        f"a MESSAGE from {message.destination} has no {STREAM_OFFSET_HEADER} header: "
-        "is it a stream queue?"
-    )
+    """The ``x-stream-offset`` of a stream MESSAGE."""
+    return stream_offset(message.headers, message.destination)
 
 
 class StreamLink:
@@ -450,10 +442,12 @@ def _read_from(
     """One connection's part of :func:`read_range`: from ``begin`` until the cursor is done.
 
     After the handshake the frames are decoded by a bare :class:`~stomp_proto.FrameDecoder`
-    rather than through the connection's events: a range read needs only each
-    MESSAGE's last header and body, and skipping the event objects and the
-    connection's bookkeeping makes a task about 1.4-1.9x faster (measured on
-    50,000 messages).  ACKs and the final DISCONNECT are encoded by the library's
+    rather than through the connection's events, and sorted into the range's
+    messages by :func:`~._messages.collect_messages` (natively on the accelerated
+    build): a range read needs only each MESSAGE's offset, headers and body, and
+    skipping the event objects and the connection's bookkeeping makes a task about
+    1.4-1.9x faster (measured on 50,000 messages).  ACKs and the final DISCONNECT
+    are encoded by the library's
     :class:`~stomp_proto.FrameEncoder` for the negotiated version.
     """
     link = StreamLink(settings)
@@ -479,8 +473,6 @@ def _read_from(
         ack_every = max(1, prefetch // 2)
         unacked = 0
         last: Frame | None = None
-        take = cursor.take
-        next_frame = decoder.next_frame
         while not cursor.done:
             try:
                 data = sock.recv(_READ_SIZE)
@@ -497,23 +489,14 @@ def _read_from(
                 raise ConnectionLost("the broker closed the connection")
             decoder.receive_data(data)
             got: list[tuple[int, Frame]] = []
-            while (frame := next_frame()) is not None:
-                if not isinstance(frame, Frame):
-                    continue  # a heart-beat
-                if frame.command == "MESSAGE":
-                    if cursor.done:
-                        continue  # in flight behind the range's end: dropped
-                    headers = frame.headers
-                    name, value = headers[-1]
-                    if name != STREAM_OFFSET_HEADER:
-                        value = frame.get(STREAM_OFFSET_HEADER) or _no_offset(stream)
-                    offset = int(value)
-                    if take(offset):
-                        got.append((offset, frame))
-                    last = frame
-                    unacked += 1
-                elif frame.command == "ERROR":
-                    raise BrokerError(Error.from_frame(frame, version))
+            while True:
+                seen, newest, other = collect(decoder, cursor, got, stream)
+                unacked += seen
+                last = newest or last
+                if other is None:
+                    break
+                if other.command == "ERROR":
+                    raise BrokerError(Error.from_frame(other, version))
             if unacked >= ack_every and last is not None and not cursor.done:
                 sock.sendall(encoder.encode(_ack_frame(version, last)))
                 unacked = 0
@@ -523,12 +506,6 @@ def _read_from(
         raise ConnectionLost(f"bad data from the broker: {exc}") from exc
     finally:
         link.abandon()
-
-
-def _no_offset(stream: str) -> str:
-    raise ConnectionLost(
-        f"a MESSAGE from {stream!r} has no {STREAM_OFFSET_HEADER} header: is it a stream queue?"
-    )
 
 
 def _disconnect(
