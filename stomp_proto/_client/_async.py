@@ -353,7 +353,8 @@ class AsyncClient:
                         continue
                     conn.receive_data(data or None)
                     continue
-                route = self._core.route(event)
+                # (A message routes to itself: no call for the common event.)
+                route = event if type(event) is Message else self._core.route(event)
                 if type(route) is Message:
                     full = self._deliver(route)
                     if full is not None:
