@@ -141,6 +141,11 @@ cpdef object encode(
         n = _put(out, n, <const unsigned char *>PyBytes_AS_STRING(digits), len(digits), 0)
         n = _put(out, n, <const unsigned char *>b"\n", 1, 0)
     n = _put(out, n, <const unsigned char *>b"\n", 1, 0)
-    n = _put(out, n, <const unsigned char *>PyBytes_AS_STRING(body), body_size, 0)
-    n = _put(out, n, <const unsigned char *>b"\0", 1, 0)
-    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(out), n)
+    # The body is copied once, straight into the bytes returned: through the
+    # head's buffer it would be copied twice more, and that buffer grown for it.
+    data = PyBytes_FromStringAndSize(NULL, n + body_size + 1)
+    cdef char *target = PyBytes_AS_STRING(data)
+    memcpy(target, PyByteArray_AS_STRING(out), n)
+    memcpy(target + n, PyBytes_AS_STRING(body), body_size)
+    target[n + body_size] = 0
+    return data

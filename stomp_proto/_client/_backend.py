@@ -94,12 +94,24 @@ class HandOverLock:
         return self._held
 
     async def __aenter__(self) -> None:
-        if not self._held:
-            self._held = True
-            return
-        await self._wait()
+        await self.acquire()
 
     async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def take(self) -> bool:
+        """Take the lock if it is free (True), without a coroutine: a writer's
+        fast path is ``if not lock.take(): await lock.acquire()``, then ``release()``."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    async def acquire(self) -> None:
+        if not self.take():
+            await self._wait()
+
+    def release(self) -> None:
         if not self._hand_over():
             self._held = False
 
@@ -122,7 +134,7 @@ class Backend(Protocol):
     def waiter(self) -> Waiter[Event]: ...
     def queue(self, size: int) -> Queue[Message | None]: ...
     def flag(self) -> Flag: ...
-    def lock(self) -> AbstractAsyncContextManager[object]: ...
+    def lock(self) -> HandOverLock: ...
     def spawn(self, function: Callable[[], Awaitable[None]]) -> Task: ...
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 
 import trio
 
@@ -73,9 +73,17 @@ class _TrioStream:
         #: Senders waiting for their bytes to be written.
         self._full = trio.lowlevel.ParkingLot()
         self._error: OSError | None = None
+        # A TCP stream is read into one buffer kept for the stream's life, as
+        # the other clients read: receive_some(n) allocates n bytes per read.
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._view = memoryview(bytearray(_READ_SIZE if self._socket is not None else 0))
 
     async def receive(self) -> bytes:
         try:
+            socket = self._socket
+            if socket is not None:
+                view = self._view
+                return bytes(view[: await socket.recv_into(view)])
             return bytes(await self._stream.receive_some(_READ_SIZE))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise OSError(str(exc) or "connection closed") from exc
@@ -99,7 +107,14 @@ class _TrioStream:
 
     async def _write_task(self) -> None:
         try:
-            while self._pending and self._error is None:
+            while self._error is None:
+                if not self._pending:
+                    # Once more round the scheduler before ending: a sender that
+                    # has just been let go is often about to give the next bytes,
+                    # and a task started per write costs more than that pass.
+                    await trio.lowlevel.checkpoint()
+                    if not self._pending:
+                        break
                 await self._write_pending()
         finally:
             self._writing = False
@@ -228,14 +243,43 @@ class _Task:
             await self._done.wait()
 
 
-@asynccontextmanager
-async def _fail_after(seconds: float | None) -> AsyncIterator[None]:
-    # trio says TooSlowError; the client (and asyncio) say TimeoutError.
-    try:
-        with trio.fail_after(math.inf if seconds is None else seconds):
-            yield
-    except trio.TooSlowError:
-        raise TimeoutError from None
+class _FailAfter:
+    """``async with``: TimeoutError once ``seconds`` have passed (None: never).
+
+    trio says TooSlowError; the client (and asyncio) say TimeoutError.  A cancel
+    scope of its own rather than ``trio.fail_after`` in a generator-based
+    context manager (two generators, and a scope even for no limit): the reader
+    enters one per read, and a consumer one per wait.
+    """
+
+    __slots__ = ("_scope", "_seconds")
+
+    def __init__(self, seconds: float | None) -> None:
+        if seconds is not None and not seconds >= 0:
+            raise ValueError(f"timeout must be non-negative, not {seconds!r}")
+        self._seconds = seconds
+        self._scope: trio.CancelScope | None = None
+
+    async def __aenter__(self) -> None:
+        if self._seconds is not None:
+            # The deadline counts from entering, as trio.fail_after's does.
+            self._scope = trio.CancelScope(deadline=trio.current_time() + self._seconds)
+            self._scope.__enter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        scope = self._scope
+        if scope is None:
+            return False
+        self._scope = None
+        swallowed = scope.__exit__(kind, error, traceback)
+        if scope.cancelled_caught:
+            raise TimeoutError from None
+        return swallowed
 
 
 class TrioBackend:
@@ -255,7 +299,7 @@ class TrioBackend:
         return _TrioStream(stream, self._nursery)
 
     def timeout(self, seconds: float | None) -> AbstractAsyncContextManager[object]:
-        return _fail_after(seconds)
+        return _FailAfter(seconds)
 
     def now(self) -> float:
         return trio.current_time()
