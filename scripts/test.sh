@@ -337,10 +337,13 @@ DEFAULT_BUILD=$(installed_build 3.11)
 # seconds every time.
 SERIAL_PATHS=()
 if [ ${#pytest_args[@]} -eq 0 ]; then
-    mapfile -t SERIAL_PATHS < <(cd tests && "$VENV_BIN/python" -c '
+    serial_modules=$("$VENV_BIN/python" -c '
+import sys
+sys.path.insert(0, "tests")
 from conftest import SERIAL
 for module in sorted({name.split("::")[0] for name in SERIAL}):
     print(f"{module}.py")')
+    mapfile -t SERIAL_PATHS <<< "$serial_modules"
     for path in "${SERIAL_PATHS[@]}"; do
         [ -e "tests/$path" ] || { echo "error: tests/conftest.py SERIAL names $path, which is gone" >&2; exit 1; }
     done
