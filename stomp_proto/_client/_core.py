@@ -545,6 +545,9 @@ class ClientCore(Generic[S]):
         behind more messages than the buffer holds, and a full buffer stops
         reading: waiting for it could never end.
         """
+        # Every message read passes here once, in every adapter (the asyncio and
+        # trio readers hand a MESSAGE over without routing it).
+        self.stats.received += 1
         handle = self.subscriptions.get(message.key)
         if handle is None:
             left = self._left.get(message.key)
@@ -651,7 +654,6 @@ class ClientCore(Generic[S]):
     def route(self, event: Event) -> Route:
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if type(event) is Message:
-            self.stats.received += 1
             return event
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it
