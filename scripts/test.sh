@@ -230,6 +230,12 @@ docs_checks() {
     section "sphinx html"
     "$VENV_BIN/sphinx-build" -E -W --keep-going -b html docs docs/_build/html -q
 
+    # What that build indexed, against the package's public names (the test would
+    # otherwise build the site again; the whole-suite run leaves it out).
+    section "the site's index: every public name"
+    STOMP_PROTO_DOCS_HTML="$ROOT/docs/_build/html" "$VENV_BIN/python" -m pytest -q \
+        -p no:cacheprovider tests/test_docs_inventory.py
+
     # The built site in headless Chromium at 1280 and 390 px: no page may scroll
     # sideways, no chart may be unreadable without a link to its full size;
     # screenshots of the index, a guide, the reference and the benchmarks page go to
@@ -373,7 +379,8 @@ add_run() {
     RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
     PARALLEL_RUNS+=("$name")
 }
-add_run whole-3.11 3.11 "$DEFAULT_BUILD" "whole suite"
+# (tests/test_docs_inventory.py reads the site the docs job built.)
+add_run whole-3.11 3.11 "$DEFAULT_BUILD" "whole suite" --ignore="$ROOT/tests/test_docs_inventory.py"
 for version in "${VERSIONS[@]}"; do
     builds=(pure)
     [ "$(installed_build "$version")" = accelerated ] && builds=(accelerated pure)

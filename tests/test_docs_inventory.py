@@ -58,7 +58,15 @@ PY_ROLES = (
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh HTML build of docs/: its directory."""
+    """A fresh HTML build of docs/: its directory.
+
+    ``STOMP_PROTO_DOCS_HTML`` names one already made from this checkout (scripts/test.sh
+    builds the site once, with ``-E``, and runs this module right after).
+    """
+    built = os.environ.get("STOMP_PROTO_DOCS_HTML")
+    if built:
+        assert (Path(built) / "objects.inv").is_file(), f"no site built in {built}"
+        return Path(built)
     if importlib.util.find_spec("sphinx") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true and Sphinx is not installed (the dev extra has it)")
