@@ -107,6 +107,7 @@ NOT_EVERY_PYTHON=(
     tests/test_spark_streams_rabbitmq.py
     tests/test_spark_streams_rows.py
     tests/test_spark_streams_sink_exactly_once.py
+    tests/test_spark_queue_broker_restart.py
     # fuzzing, benchmarks, the accelerated build, the docs and the set-up scripts
     tests/test_decoder_fuzz.py
     tests/test_fuzz_properties.py
