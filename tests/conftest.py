@@ -5,6 +5,8 @@ Hypothesis profiles (pick one with ``HYPOTHESIS_PROFILE=<name>``):
 * ``ci`` (default): 200 examples per property, no deadline (shared CI machines
   are noisy, and a deadline would turn load spikes into flaky failures);
 * ``dev``: 25 examples, for a quick local loop;
+* ``matrix``: 50 examples: what ``scripts/test.sh`` runs on the Pythons after 3.11,
+  whose runs of the same properties take 200;
 * ``thorough``: 5000 examples, for an occasional long fuzzing run;
 * ``fuzz``: ``FUZZ_EXAMPLES`` examples (default 2000): what ``scripts/fuzz.sh``
   runs when atheris is not installed.
@@ -25,6 +27,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=25)
+settings.register_profile(
+    "matrix",
+    deadline=None,
+    max_examples=50,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.register_profile(
     "thorough",
     deadline=None,
