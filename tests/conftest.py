@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -46,6 +48,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _clean_ups_end_with_their_module() -> Iterator[None]:
+    """Wait, when a module ends, for the clean-up threads its tests left running (the
+    Spark tests delete their RabbitMQ queues in the background, each thread named
+    ``CLEAN_UP ...``): the module that runs next in the same process must not see
+    their subprocesses' file descriptors come and go (the threads client's tests count
+    them)."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name.startswith("CLEAN_UP "):
+            thread.join(300)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
