@@ -19,7 +19,8 @@
 # STOMP_PROTO_NO_EXTENSIONS=1 (the pure build; on 3.11 with the Spark read and write
 # tests).  These runs, fuzzing, the benchmark smoke run and the docs checks go as
 # jobs, STOMP_TEST_JOBS (3) at once, each run in two pytest-xdist workers; the tests
-# marked serial (tests/conftest.py SERIAL says why) run after them, alone.  Extra
+# marked serial (tests/conftest.py SERIAL says why) run after them: those on the
+# shared brokers beside those with brokers of their own, then the short timers alone.  Extra
 # arguments go to every pytest run (-k heartbeat, tests/test_cli.py ...).
 # STOMP_PYTHONS="3.12" (say) narrows the other Pythons; "none" skips them.  See
 # docs/development.rst.  A failing step stops the run with a non-zero exit status
@@ -101,8 +102,6 @@ NOT_EVERY_PYTHON=(
     tests/test_spark_streams_discovery.py
     tests/test_spark_streams_broker_restart.py
     tests/test_spark_streams_exactly_once.py
-    tests/test_spark_streams_broker_restart.py
-    tests/test_spark_docs_examples.py
     tests/test_spark_streams_logic.py
     tests/test_spark_streams_rabbitmq.py
     tests/test_spark_streams_rows.py
@@ -299,12 +298,19 @@ run_tests() {
     # "matrix" profile of tests/conftest.py: 50 where 3.11's runs take 200).
     local profile=${HYPOTHESIS_PROFILE:-ci}
     [ "$version" = 3.11 ] || profile=${HYPOTHESIS_PROFILE:-matrix}
-    (cd tests && env "${no_extensions[@]}" HYPOTHESIS_PROFILE="$profile" STOMP_PROTO_TEST_INSTALLED=1 \
-        STOMP_PROTO_EXPECT_BUILD="$build" STOMP_PROTO_SDIST="$ROOT/$SDIST" \
+    # This Python's accelerated wheel, when it was built: tests/test_accelerated_build.py
+    # takes it instead of building its own.
+    local -a accelerated_wheel=()
+    local built
+    for built in dist/stomp_proto-*-cp"${version/./}"-*.whl; do
+        [ -f "$built" ] && accelerated_wheel=(STOMP_PROTO_ACCELERATED_WHEEL="$ROOT/$built")
+    done
+    (cd tests && env "${no_extensions[@]}" "${accelerated_wheel[@]}" HYPOTHESIS_PROFILE="$profile" \
+        STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_EXPECT_BUILD="$build" STOMP_PROTO_SDIST="$ROOT/$SDIST" \
         STOMP_PROTO_WHEEL="$ROOT/$WHEEL" "$ROOT/.venv-$version/bin/python" -m pytest \
         -p no:cacheprovider "$@") > "$logs/$name" 2>&1 || status=$?
     if [ "$status" -eq 5 ]; then
-        [[ "$name" == *-serial.pytest ]] && return 0
+        [[ "$name" == *-serial-*.pytest ]] && return 0
         echo "error: pytest collected no tests" >> "$logs/$name"
     fi
     return "$status"
@@ -339,25 +345,37 @@ describe() {
 
 # The runs.  whole-3.11: the whole suite on the default build of 3.11; ccb-VERSION-BUILD:
 # the core, client and broker tests (on 3.11 pure with the Spark read and write ones).
-# Each has its serial pass, NAME-serial.  PARALLEL_RUNS is in the order they start:
+# Each has its serial passes, NAME-serial-LANE.  PARALLEL_RUNS is in the order they start:
 # the longest first.
-PARALLEL_RUNS=() SERIAL_RUNS=()
+PARALLEL_RUNS=() SERIAL_RUNS_shared=() SERIAL_RUNS_own=() SERIAL_RUNS_alone=()
 DEFAULT_BUILD=$(installed_build 3.11)
-# The modules that hold serial tests (tests/conftest.py SERIAL), unless the pytest
-# arguments name the tests: collecting the whole suite for each serial pass costs
-# seconds every time.
-SERIAL_PATHS=()
+# The serial tests go in three lanes (tests/conftest.py): "shared" (the shared brokers)
+# and "own" (brokers and processes of their own) run side by side; "alone" (timers of
+# 500 ms or less) runs after both, with nothing beside it.  SERIAL_PATHS_<LANE>: the
+# modules that hold a lane's tests, unless the pytest arguments name the tests
+# (collecting the whole suite for each serial pass costs seconds every time).
+LANES=(shared own alone)
+declare -A LANE_MARKS=(
+    [shared]="serial and not serial_own and not serial_alone and not benchmark"
+    [own]="serial_own and not benchmark"
+    [alone]="serial_alone and not benchmark"
+)
+SERIAL_PATHS_shared=() SERIAL_PATHS_own=() SERIAL_PATHS_alone=()
 if [ ${#pytest_args[@]} -eq 0 ]; then
     serial_modules=$("$VENV_BIN/python" -c '
 import sys
 sys.path.insert(0, "tests")
-from conftest import SERIAL
-for module in sorted({name.split("::")[0] for name in SERIAL}):
-    print(f"{module}.py")')
-    mapfile -t SERIAL_PATHS <<< "$serial_modules"
-    for path in "${SERIAL_PATHS[@]}"; do
+from conftest import SERIAL, SERIAL_ALONE, SERIAL_OWN
+lanes = set()
+for name in SERIAL:
+    lane = "own" if name in SERIAL_OWN else "alone" if name in SERIAL_ALONE else "shared"
+    lanes.add((lane, name.split("::")[0]))
+for lane, module in sorted(lanes):
+    print(lane, f"{module}.py")')
+    while read -r lane path; do
         [ -e "tests/$path" ] || { echo "error: tests/conftest.py SERIAL names $path, which is gone" >&2; exit 1; }
-    done
+        eval "SERIAL_PATHS_$lane+=(\"\$path\")"
+    done <<< "$serial_modules"
 fi
 quote() { printf '%q ' "$@"; }
 # add_run NAME VERSION BUILD LABEL [pytest arguments...]
@@ -365,23 +383,27 @@ add_run() {
     local name="$1" version="$2" build="$3" label="$4"
     shift 4
     RUN_ON[$name]="$version|$build"
-    RUN_ON[$name-serial]="$version|$build"
+    RUN_LABEL[$name]="pytest: Python $(describe "$version" "$build"), $label"
     local workers=2
     [ "$name" = whole-3.11 ] && workers=3
     RUN_ARGS[$name]=$(quote -q -n "$workers" "${PARALLEL[@]}" -m "not serial and not benchmark" "$@" "${pytest_args[@]}")
     # -rA: the serial tests are few, and what they print (the browser tests' roundtrips
-    # and refusals) belongs in the log.  Only their modules are collected.
+    # and refusals) belongs in the log.  Only their lane's modules are collected.
     # (pytest collects a module named on its command line even when --ignore names it.)
-    local path serial_paths=()
-    for path in "${SERIAL_PATHS[@]}"; do
-        [[ " $* " == *" --ignore=$ROOT/tests/$path "* ]] || serial_paths+=("$path")
+    local lane path lane_paths serial_paths
+    for lane in "${LANES[@]}"; do
+        eval "lane_paths=(\"\${SERIAL_PATHS_$lane[@]}\")"
+        serial_paths=()
+        for path in "${lane_paths[@]}"; do
+            [[ " $* " == *" --ignore=$ROOT/tests/$path "* ]] || serial_paths+=("$path")
+        done
+        if [ ${#pytest_args[@]} -gt 0 ] || [ ${#serial_paths[@]} -gt 0 ]; then
+            RUN_ON[$name-serial-$lane]="$version|$build"
+            RUN_ARGS[$name-serial-$lane]=$(quote -q -rA --durations=15 -m "${LANE_MARKS[$lane]}" "$@" "${serial_paths[@]}" "${pytest_args[@]}")
+            RUN_LABEL[$name-serial-$lane]="${RUN_LABEL[$name]}, serial tests ($lane)"
+            eval "SERIAL_RUNS_$lane+=(\"\$name-serial-\$lane\")"
+        fi
     done
-    if [ ${#SERIAL_PATHS[@]} -eq 0 ] || [ ${#serial_paths[@]} -gt 0 ]; then
-        RUN_ARGS[$name-serial]=$(quote -q -rA --durations=15 -m "serial and not benchmark" "$@" "${serial_paths[@]}" "${pytest_args[@]}")
-        SERIAL_RUNS+=("$name-serial")
-    fi
-    RUN_LABEL[$name]="pytest: Python $(describe "$version" "$build"), $label"
-    RUN_LABEL[$name-serial]="${RUN_LABEL[$name]}, serial tests"
     PARALLEL_RUNS+=("$name")
 }
 # (tests/test_docs_inventory.py reads the site the docs job built.)
@@ -439,18 +461,32 @@ if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
     exit 1
 fi
 
-section "tests marked serial, alone: ${#SERIAL_RUNS[@]} runs"
-for name in "${SERIAL_RUNS[@]}"; do
-    started=$SECONDS
-    status=0
-    test_job "$name" > "$logs/$name" 2>&1 || status=$?
-    printf '\n==> %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
-    cat "$logs/$name"
-    if [ "$status" -ne 0 ]; then
-        echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
-        exit "$status"
-    fi
-done
+# serial_lane NAME...: those serial passes one after the other, each shown when it ends;
+# the first that fails ends the lane.
+serial_lane() {
+    local name started status
+    for name in "$@"; do
+        started=$SECONDS
+        status=0
+        test_job "$name" > "$logs/$name" 2>&1 || status=$?
+        printf '\n==> %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
+        cat "$logs/$name"
+        if [ "$status" -ne 0 ]; then
+            echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
+            return "$status"
+        fi
+    done
+}
+section "tests marked serial: the shared-broker and own-broker lanes side by side"
+[ ${#SERIAL_RUNS_shared[@]} -gt 0 ] && start_job serial-shared "serial tests, shared brokers" serial_lane "${SERIAL_RUNS_shared[@]}"
+[ ${#SERIAL_RUNS_own[@]} -gt 0 ] && start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
+while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
+if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
+    echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
+    exit 1
+fi
+section "tests marked serial: short timers, alone"
+serial_lane "${SERIAL_RUNS_alone[@]}"
 
 # summary NAME: pytest's closing counts ("2024 passed, 3 skipped").
 summary() {
@@ -459,7 +495,9 @@ summary() {
 section "Python matrix"
 for name in "${PARALLEL_RUNS[@]}"; do
     line="${RUN_LABEL[$name]#pytest: }: $(summary "$name.pytest")"
-    [ -f "$logs/$name-serial.pytest" ] && line="$line; serial tests: $(summary "$name-serial.pytest")"
+    for lane in "${LANES[@]}"; do
+        [ -f "$logs/$name-serial-$lane.pytest" ] && line="$line; serial ($lane): $(summary "$name-serial-$lane.pytest")"
+    done
     printf '  %s\n' "$line"
 done
 for version in "${OTHER_PYTHONS[@]}"; do

@@ -365,6 +365,7 @@ async def workload(
     heartbeat: tuple[int, int] = (200, 200),
     drain: float = 20.0,
     send_headers: dict[str, str] | None = None,
+    pace: float = 0.0,
     **options: Any,
 ) -> ChaosResult:
     """Producer and consumer through ``port`` for ``seconds`` while ``chaos()`` runs.
@@ -374,6 +375,7 @@ async def workload(
     Then the consumer drains until every confirmed message has arrived (or
     ``drain`` seconds pass).  Exceptions other than :data:`EXPECTED` propagate.
     ``send_headers`` go on every SEND (``persistent: true`` for a broker that restarts).
+    ``pace``: seconds the producer waits after each confirmed send (0: none).
     """
     result = ChaosResult(h.adapter)
     options.setdefault("timeout", 10.0)
@@ -401,6 +403,8 @@ async def workload(
                     continue
                 result.confirmed.add(number)
                 number += 1
+                if pace:
+                    await h.sleep(pace)
                 if failed_at is not None:
                     result.recoveries.append(time.monotonic() - failed_at)
                     failed_at = None

@@ -50,16 +50,20 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+#: How the name of a test module's background clean-up thread starts.
+CLEAN_UP = "CLEAN_UP "
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _clean_ups_end_with_their_module() -> Iterator[None]:
     """Wait, when a module ends, for the clean-up threads its tests left running (the
-    Spark tests delete their RabbitMQ queues in the background, each thread named
-    ``CLEAN_UP ...``): the module that runs next in the same process must not see
+    Spark tests delete their RabbitMQ queues in the background, each thread's name
+    starting with :data:`CLEAN_UP`): the module that runs next in the same process must not see
     their subprocesses' file descriptors come and go (the threads client's tests count
     them)."""
     yield
     for thread in threading.enumerate():
-        if thread.name.startswith("CLEAN_UP "):
+        if thread.name.startswith(CLEAN_UP):
             thread.join(300)
 
 
@@ -252,6 +256,24 @@ SERIAL: dict[str, str] = {
     "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
 }
 
+#: The serial tests that start every broker and process they use and touch no shared
+#: broker: scripts/test.sh runs them in a second lane, beside the other serial tests
+#: (marker ``serial_own``).  Their time-outs leave seconds of margin.
+SERIAL_OWN = {
+    "test_chaos_processes",
+    "test_spark_streams_broker_restart",
+    "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
+    "out_a_restart",
+}
+#: The serial tests whose timers are 500 ms or shorter: scripts/test.sh runs them once
+#: both lanes have ended, with nothing beside them (marker ``serial_alone``).
+SERIAL_ALONE = {
+    "test_adapters::test_heartbeats_keep_an_idle_connection_alive",
+    "test_threads_read_role",
+    "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_heartbeats",
+    "test_browser_stompjs",
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unsorted = set()
@@ -266,6 +288,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", item.name)
         if module in SERIAL or f"{module}::{name}" in SERIAL:
             item.add_marker("serial")
+            if module in SERIAL_OWN or f"{module}::{name}" in SERIAL_OWN:
+                item.add_marker("serial_own")
+            elif module in SERIAL_ALONE or f"{module}::{name}" in SERIAL_ALONE:
+                item.add_marker("serial_alone")
         elif item.get_closest_marker("serial"):
             # scripts/test.sh gives the serial passes only the modules SERIAL names.
             misplaced.add(f"{module}::{name}")

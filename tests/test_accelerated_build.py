@@ -1,9 +1,10 @@
 """scripts/build_accelerated.py builds a core that behaves exactly like the pure-Python one.
 
 The accelerated build (the Cython twins ``stomp_proto/_*_native.pyx``, some seconds
-to compile) goes into the wheel that ``scripts/test.sh`` built (named in
-``STOMP_PROTO_WHEEL``; ``build_accelerated.py --wheel``), installed with pip, or else
-into a temporary copy of the package (``--target``); then the same scripts run under
+to compile) is the accelerated wheel that ``scripts/test.sh`` built for this Python
+(``STOMP_PROTO_ACCELERATED_WHEEL``), or one built here from the pure wheel it names in
+``STOMP_PROTO_WHEEL`` (``build_accelerated.py --wheel``), installed with pip, or else
+goes into a temporary copy of the package (``--target``); then the same scripts run under
 both builds, each in a subprocess, and the outputs must be identical: a codec probe
 (below), tests/build_probe.py, which replays the fuzz corpora and regressions and a few
 hundred recorded sessions through the decoder and both connections (events, errors
@@ -302,9 +303,14 @@ def accelerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
         files = build_accelerated.build(build_accelerated.copy_package(target))
         assert sorted(f.name.split(".")[0] for f in files) == sorted(NATIVE_MODULES)
         return target
-    pure = Path(os.environ["STOMP_PROTO_WHEEL"])
-    out = tmp_path_factory.mktemp("wheel")
-    wheel = build_accelerated.accelerate_wheel(pure, out)
+    built = os.environ.get("STOMP_PROTO_ACCELERATED_WHEEL")
+    if built:
+        # scripts/test.sh built it from that pure wheel with this Python (and checked it
+        # with twine): building it again would take most of a minute.
+        wheel = Path(built)
+    else:
+        pure = Path(os.environ["STOMP_PROTO_WHEEL"])
+        wheel = build_accelerated.accelerate_wheel(pure, tmp_path_factory.mktemp("wheel"))
     # pip refuses a wheel whose tags do not fit this interpreter.
     subprocess.run(
         [

@@ -147,8 +147,12 @@ def test_apt_get_sh_waits_for_a_held_lock_then_succeeds(lock: str, command: list
 
 def test_every_test_marked_serial_exists() -> None:
     # A renamed module or test would silently leave the serial pass and run in parallel.
-    from conftest import SERIAL
+    from conftest import SERIAL, SERIAL_ALONE, SERIAL_OWN
 
+    # The lanes name serial tests only, and each test in one lane at most.
+    assert set(SERIAL) >= SERIAL_OWN
+    assert set(SERIAL) >= SERIAL_ALONE
+    assert not SERIAL_OWN & SERIAL_ALONE
     missing = []
     for entry in SERIAL:
         module, _, name = entry.partition("::")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from brokers import Endpoint, real_broker, spark_settings
+from conftest import CLEAN_UP
 
 from stomp_proto import Frame, FrameEncoder, Message, Receipt, Send, Subscribe
 from stomp_proto.spark._options import ConnectionSettings
@@ -67,17 +68,13 @@ def settings(rabbitmq: Endpoint) -> ConnectionSettings:
     return spark_settings(rabbitmq)
 
 
-#: The name that a clean-up thread's starts with.
-CLEAN_UP = "CLEAN_UP"
-
-
 def delete_queues_later(vhost: str, prefix: str) -> None:
     """Delete every queue whose name starts with ``prefix``, in a thread of its own.
 
     Each ``rabbitmqctl`` call spends seconds (tens of seconds on a loaded machine)
     waiting for the node, not computing: a test need not wait for its clean-up.  The
-    module does, when it ends (tests/conftest.py joins every thread named
-    ``CLEAN_UP ...``).
+    module does, when it ends (tests/conftest.py joins every thread whose name starts
+    with its ``CLEAN_UP``).
     """
 
     def delete() -> None:
@@ -89,7 +86,7 @@ def delete_queues_later(vhost: str, prefix: str) -> None:
         except (RuntimeError, OSError, subprocess.SubprocessError):
             pass  # small leftovers; not worth failing a test for
 
-    threading.Thread(target=delete, name=f"{CLEAN_UP} delete {prefix}*").start()
+    threading.Thread(target=delete, name=f"{CLEAN_UP}delete {prefix}*").start()
 
 
 @pytest.fixture
