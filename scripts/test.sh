@@ -365,11 +365,8 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
     serial_modules=$("$VENV_BIN/python" -c '
 import sys
 sys.path.insert(0, "tests")
-from conftest import SERIAL, SERIAL_ALONE, SERIAL_OWN
-lanes = set()
-for name in SERIAL:
-    lane = "own" if name in SERIAL_OWN else "alone" if name in SERIAL_ALONE else "shared"
-    lanes.add((lane, name.split("::")[0]))
+from conftest import SERIAL, SERIAL_LANE
+lanes = {(SERIAL_LANE.get(name, "shared"), name.split("::")[0]) for name in {*SERIAL, *SERIAL_LANE}}
 for lane, module in sorted(lanes):
     print(lane, f"{module}.py")')
     while read -r lane path; do

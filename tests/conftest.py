@@ -256,23 +256,32 @@ SERIAL: dict[str, str] = {
     "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
 }
 
-#: The serial tests that start every broker and process they use and touch no shared
-#: broker: scripts/test.sh runs them in a second lane, beside the other serial tests
-#: (marker ``serial_own``).  Their time-outs leave seconds of margin.
-SERIAL_OWN = {
-    "test_chaos_processes",
-    "test_spark_streams_broker_restart",
+#: The lane of each serial test in scripts/test.sh's serial phase, by module or by test
+#: (a test's own entry wins over its module's); a test named nowhere here is "shared".
+#: "shared" (the shared brokers) and "own" (brokers and processes it starts itself,
+#: none shared; time-outs with seconds of margin) run side by side, the "own" ones
+#: marked ``serial_own``; "alone" (timers of 500 ms or less, marked ``serial_alone``)
+#: runs once both have ended, with nothing beside it.
+SERIAL_LANE: dict[str, str] = {
+    "test_chaos_processes": "own",
+    "test_spark_streams_broker_restart": "own",
     "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
-    "out_a_restart",
+    "out_a_restart": "own",
+    # The checker's runs against embedded brokers, proxies and clients of its own ...
+    "test_checker": "own",
+    # ... but for its runs against RabbitMQ and ActiveMQ.
+    "test_checker::test_a_fresh_run_gives_the_committed_verdicts": "shared",
+    "test_adapters::test_heartbeats_keep_an_idle_connection_alive": "alone",
+    "test_threads_read_role": "alone",
+    "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
+    "heartbeats": "alone",
+    "test_browser_stompjs": "alone",
 }
-#: The serial tests whose timers are 500 ms or shorter: scripts/test.sh runs them once
-#: both lanes have ended, with nothing beside them (marker ``serial_alone``).
-SERIAL_ALONE = {
-    "test_adapters::test_heartbeats_keep_an_idle_connection_alive",
-    "test_threads_read_role",
-    "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_heartbeats",
-    "test_browser_stompjs",
-}
+
+
+def serial_lane(module: str, name: str) -> str:
+    """The lane of serial test ``name`` of ``module`` (see :data:`SERIAL_LANE`)."""
+    return SERIAL_LANE.get(f"{module}::{name}", SERIAL_LANE.get(module, "shared"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -288,10 +297,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", item.name)
         if module in SERIAL or f"{module}::{name}" in SERIAL:
             item.add_marker("serial")
-            if module in SERIAL_OWN or f"{module}::{name}" in SERIAL_OWN:
-                item.add_marker("serial_own")
-            elif module in SERIAL_ALONE or f"{module}::{name}" in SERIAL_ALONE:
-                item.add_marker("serial_alone")
+            lane = serial_lane(module, name)
+            if lane != "shared":
+                item.add_marker(f"serial_{lane}")
         elif item.get_closest_marker("serial"):
             # scripts/test.sh gives the serial passes only the modules SERIAL names.
             misplaced.add(f"{module}::{name}")
