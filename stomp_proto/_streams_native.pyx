@@ -14,6 +14,7 @@ it needs.
 """
 
 from ._decoder_native cimport HeadScanner
+from ._native_shared cimport stomp_pair
 
 from ._frame import Frame
 
@@ -76,6 +77,7 @@ def collect_messages(decoder, cursor, list got, stream):
     last = None
     take = cursor.take
     start, end = cursor.start, cursor.end
+    final = end - 1
     fast = decoder._fast
     if fast is not None and not isinstance(fast, HeadScanner):
         fast = None
@@ -94,12 +96,15 @@ def collect_messages(decoder, cursor, list got, stream):
         if cursor.last is not None and offset >= start:
             cursor.seen += 1
             cursor.last = offset
-            if offset >= end - 1:
+            if offset >= final:
                 cursor.done = True
-            if offset < end:
-                got.append((offset, frame))
-        elif take(offset):
-            got.append((offset, frame))
+            kept = offset < end
+        else:
+            kept = take(offset)
+        if kept:
+            # An int and a frame (immutable all the way down): no cycle can pass
+            # through the pair, so the collector need not track it.
+            got.append(stomp_pair(offset, frame))
         last = frame
         seen += 1
 
