@@ -152,28 +152,35 @@ def add_rows(
     list stamps, list names, list values, list ends, Py_ssize_t size,
 ):
     """StreamRows.add's loop, while no row repeats a header name: how many of
-    ``messages`` it appended, and the ``headers`` column's new size."""
-    cdef Py_ssize_t done = 0, j
-    cdef tuple headers, kept
+    ``messages`` it appended, and the ``headers`` column's new size.
+
+    A layout's fields are read once, where the layout changes (a broker sends
+    one, message after message), into C variables."""
+    cdef Py_ssize_t done = 0, j, key, row_id, stamp, width = 0
+    cdef tuple headers, kept = (), kept_names = (), layout_names = None
     layout = None  # a _Layout: a tuple subclass
     for offset, frame in messages:
-        headers = frame[1]
-        if layout is None or not same_names(headers, <tuple?>layout[NAMES]):
-            key = names_of(headers)
-            layout = layouts.get(key)
+        headers = <tuple?>frame[1]
+        if layout_names is None or not same_names(headers, layout_names):
+            found = names_of(headers)
+            layout = layouts.get(found)
             if layout is None:
-                layout = layout_of(key)
-        if layout[REPEATS] is not None:
-            return done, size
-        kept = <tuple?>layout[KEPT]
-        names.extend(layout[KEPT_NAMES])
+                layout = layout_of(found)
+            if layout[REPEATS] is not None:
+                return done, size
+            layout_names = <tuple?>layout[NAMES]
+            kept = <tuple?>layout[KEPT]
+            kept_names = <tuple?>layout[KEPT_NAMES]
+            width = len(kept)
+            key, row_id, stamp = layout[KEY], layout[ROW_ID], layout[STAMP]
+        names.extend(kept_names)
         for j in kept:
             values.append((<tuple?>headers[j])[1])
-        size += len(kept)
+        size += width
         ends.append(size)
-        keys.append(value_at(headers, layout[KEY]))
-        row_ids.append(value_at(headers, layout[ROW_ID]))
-        stamps.append(value_at(headers, layout[STAMP]))
+        keys.append(value_at(headers, key))
+        row_ids.append(value_at(headers, row_id))
+        stamps.append(value_at(headers, stamp))
         offsets.append(offset)
         bodies.append(frame[2])
         done += 1
