@@ -14,6 +14,7 @@ it needs.
 """
 
 from ._decoder_native cimport HeadScanner
+from ._native_shared cimport stomp_pair
 
 from ._frame import Frame
 
@@ -64,11 +65,19 @@ cdef object stream_offset(tuple headers, object stream):
 
 
 def collect_messages(decoder, cursor, list got, stream):
-    """_messages.collect_messages: the same frames decoded, counted and kept."""
+    """_messages.collect_messages: the same frames decoded, counted and kept.
+
+    The cursor's ``take`` runs here for a message after the range's first (it
+    has a ``last``) at or past its start: what ``RangeCursor.take`` does then,
+    without a Python call per row.  The first message, and any before the start,
+    go through ``take`` itself (its data-loss check and its refusal).
+    """
     cdef Py_ssize_t seen = 0
     cdef tuple headers
     last = None
     take = cursor.take
+    start, end = cursor.start, cursor.end
+    final = end - 1
     fast = decoder._fast
     if fast is not None and not isinstance(fast, HeadScanner):
         fast = None
@@ -84,8 +93,18 @@ def collect_messages(decoder, cursor, list got, stream):
             continue
         headers = frame[1]
         offset = stream_offset(headers, stream)
-        if take(offset):
-            got.append((offset, frame))
+        if cursor.last is not None and offset >= start:
+            cursor.seen += 1
+            cursor.last = offset
+            if offset >= final:
+                cursor.done = True
+            kept = offset < end
+        else:
+            kept = take(offset)
+        if kept:
+            # An int and a frame (immutable all the way down): no cycle can pass
+            # through the pair, so the collector need not track it.
+            got.append(stomp_pair(offset, frame))
         last = frame
         seen += 1
 
@@ -133,28 +152,35 @@ def add_rows(
     list stamps, list names, list values, list ends, Py_ssize_t size,
 ):
     """StreamRows.add's loop, while no row repeats a header name: how many of
-    ``messages`` it appended, and the ``headers`` column's new size."""
-    cdef Py_ssize_t done = 0, j
-    cdef tuple headers, kept
+    ``messages`` it appended, and the ``headers`` column's new size.
+
+    A layout's fields are read once, where the layout changes (a broker sends
+    one, message after message), into C variables."""
+    cdef Py_ssize_t done = 0, j, key, row_id, stamp, width = 0
+    cdef tuple headers, kept = (), kept_names = (), layout_names = None
     layout = None  # a _Layout: a tuple subclass
     for offset, frame in messages:
-        headers = frame[1]
-        if layout is None or not same_names(headers, <tuple?>layout[NAMES]):
-            key = names_of(headers)
-            layout = layouts.get(key)
+        headers = <tuple?>frame[1]
+        if layout_names is None or not same_names(headers, layout_names):
+            found = names_of(headers)
+            layout = layouts.get(found)
             if layout is None:
-                layout = layout_of(key)
-        if layout[REPEATS] is not None:
-            return done, size
-        kept = <tuple?>layout[KEPT]
-        names.extend(layout[KEPT_NAMES])
+                layout = layout_of(found)
+            if layout[REPEATS] is not None:
+                return done, size
+            layout_names = <tuple?>layout[NAMES]
+            kept = <tuple?>layout[KEPT]
+            kept_names = <tuple?>layout[KEPT_NAMES]
+            width = len(kept)
+            key, row_id, stamp = layout[KEY], layout[ROW_ID], layout[STAMP]
+        names.extend(kept_names)
         for j in kept:
             values.append((<tuple?>headers[j])[1])
-        size += len(kept)
+        size += width
         ends.append(size)
-        keys.append(value_at(headers, layout[KEY]))
-        row_ids.append(value_at(headers, layout[ROW_ID]))
-        stamps.append(value_at(headers, layout[STAMP]))
+        keys.append(value_at(headers, key))
+        row_ids.append(value_at(headers, row_id))
+        stamps.append(value_at(headers, stamp))
         offsets.append(offset)
         bodies.append(frame[2])
         done += 1

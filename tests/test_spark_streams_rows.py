@@ -32,8 +32,9 @@ from stomp_proto import (  # noqa: E402
 from stomp_proto._client._errors import ConnectionLost  # noqa: E402
 from stomp_proto.spark import _schema  # noqa: E402
 from stomp_proto.spark._options import ConnectionSettings  # noqa: E402
-from stomp_proto.spark._streams import _messages  # noqa: E402
+from stomp_proto.spark._streams import _link, _messages  # noqa: E402
 from stomp_proto.spark._streams._offsets import (  # noqa: E402
+    DataLossError,
     RangeCursor,
     StreamRange,
     StreamsReaderSettings,
@@ -302,10 +303,12 @@ needs_native = pytest.mark.skipif(
 )
 
 
-def collected(collect: Any, chunks: list[bytes], start: int, end: int) -> list[Any]:
+def collected(
+    collect: Any, chunks: list[bytes], start: int, end: int, *, check_loss: bool = False
+) -> list[Any]:
     """What ``collect`` gives for each chunk of a read of ``[start, end)``, as reprs."""
     decoder = FrameDecoder("1.2")
-    cursor = RangeCursor(STREAM, start, end, fail_on_data_loss=False)
+    cursor = RangeCursor(STREAM, start, end, fail_on_data_loss=check_loss)
     trace: list[Any] = []
     for chunk in chunks:
         decoder.receive_data(chunk)
@@ -327,10 +330,29 @@ def test_the_native_message_step_sorts_frames_as_the_pure_one() -> None:
     between = data.index(b"\x00MESSAGE") + 1
     stream = data[:between] + b"\n" + data[between:] + error + data
     for how, chunks in splits(stream):
-        # The whole range, one that starts late, and one that ends early (then drops).
-        for start, end in ((0, 11), (3, 11), (0, 5)):
-            native = collected(_messages.collect, chunks, start, end)
-            assert native == collected(_messages.collect_messages, chunks, start, end), how
+        # The whole range, one that starts late, one that ends early (then drops), one
+        # that ends at its first message, and one whose start is one before the first
+        # message (a segment's opening entry: no data loss).
+        for start, end in ((0, 11), (3, 11), (0, 5), (0, 1), (-1, 4)):
+            for check_loss in (False, True):
+                native = collected(_messages.collect, chunks, start, end, check_loss=check_loss)
+                pure = collected(
+                    _messages.collect_messages, chunks, start, end, check_loss=check_loss
+                )
+                assert native == pure, (how, start, end, check_loss)
+
+
+@needs_native
+def test_a_range_whose_start_is_gone_fails_alike_on_both_steps() -> None:
+    _, data = recorded_session()
+    # The stream's first message is offset 0: a range from -5 lost its start to
+    # retention (with failOnDataLoss); without the check, both take from 0 on.
+    for collect in (_messages.collect, _messages.collect_messages):
+        with pytest.raises(DataLossError, match="'orders-0'"):
+            collected(collect, [data], -5, 11, check_loss=True)
+    assert collected(_messages.collect, [data], -5, 11) == collected(
+        _messages.collect_messages, [data], -5, 11
+    )
 
 
 @needs_native
@@ -363,3 +385,23 @@ def test_the_native_row_step_builds_the_pure_ones_batches(
     native = batches()
     monkeypatch.setattr(_schema, "_native", None)
     assert native == batches()
+
+
+def test_a_range_read_pauses_after_a_short_read_only_while_more_is_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A task faster than the broker would wake for every few messages: after a read
+    # shorter than _SHORT_READ it pauses, so that the next read finds more.  Not
+    # after a long read (it is behind), nor once the range is read.
+    encoder = FrameEncoder("1.2")
+    big = encoder.encode(message(0, [], b"b" * _link._SHORT_READ))
+    small = [encoder.encode(message(i, [], b"s")) for i in (1, 2)]
+    connected, _ = recorded_session()
+    sock = ReplaySocket([connected, big, small[0], small[1], GOODBYE])
+    monkeypatch.setattr(ConnectionSettings, "open_socket", lambda self: sock)
+    pauses: list[float] = []
+    monkeypatch.setattr(_link.time, "sleep", pauses.append)
+    settings = StreamsReaderSettings.from_options({"streams": STREAM, "readTimeout": "5"})
+    batches = list(read_partition(ConnectionSettings(), settings, StreamRange(STREAM, 0, 3)))
+    assert [r["offset"] for b in batches for r in b.to_pylist()] == [0, 1, 2]
+    assert pauses == [_link._READ_PAUSE]

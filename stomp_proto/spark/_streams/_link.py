@@ -64,6 +64,10 @@ __all__ = [
 ]
 
 _READ_SIZE = 256 * 1024
+#: A range read that got less than this from one read waits _READ_PAUSE before the
+#: next, so that the broker's deliveries are read in bulk (see _read_from).
+_SHORT_READ = 64 * 1024
+_READ_PAUSE = 0.002
 log = logging.getLogger("stomp_proto.spark")
 
 
@@ -449,6 +453,14 @@ def _read_from(
     1.4-1.9x faster (measured on 50,000 messages).  ACKs and the final DISCONNECT
     are encoded by the library's
     :class:`~stomp_proto.FrameEncoder` for the negotiated version.
+
+    A read that brought less than ``_SHORT_READ`` bytes is followed by a pause of
+    ``_READ_PAUSE`` (2 ms) before the next, as a Kafka consumer's ``fetch.max.wait.ms``
+    gathers a fetch: a task faster than the broker (about 50k messages/s over
+    STOMP) would otherwise wake for every few messages, and those wake-ups cost
+    it more CPU than the messages (measured: about 5 messages per read and twice
+    the CPU per row on the accelerated build).  The broker keeps sending into the
+    socket meanwhile, within the prefetch, so the rows/s stay what it delivers.
     """
     link = StreamLink(settings)
     try:
@@ -501,6 +513,8 @@ def _read_from(
                 sock.sendall(encoder.encode(_ack_frame(version, last)))
                 unacked = 0
             yield got
+            if len(data) < _SHORT_READ and not cursor.done:
+                time.sleep(_READ_PAUSE)
         _disconnect(sock, decoder, encoder, read_timeout)
     except ProtocolError as exc:
         raise ConnectionLost(f"bad data from the broker: {exc}") from exc

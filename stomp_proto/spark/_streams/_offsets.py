@@ -620,7 +620,11 @@ class RangeCursor:
         self._check_loss = fail_on_data_loss
 
     def take(self, offset: int) -> bool:
-        """True if the message at ``offset`` is one of the range's (emit it)."""
+        """True if the message at ``offset`` is one of the range's (emit it).
+
+        The native twin of collect_messages (``stomp_proto/_streams_native.pyx``)
+        does the same, inline, for a message after the first at or past the start.
+        """
         if self.last is None and self._check_loss and offset > self.start + 1:
             raise DataLossError(data_loss_message(self.stream, self.start, offset))
         if offset < self.start:  # not expected from offset=K; never emit it twice
