@@ -19,6 +19,7 @@ from stomp_proto import (
     LocalProtocolError,
     Message,
     Receipt,
+    Send,
     ServerConnection,
     Subscribe,
     Unsubscribe,
@@ -336,3 +337,67 @@ def test_connect_options_repr_hides_the_passcode() -> None:
     options = ConnectOptions(login="alice", passcode="s3cret")
     assert "s3cret" not in repr(options) and "login='alice'" in repr(options)
     assert options.connect_event().passcode == "s3cret"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "headers", "transaction"),
+    [
+        (b"x" * 4096, None, {"x-ts": "1"}, None),
+        (b"", "application/json", (("a", "1"), ("a", "2")), "tx-1"),
+        (bytearray(b"abc"), None, None, None),
+        ("text", None, {}, None),
+    ],
+)
+def test_the_send_of_send_is_the_event_a_user_would_make(
+    body: bytes | bytearray | str,
+    content_type: str | None,
+    headers: dict[str, str] | tuple[tuple[str, str], ...] | None,
+    transaction: str | None,
+) -> None:
+    """send() makes its SEND without the dataclass's __init__ when it can: every
+    field must still be set, and to what Send(...) gives (a str body is UTF-8
+    text, a bytearray becomes bytes)."""
+    core: ClientCore[Handle] = ClientCore(ConnectOptions())
+    for receipt in (False, True):
+        event, receipt_id = core.send_event(
+            "/queue/a",
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=transaction,
+            receipt=receipt,
+            content_length=False,
+        )
+        wanted = Send(
+            "/queue/a",
+            body,  # type: ignore[arg-type]  # converted, as send() converts it
+            content_type=content_type,
+            transaction=transaction,
+            receipt=receipt_id,
+            headers=headers or (),  # type: ignore[arg-type]
+            content_length=False,
+        )
+        assert (receipt_id is not None) is receipt
+        assert event == wanted
+        assert dataclasses.asdict(event) == dataclasses.asdict(wanted)
+
+
+@pytest.mark.parametrize("destination", ["", None, 7])
+def test_send_to_no_destination_is_refused_as_a_user_made_send_is(destination: object) -> None:
+    """A SEND needs a destination, a non-empty string (STOMP 1.2, SEND: "REQUIRED
+    headers: destination"): send() refuses one as the Send a user makes is refused
+    (a LocalProtocolError for an empty one, a TypeError for one not a str)."""
+    core = Session("1.2", "auto").core
+    with pytest.raises((TypeError, LocalProtocolError)) as by_user:
+        core.conn.send(Send(destination, b"x"))  # type: ignore[arg-type]
+    with pytest.raises(by_user.type, match=str(by_user.value)[:20]):
+        event, _ = core.send_event(
+            destination,  # type: ignore[arg-type]
+            b"x",
+            content_type=None,
+            headers=None,
+            transaction=None,
+            receipt=False,
+            content_length=True,
+        )
+        core.conn.send(event)

@@ -67,7 +67,7 @@ class _Session:
     attempt's session.
     """
 
-    __slots__ = ("conn", "connected", "current", "error", "paused", "reader", "stream")
+    __slots__ = ("conn", "connected", "current", "error", "held", "paused", "reader", "stream")
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
         self.conn = conn
@@ -81,6 +81,8 @@ class _Session:
         self.error: ClientError | None = None
         #: Whether its reader waits for room in a full subscription buffer.
         self.paused = False
+        #: The message read that waits for that room, and its subscription.
+        self.held: tuple[AsyncSubscription, Message] | None = None
 
     async def abandon(self) -> None:
         """End this attempt: cancel its reader, close its stream."""
@@ -161,14 +163,15 @@ class AsyncSubscription:
         """
         began = 0 if self._tracing is None else time.time_ns()
         if not self._messages and not self._ended:
-            # Only a consumer that must wait arms a timeout (it costs more than a get).
-            try:
-                async with self._client._backend.timeout(timeout):
-                    while not self._messages and not self._ended:
-                        self._arrived.clear()
-                        await self._arrived.wait()
-            except TimeoutError:
-                raise message_timed_out(self.destination, timeout) from None
+            if timeout is None:
+                await self._wait_for_message()
+            else:
+                # Only a consumer that must wait arms a timeout (it costs more than a get).
+                try:
+                    async with self._client._backend.timeout(timeout):
+                        await self._wait_for_message()
+                except TimeoutError:
+                    raise message_timed_out(self.destination, timeout) from None
         if not self._messages:
             if self._error is not None:
                 self._client._core.reported(self._error)
@@ -181,6 +184,11 @@ class AsyncSubscription:
             client = self._client
             self._tracing.received(message, client.broker, client.version, began)
         return message
+
+    async def _wait_for_message(self) -> None:
+        while not self._messages and not self._ended:
+            self._arrived.clear()
+            await self._arrived.wait()
 
     def _put_nowait(self, message: Message) -> bool:
         """Buffer ``message`` (the reader); False when the buffer is full."""
@@ -336,34 +344,17 @@ class AsyncClient(ClientView):
         error: ClientError
         try:
             while True:
-                event = conn.next_event()
-                if event is None:
-                    try:
-                        async with self._backend.timeout(self._until_timer(conn)):
-                            data = await stream.receive()
-                    except TimeoutError:
-                        await self._write_timer(stream, conn, reading=True)
-                        continue
-                    conn.receive_data(data or None)
-                    continue
-                # (A message routes to itself: no call for the common event.)
-                route = event if type(event) is Message else self._core.route(event)
-                if type(route) is Message:
-                    full = self._deliver(route)
-                    if full is not None:
-                        session.paused = True
-                        await self._deliver_when_room(full, route, stream, conn)
-                        session.paused = False
-                elif isinstance(route, Resolve):
-                    if route.key == CONNECT_WAITER:
-                        if not session.connected.done():
-                            session.connected.set_result(route.value)
-                        continue
-                    waiter = self._waiters.pop(route.key, None)
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(route.value)
-                elif isinstance(route, End):
-                    raise route.error
+                # One timer for the heart-beats, armed again only when the
+                # connection's deadline may have moved: get_timer() changes when
+                # handle_timer runs, at CONNECTED and at the end, not per read.
+                # A timer per read cost as much as the read.
+                try:
+                    async with self._backend.timeout(self._until_timer(conn)):
+                        await self._read_events(session, stream, conn)
+                except TimeoutError as exc:
+                    if exc.args:  # not the timer's: a system error (ETIMEDOUT)
+                        raise
+                    await self._write_timer(stream, conn, reading=not session.paused)
         except ClientError as exc:
             error = exc
         except (ProtocolError, OSError) as exc:
@@ -415,20 +406,48 @@ class AsyncClient(ClientView):
             return None
         return subscription
 
-    async def _deliver_when_room(
-        self,
-        subscription: AsyncSubscription,
-        message: Message,
-        stream: Stream,
-        conn: ClientConnection,
-    ) -> None:
+    async def _read_events(self, session: _Session, stream: Stream, conn: ClientConnection) -> None:
+        """Read, and act on each event, until the heart-beat timer must be armed anew
+        (CONNECTED came); the session's end is raised.
+
+        The timer interrupts it at its waits (for bytes, for room), where
+        nothing read is lost: a message waiting for room stays ``session.held``.
+        """
+        while True:
+            if session.held is not None:
+                await self._deliver_when_room(session)
+            event = conn.next_event()
+            if event is None:
+                data = await stream.receive()
+                conn.receive_data(data or None)
+                continue
+            # (A message routes to itself: no call for the common event.)
+            route = event if type(event) is Message else self._core.route(event)
+            if type(route) is Message:
+                full = self._deliver(route)
+                if full is not None:
+                    session.held = (full, route)
+            elif isinstance(route, Resolve):
+                if route.key == CONNECT_WAITER:
+                    if not session.connected.done():
+                        session.connected.set_result(route.value)
+                    return  # the heart-beats start now
+                waiter = self._waiters.pop(route.key, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(route.value)
+            elif isinstance(route, End):
+                raise route.error
+
+    async def _deliver_when_room(self, session: _Session) -> None:
+        """Buffer the held message once its subscription has room, or ends (then it is
+        dropped).  A full buffer pauses reading (back-pressure), not heart-beats."""
+        assert session.held is not None
+        subscription, message = session.held
+        session.paused = True
         while not subscription._ended and not subscription._put_nowait(message):
-            # A full buffer pauses reading (back-pressure) but not heart-beats.
-            try:
-                async with self._backend.timeout(self._until_timer(conn)):
-                    await subscription._wait_for_room()
-            except TimeoutError:
-                await self._write_timer(stream, conn, reading=False)
+            await subscription._wait_for_room()
+        session.held = None
+        session.paused = False
 
     def _fail_waiters(self, error: ClientError) -> None:
         waiters = list(self._waiters.values())
@@ -515,75 +534,82 @@ class AsyncClient(ClientView):
         receipt: str | None = None,
         settles: Message | None = None,
     ) -> None:
-        """Write ``event``; with ``receipt``, wait until the broker confirms it."""
+        """Write ``event``; with ``receipt``, wait until the broker confirms it.
+
+        ``settles``: the message an ACK or NACK is for (it must have come on
+        the current connection).  One coroutine for a write without a
+        receipt: it runs for every message sent and acknowledged.
+        """
         try:
-            await self._write(event, receipt, settles)
+            if not self._ready.is_set():
+                await self._wait_ready()
+            if self._core.error is not None:
+                raise self._core.error
+            if self._closing:
+                raise ConnectionLost("the client is closed")
+            session = self._session
+            assert session is not None and session.stream is not None
+            stream = session.stream
+            waiter = self._expect(receipt) if receipt is not None else None
+            lock = self._write_lock
+            try:
+                # The lock taken without a coroutine when free (most writes): two
+                # fewer coroutines per frame than ``async with``.
+                if not lock.take():
+                    await lock.acquire()
+                try:
+                    conn = session.conn
+                    if conn.state is ConnectionState.CLOSED or session.error is not None:
+                        raise self._core.error or ConnectionLost("the connection is closed")
+                    data = self._core.frame(conn, event, settles)
+                    await stream.send(data)
+                finally:
+                    lock.release()
+            except OSError as exc:
+                self._waiters.pop(receipt or "", None)
+                raise await self._why_send_failed(session, exc) from exc
+            except BaseException:
+                if receipt is not None:
+                    self._waiters.pop(receipt, None)
+                raise
+            if waiter is not None:
+                assert receipt is not None
+                await self._wait_receipt(session, event, receipt, waiter)
         except BrokerError as exc:
             self._core.reported(exc)  # told now: not again at the next call
             raise
 
-    async def _write(
-        self,
-        event: FrameEvent | PlainSettle,
-        receipt: str | None = None,
-        settles: Message | None = None,
-    ) -> None:
-        """Write ``event``; with ``receipt``, wait until the broker confirms it.
-
-        ``settles``: the message an ACK or NACK is for (it must have come on
-        the current connection).
-        """
-        if not self._ready.is_set():
-            try:
-                async with self._backend.timeout(self._options.timeout):
-                    await self._ready.wait()
-            except TimeoutError:
-                # The connection is what is missing, not an answer: say so.
-                raise ConnectionLost(
-                    f"no session with the broker within {self._options.timeout} s (reconnecting)"
-                ) from None
-        if self._core.error is not None:
-            raise self._core.error
-        if self._closing:
-            raise ConnectionLost("the client is closed")
-        session = self._session
-        assert session is not None and session.stream is not None
-        stream = session.stream
-        waiter = self._expect(receipt) if receipt is not None else None
-        lock = self._write_lock
+    async def _wait_ready(self) -> None:
+        """Until a session is up or the client has ended, for the options' ``timeout``."""
         try:
-            # The lock taken without a coroutine when free (most writes): two
-            # fewer coroutines per frame than ``async with``.
-            if not lock.take():
-                await lock.acquire()
-            try:
-                conn = session.conn
-                if conn.state is ConnectionState.CLOSED or session.error is not None:
-                    raise self._core.error or ConnectionLost("the connection is closed")
-                data = self._core.frame(conn, event, settles)
-                await stream.send(data)
-            finally:
-                lock.release()
-        except OSError as exc:
-            self._waiters.pop(receipt or "", None)
-            raise await self._why_send_failed(session, exc) from exc
-        except BaseException:
-            if receipt is not None:
-                self._waiters.pop(receipt, None)
-            raise
-        if waiter is not None:
-            try:
-                async with self._backend.timeout(self._options.timeout):
-                    await waiter.wait()
-            except TimeoutError:
-                assert receipt is not None and not isinstance(event, PlainSettle)
-                self._waiters.pop(receipt, None)
-                timed_out, lost = self._core.receipt_timed_out(
-                    event, self._options.timeout, paused=session.paused
-                )
-                if lost is not None:
-                    await self._leave(session, lost)
-                raise timed_out from None
+            async with self._backend.timeout(self._options.timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            # The connection is what is missing, not an answer: say so.
+            raise ConnectionLost(
+                f"no session with the broker within {self._options.timeout} s (reconnecting)"
+            ) from None
+
+    async def _wait_receipt(
+        self,
+        session: _Session,
+        event: FrameEvent | PlainSettle,
+        receipt: str,
+        waiter: Waiter[Event],
+    ) -> None:
+        """Until the RECEIPT ``receipt`` of ``event``, written on ``session``, comes."""
+        try:
+            async with self._backend.timeout(self._options.timeout):
+                await waiter.wait()
+        except TimeoutError:
+            assert not isinstance(event, PlainSettle)
+            self._waiters.pop(receipt, None)
+            timed_out, lost = self._core.receipt_timed_out(
+                event, self._options.timeout, paused=session.paused
+            )
+            if lost is not None:
+                await self._leave(session, lost)
+            raise timed_out from None
 
     async def _leave(self, session: _Session, error: ConnectionLost) -> None:
         """End ``session`` with ``error`` though its connection stands (the broker went

@@ -20,7 +20,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection
@@ -247,6 +247,59 @@ def wide_window(subscribe: Subscribe) -> bool:
     return False
 
 
+#: Send's fields, in their order: :func:`_new_send` sets each (and checks, as it is
+#: made, that these are all there are).
+_SEND_FIELDS = (
+    "destination",
+    "body",
+    "content_type",
+    "transaction",
+    "receipt",
+    "headers",
+    "content_length",
+)
+
+
+def _send_slots() -> tuple[Any, ...]:
+    names = tuple(field.name for field in dataclasses.fields(Send))
+    if names != _SEND_FIELDS:  # pragma: no cover - a field added to Send must be set here
+        raise AssertionError(f"Send's fields are {names}, not {_SEND_FIELDS}")
+    return tuple(getattr(Send, name) for name in names)
+
+
+_DESTINATION, _BODY, _CONTENT_TYPE, _TRANSACTION, _RECEIPT, _HEADERS, _CONTENT_LENGTH = (
+    _send_slots()
+)
+
+
+def _new_send(
+    destination: str,
+    body: bytes,
+    content_type: str | None,
+    transaction: str | None,
+    receipt: str | None,
+    headers: tuple[tuple[str, str], ...],
+    content_length: bool,
+) -> Send:
+    """``Send(...)`` of a body of bytes, headers in a tuple and a destination that is
+    not empty, without the dataclass's ``__init__`` (half the cost): its
+    ``__post_init__`` has nothing to convert or refuse in those, and the
+    connection checks every field as it makes the frame.  Every SEND of
+    ``send()`` is made here."""
+    event = _new_object(Send)
+    _DESTINATION.__set__(event, destination)
+    _BODY.__set__(event, body)
+    _CONTENT_TYPE.__set__(event, content_type)
+    _TRANSACTION.__set__(event, transaction)
+    _RECEIPT.__set__(event, receipt)
+    _HEADERS.__set__(event, headers)
+    _CONTENT_LENGTH.__set__(event, content_length)
+    return event
+
+
+_new_object = object.__new__
+
+
 def _header_pairs(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
 ) -> tuple[tuple[str, str], ...]:
@@ -399,14 +452,20 @@ class ClientCore(Generic[S]):
             elif isinstance(body, (bytearray, memoryview)):
                 body = bytes(body)
             # Anything else is not sendable: Send refuses it, saying so.
-        receipt_id = self._receipt(receipt)
-        event = Send(
+        receipt_id = self.next_id("receipt") if receipt else None
+        pairs = _header_pairs(headers) if headers else ()
+        if type(body) is bytes and destination != "":
+            made = _new_send(
+                destination, body, content_type, transaction, receipt_id, pairs, content_length
+            )
+            return made, receipt_id
+        event = Send(  # it says what is wrong with the body, or the destination
             destination,
             body,
             content_type=content_type,
             transaction=transaction,
             receipt=receipt_id,
-            headers=_header_pairs(headers) if headers else (),
+            headers=pairs,
             content_length=content_length,
         )
         return event, receipt_id

@@ -593,7 +593,8 @@ class Client(ClientView):
         arrived: list[Message] = []  # handed over together (see _deliver)
         core = self._core
         for event in events:
-            route = core.route(event)
+            # (A message routes to itself: no call for the common event.)
+            route = event if type(event) is Message else core.route(event)
             if type(route) is Message:
                 arrived.append(route)
                 continue
