@@ -393,6 +393,14 @@ def test_data_lost_to_retention(
             first = probe_streams(settings, [stream], tails=False, timeout=2.0)[stream].first
             if first:
                 break
+        # Retention deletes segments in the background: under load it may still be
+        # at it after a probe saw the first one go (CI once saw 216, then 666).  The
+        # planner must see what the test saw, so wait until two probes 1 s apart agree.
+        seen = None
+        while first is not None and first != seen and time.monotonic() < deadline + 30:
+            seen = first
+            time.sleep(1.0)
+            first = probe_streams(settings, [stream], tails=False, timeout=2.0)[stream].first
     finally:
         with contextlib.suppress(RuntimeError, OSError, subprocess.SubprocessError):
             rabbitmqctl("clear_policy", "-p", rabbitmq.vhost, policy)
