@@ -750,8 +750,11 @@ def test_what_is_retried_and_what_fails_at_once() -> None:
         "stream 'o-0' does not exist on the broker (the broker said: not_found: NOT_FOUND - "
         "home node 'rabbit@host' of durable queue 'o-0' in vhost '/' is down or inaccessible)"
     )
+    racing = BrokerError(
+        Error(message="PRECONDITION_FAILED - queue 'o-0' does not have a replica on the local node")
+    )
     failures: list[BaseException] = [not_back, ConnectionLost("the broker closed the connection"),
-                                      BrokenPipeError(32, "Broken pipe")]  # fmt: skip
+                                      BrokenPipeError(32, "Broken pipe"), racing]  # fmt: skip
 
     def flaky() -> str:
         if failures:

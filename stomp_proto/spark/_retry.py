@@ -14,7 +14,11 @@ and sinks.  What is retried is what a restart looks like from a client
   with ``Processing error`` when a stream delivers before the plugin has
   registered the new subscription.
 * a broker that says it is shutting down as it stops (the embedded broker's
-  ERROR ``broker shutting down``).
+  ERROR ``broker shutting down``);
+* two tasks declaring the same new stream at once (every write task of a
+  sink declares the streams its rows go to): RabbitMQ refuses the one that
+  loses the race with ``PRECONDITION_FAILED - ... does not have a replica on
+  the local node`` until the winner's stream is up, and the next try finds it.
 
 A wrong login, a stream that does not exist, a certificate that does not
 verify, or a read that times out while the broker is up fail at once.
@@ -44,8 +48,14 @@ log = logging.getLogger("stomp_proto.spark")
 FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
 #: What the broker says when a retry helps: a stream not yet back after a restart,
-#: RabbitMQ 3.10's STOMP plugin losing a race with a stream's first delivery, a stop.
-PASSING_ERRORS = ("is down or inaccessible", "Processing error", "shutting down")
+#: RabbitMQ 3.10's STOMP plugin losing a race with a stream's first delivery, a stop,
+#: a stream that another connection is declaring at the same moment.
+PASSING_ERRORS = (
+    "is down or inaccessible",
+    "Processing error",
+    "shutting down",
+    "does not have a replica on the local node",
+)
 
 T = TypeVar("T")
 
