@@ -677,6 +677,7 @@ def test_cli_refuses_a_bad_websocket_path(command: str) -> None:
 def test_wss(adapter: str, certificate: tuple[Path, Path]) -> None:  # noqa: F811 (fixture)
     server_context = _server_context(certificate)
     trusting = ssl.create_default_context(cafile=str(certificate[0]))
+    steps: list[str] = []  # what the third-party client has done, for a failure's message
 
     async def scenario(h: Harness) -> None:
         broker = await h.start_broker(ssl=server_context, websocket=PATH)
@@ -688,10 +689,15 @@ def test_wss(adapter: str, certificate: tuple[Path, Path]) -> None:  # noqa: F81
             await client.send(queue, b"secret", receipt=True)
             assert (await messages.get(WAIT)).body == b"secret"
             # A third-party wss:// client on the same TLS port.
-            await blocking(h, third_party_wss, broker.port, trusting, queue)
+            await blocking(h, third_party_wss, broker.port, trusting, queue, steps)
             assert (await messages.get(WAIT)).body == b"via websockets"
 
-    run(adapter, scenario)
+    try:
+        run(adapter, scenario)
+    except TimeoutError as exc:
+        # Once, on a loaded CI machine, the scenario ran out of time with the
+        # third-party client still in its thread: say where it was.
+        raise AssertionError(f"the websockets client's steps so far: {steps}") from exc
 
 
 async def blocking(h: Harness, function: Callable[..., object], *args: object) -> None:
@@ -702,16 +708,30 @@ async def blocking(h: Harness, function: Callable[..., object], *args: object) -
         await in_thread(function, *args)
 
 
-def third_party_wss(port: int, context: ssl.SSLContext, queue: str) -> None:
+def third_party_wss(port: int, context: ssl.SSLContext, queue: str, steps: list[str]) -> None:
+    """CONNECT and a SEND with a receipt from the websockets library's own client.
+
+    Every step is bounded by WAIT, the closing handshake too (its default is 10 s),
+    and each is noted in ``steps`` as it begins.
+    """
+    steps.append("TLS and the WebSocket handshake")
     with ws_connect(
-        f"wss://{HOST}:{port}{PATH}", ssl=context, subprotocols=["v12.stomp"], open_timeout=WAIT
+        f"wss://{HOST}:{port}{PATH}",
+        ssl=context,
+        subprotocols=["v12.stomp"],
+        open_timeout=WAIT,
+        close_timeout=WAIT,
     ) as ws:
+        steps.append("CONNECT")
         ws.send(stomp_bytes("CONNECT", ("accept-version", "1.2"), ("host", "/")))
         ws.recv(timeout=WAIT)
+        steps.append("SEND")
         ws.send(
             stomp_bytes("SEND", ("destination", queue), ("receipt", "r"), body=b"via websockets")
         )
         ws.recv(timeout=WAIT)
+        steps.append("the closing handshake")
+    steps.append("closed")
 
 
 # -- reconnecting ------------------------------------------------------------------------
