@@ -139,12 +139,61 @@ sys.exit('%d.%d' % sys.version_info[:2] != '$version' or platform.python_impleme
     return 1
 }
 
-# ensure_wheel_venv DIR PYTHON WHEEL EXTRAS: DIR becomes a venv of PYTHON (created when
-# missing) holding WHEEL's dependencies with EXTRAS, installed when pyproject.toml
-# changed since the last run, and the package itself reinstalled from WHEEL on every
-# call, so a file missing from the wheel is missing there too.
+# clone_venv SOURCE DIR: DIR becomes a venv of SOURCE's Python holding what SOURCE
+# holds, less SOURCE's editable install of the checkout.  The files are hard links
+# (copies across file systems): seconds, where pip takes a minute or more on a busy
+# machine, most of it unpacking pyspark again.  The scripts in SOURCE/bin are
+# copied with their first line pointed at DIR's Python.
+clone_venv() {
+    local source="$1" dir="$2" from to script
+    rm -rf "$dir"
+    "$source/bin/python" -m venv --without-pip "$dir" || return 1
+    from=$("$source/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    to=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    cp -al "$from/." "$to/" 2>/dev/null || cp -a "$from/." "$to/" || return 1
+    "$dir/bin/python" -m pip uninstall --quiet --yes stomp_proto || return 1
+    # pip wrote SOURCE's interpreter into its scripts' first line, by the path it was
+    # run with: the logical one, or the physical one when SOURCE is a link.
+    local logical physical target
+    logical="$(cd "$source" && pwd)/bin/python"
+    physical="$(cd "$source" && pwd -P)/bin/python"
+    target="$(cd "$dir" && pwd)/bin/python"
+    for script in "$source"/bin/*; do
+        case "${script##*/}" in
+            python* | activate* | Activate.ps1) continue ;;
+        esac
+        [ -f "$script" ] || continue
+        if [ "$(head -c 2 "$script")" = "#!" ]; then
+            sed -e "1s|^#!$logical[0-9.]*$|#!$target|" -e "1s|^#!$physical[0-9.]*$|#!$target|" \
+                "$script" > "$dir/bin/${script##*/}"
+            chmod --reference="$script" "$dir/bin/${script##*/}"
+        else
+            cp -a "$script" "$dir/bin/"  # a binary (ruff)
+        fi
+    done
+}
+
+# ensure_wheel_venv DIR PYTHON WHEEL EXTRAS [SOURCE]: DIR becomes a venv of PYTHON
+# (created when missing) holding WHEEL's dependencies with EXTRAS, installed when
+# pyproject.toml changed since the last run, and the package itself reinstalled from
+# WHEEL on every call, so a file missing from the wheel is missing there too.  SOURCE:
+# a venv of the same Python with the checkout installed editable with those extras
+# (ensure_venv's); its dependencies are cloned rather than installed again, when its
+# stamp says it holds those of this pyproject.toml.
 ensure_wheel_venv() {
-    local dir="$1" python="$2" wheel="$3" extras="$4" stamp wanted
+    local dir="$1" python="$2" wheel="$3" extras="$4" source="${5:-}" stamp wanted
+    stamp="$dir/.stomp-proto-installed"
+    wanted="$extras $(cksum < pyproject.toml)"
+    if [ -n "$source" ] && ! grep -qxF -- "$wanted" "$stamp" 2>/dev/null \
+        && grep -qxF -- ".[$extras] $(cksum < pyproject.toml)" "$source/.stomp-proto-installed" 2>/dev/null; then
+        _venv_say "==> $dir: a clone of $source, less its editable install"
+        if clone_venv "$source" "$dir"; then
+            printf '%s\n' "$wanted" > "$stamp"
+        else
+            _venv_say "cloning $source failed: $dir is made with pip instead"
+            rm -rf "$dir"
+        fi
+    fi
     if ! "$dir/bin/python" -m pip --version >/dev/null 2>&1; then
         rm -rf "$dir"
         _venv_say "==> creating $dir with $python"
@@ -154,8 +203,6 @@ ensure_wheel_venv() {
             _venv_create "$python" "$dir" || return 1
         fi
     fi
-    stamp="$dir/.stomp-proto-installed"
-    wanted="$extras $(cksum < pyproject.toml)"
     if ! grep -qxF -- "$wanted" "$stamp" 2>/dev/null; then
         _venv_say "==> installing the dependencies of ${wheel##*/}[$extras] into $dir"
         # --no-compile: byte-compiling every module of every dependency (pyspark has

@@ -155,9 +155,10 @@ fi
 # accelerated wheel built and installed there (the pure wheel when the build fails,
 # outside CI).  Writes the build it installed to .venv-VERSION/.stomp-proto-build.
 prepare_python() {
-    local version="$1" dir=".venv-$1" extras=test accelerated
-    [ "$version" = 3.11 ] && extras=dev
-    ensure_wheel_venv "$dir" "${PYTHON_OF[$version]}" "$WHEEL" "$extras"
+    local version="$1" dir=".venv-$1" extras=test accelerated source=
+    # 3.11's venv holds what .venv holds (the dev extras, on the same Python): a clone.
+    [ "$version" = 3.11 ] && extras=dev source=$VENV_DIR
+    ensure_wheel_venv "$dir" "${PYTHON_OF[$version]}" "$WHEEL" "$extras" ${source:+"$source"}
     echo pure > "$dir/.stomp-proto-build"
     if bash scripts/ensure-toolchain.sh "$dir/bin/python" \
         && "$dir/bin/python" scripts/build_accelerated.py --wheel "$WHEEL"; then
@@ -367,7 +368,13 @@ import sys
 sys.path.insert(0, "tests")
 from conftest import SERIAL, SERIAL_LANE
 lanes = {(SERIAL_LANE.get(name, "shared"), name.split("::")[0]) for name in {*SERIAL, *SERIAL_LANE}}
-for lane, module in sorted(lanes):
+# The Spark tests of each lane keep two cores busy (a JVM or two, the brokers): the own
+# lane runs them first, the shared lane last, so that they do not meet.
+def order(item):
+    lane, module = item
+    spark = module.startswith("test_spark")
+    return (lane, spark if lane == "shared" else not spark, module)
+for lane, module in sorted(lanes, key=order):
     print(lane, f"{module}.py")')
     while read -r lane path; do
         [ -e "tests/$path" ] || { echo "error: tests/conftest.py SERIAL names $path, which is gone" >&2; exit 1; }
