@@ -19,8 +19,9 @@
 # STOMP_PROTO_NO_EXTENSIONS=1 (the pure build; on 3.11 with the Spark read and write
 # tests).  These runs, fuzzing, the benchmark smoke run and the docs checks go as
 # jobs, STOMP_TEST_JOBS (3) at once, each run in two pytest-xdist workers; the tests
-# marked serial (tests/conftest.py SERIAL says why) run after them: those on the
-# shared brokers beside those with brokers of their own, then the short timers alone.  Extra
+# marked serial (tests/conftest.py SERIAL says why) run in lanes: those with brokers of
+# their own beside the last jobs, those on the shared brokers once every job is done,
+# then the short timers alone.  Extra
 # arguments go to every pytest run (-k heartbeat, tests/test_cli.py ...).
 # STOMP_PYTHONS="3.12" (say) narrows the other Pythons; "none" skips them.  See
 # docs/development.rst.  A failing step stops the run with a non-zero exit status
@@ -350,9 +351,10 @@ describe() {
 # the longest first.
 PARALLEL_RUNS=() SERIAL_RUNS_shared=() SERIAL_RUNS_own=() SERIAL_RUNS_alone=()
 DEFAULT_BUILD=$(installed_build 3.11)
-# The serial tests go in three lanes (tests/conftest.py): "shared" (the shared brokers)
-# and "own" (brokers and processes of their own) run side by side; "alone" (timers of
-# 500 ms or less) runs after both, with nothing beside it.  SERIAL_PATHS_<LANE>: the
+# The serial tests go in three lanes (tests/conftest.py): "own" (brokers and processes
+# of their own) starts beside the last jobs, "shared" (the shared brokers) when every
+# job is done; "alone" (timers of 500 ms or less) runs after both, with nothing beside
+# it.  SERIAL_PATHS_<LANE>: the
 # modules that hold a lane's tests, unless the pytest arguments name the tests
 # (collecting the whole suite for each serial pass costs seconds every time).
 LANES=(shared own alone)
@@ -448,23 +450,6 @@ fi
 JOB_QUEUE+=("${PARALLEL_RUNS[@]:1}")
 [ -n "${RUN_ARGS[bench]:-}" ] && JOB_QUEUE+=(bench)
 
-section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
-for name in "${JOB_QUEUE[@]}"; do
-    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
-    while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
-    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
-    if [ "$name" = fuzz ]; then
-        start_job fuzz "fuzz" fuzz
-    else
-        start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
-    fi
-done
-while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
-if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
-    echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
-    exit 1
-fi
-
 # serial_lane NAME...: those serial passes one after the other, each shown when it ends;
 # the first that fails ends the lane.
 serial_lane() {
@@ -481,14 +466,50 @@ serial_lane() {
         fi
     done
 }
-section "tests marked serial: the shared-broker and own-broker lanes side by side"
-[ ${#SERIAL_RUNS_shared[@]} -gt 0 ] && start_job serial-shared "serial tests, shared brokers" serial_lane "${SERIAL_RUNS_shared[@]}"
-[ ${#SERIAL_RUNS_own[@]} -gt 0 ] && start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
-while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
-if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
-    echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
-    exit 1
+# parallel_jobs: how many jobs are running, the serial lane of brokers of their own aside.
+parallel_jobs() {
+    local count=0 pid
+    for pid in "${!JOB_OF_PID[@]}"; do
+        [ "${JOB_OF_PID[$pid]}" = serial-own ] || count=$((count + 1))
+    done
+    echo "$count"
+}
+stop_if_failed() {
+    if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
+        while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
+        echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
+        exit 1
+    fi
+}
+
+section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
+for name in "${JOB_QUEUE[@]}"; do
+    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
+    while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
+    [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
+    if [ "$name" = fuzz ]; then
+        start_job fuzz "fuzz" fuzz
+    else
+        start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
+    fi
+done
+# The serial lane of brokers and processes of their own touches nothing that the jobs
+# use: it takes the first slot that frees once every job has started, and its Spark
+# tests (the first it runs: minutes of JVMs with generous time-outs) use the cores
+# that the last jobs leave idle.  The shared lane restarts and freezes the shared
+# brokers, which every run's failover tests use: it waits for every job.
+while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
+stop_if_failed
+if [ ${#SERIAL_RUNS_own[@]} -gt 0 ]; then
+    section "tests marked serial, brokers of their own: beside the last jobs"
+    start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
 fi
+while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "$(parallel_jobs)" -gt 0 ]; do finish_job; done
+stop_if_failed
+section "tests marked serial, shared brokers: every job done"
+[ ${#SERIAL_RUNS_shared[@]} -gt 0 ] && start_job serial-shared "serial tests, shared brokers" serial_lane "${SERIAL_RUNS_shared[@]}"
+while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
+stop_if_failed
 section "tests marked serial: short timers, alone"
 serial_lane "${SERIAL_RUNS_alone[@]}"
 
