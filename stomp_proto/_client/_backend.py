@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from .._events import Event, Message
 
@@ -26,6 +26,7 @@ __all__ = [
     "HandOverLock",
     "Queue",
     "Stream",
+    "TakingStream",
     "Task",
     "Waiter",
 ]
@@ -43,6 +44,22 @@ class Stream(Protocol):
     async def send(self, data: bytes) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TakingStream(Stream, Protocol):
+    """A stream whose bytes can be taken in the callback that brings them.
+
+    A reader waiting on ``receive`` is one task step per read, on top of the
+    transport's callback; with ``receive_or_take`` the callback hands the
+    bytes to ``take`` itself, and the reader wakes only when ``take`` asks.
+    """
+
+    async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
+        """As :meth:`receive`, but bytes that arrive while it waits go to
+        ``take(view)`` at once (the view is valid during the call only):
+        ``take`` consumes them all and returns True to go on waiting.  Returns
+        None once ``take`` has returned False, and raises what ``take`` raised."""
 
 
 class Waiter(Protocol[T]):

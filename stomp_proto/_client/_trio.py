@@ -192,9 +192,14 @@ class _TrioStream:
         self._pending_size = 0
         self._in_flight = True
         try:
-            await self._stream.send_all(data)
+            if self._fd >= 0:
+                await self._write_fd(data)
+            else:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._error = OSError(str(exc) or "connection closed")
+        except OSError as exc:  # (from the descriptor: a reset, a broken pipe)
+            self._error = exc
         except BaseException:
             # Cancelled part way (the client's nursery is ending): what is on
             # the wire may end inside a frame, so nothing more can be sent.
@@ -206,6 +211,20 @@ class _TrioStream:
             self._in_flight = False
             self._full.unpark_all()
 
+    async def _write_fd(self, data: bytes) -> None:
+        """``data`` written to the socket's descriptor, waiting only while it is full.
+
+        ``send_all`` passes trio's scheduler two or three times per write even
+        when the socket takes every byte at once; here a write that the socket
+        takes passes it not at all (the writer task passes it once per round).
+        """
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self._fd)
+
     async def aclose(self) -> None:
         try:
             # A write in progress may never end (say, a TLS handshake the peer
@@ -214,6 +233,9 @@ class _TrioStream:
                 self._writing = True
                 await self._write_pending()
         finally:
+            # The descriptor's number may be reused once it is closed: no
+            # direct read or write of it after this.
+            self._fd = -1
             await self._stream.aclose()
 
 
