@@ -8,7 +8,9 @@ what all adapters share (sync ones too) in ``ClientCore``.
 
 One task reads: it feeds the connection, routes each event (a message to its
 subscription's bounded queue, a receipt or CONNECTED to its waiter, an ERROR
-or a lost connection to everyone) and drives the heart-beat timer.  Callers
+or a lost connection to everyone) and drives the heart-beat timer.  On a
+stream that lets it (a TakingStream), the bytes are fed and the messages
+with room delivered where they are read; the reader acts on the rest.  Callers
 write; a lock keeps "make the frame, write it" atomic so that frames reach the
 wire in the order the connection made them.
 """

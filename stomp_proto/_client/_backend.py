@@ -48,18 +48,20 @@ class Stream(Protocol):
 
 @runtime_checkable
 class TakingStream(Stream, Protocol):
-    """A stream whose bytes can be taken in the callback that brings them.
+    """A stream whose bytes can be taken where they are read.
 
-    A reader waiting on ``receive`` is one task step per read, on top of the
-    transport's callback; with ``receive_or_take`` the callback hands the
-    bytes to ``take`` itself, and the reader wakes only when ``take`` asks.
+    ``receive`` returns each read to the reader: a copy of the bytes, and on
+    asyncio a task step on top of the transport's callback.  With
+    ``receive_or_take`` the bytes go to ``take`` as they are read (asyncio: in
+    the transport's callback; trio: in the reader's task, from the read
+    buffer), and the reader goes on only when ``take`` asks.
     """
 
     async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
         """As :meth:`receive`, but bytes that arrive while it waits go to
-        ``take(view)`` at once (the view is valid during the call only):
-        ``take`` consumes them all and returns True to go on waiting.  Returns
-        None once ``take`` has returned False, and raises what ``take`` raised."""
+        ``take(view)`` (the view is valid during the call only): ``take``
+        consumes them all and returns True to go on waiting.  Returns None
+        once ``take`` has returned False, and raises what ``take`` raised."""
 
 
 class Waiter(Protocol[T]):

@@ -98,7 +98,7 @@ class _TrioStream:
     async def receive(self) -> bytes:
         try:
             if self._fd >= 0:
-                return await self._read_fd()
+                return bytes(self._view[: await self._read_fd()])
             socket = self._socket
             if socket is not None:
                 view = self._view
@@ -107,8 +107,23 @@ class _TrioStream:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise OSError(str(exc) or "connection closed") from exc
 
-    async def _read_fd(self) -> bytes:
-        """The socket's bytes, with one pass of the scheduler per read.
+    async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
+        """See :class:`TakingStream`: here ``take`` runs in the reader's task, but
+        on the read buffer itself (no copy), and reads go on while it takes."""
+        if self._fd < 0:
+            return await self.receive()
+        view = self._view
+        try:
+            while received := await self._read_fd():
+                if not take(view[:received]):
+                    return None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise OSError(str(exc) or "connection closed") from exc
+        return b""
+
+    async def _read_fd(self) -> int:
+        """Read the socket into the buffer, with one pass of the scheduler per
+        read; the number of bytes read.
 
         ``recv_into`` of a trio socket that finds bytes waiting yields to the
         scheduler after taking them, and one that finds none waits and then
@@ -132,7 +147,7 @@ class _TrioStream:
                     break
                 except BlockingIOError:  # woken, and another reader was first
                     continue
-        return bytes(view[:received])
+        return received
 
     async def send(self, data: bytes) -> None:
         if self._error is not None:
