@@ -152,12 +152,13 @@ class _Stream(asyncio.BufferedProtocol):
         return None
 
     async def _wait(self, take: Callable[[memoryview], bool] | None) -> None:
-        """Until bytes are buffered, the stream ends, or ``take`` hands over."""
+        """Until bytes are buffered, the stream ends, or ``take`` hands over
+        (a hand-over that a cancelled wait missed counts: it is the next one's)."""
         if self._size or self._ended:
             return
         self._take = take
         try:
-            while not (self._handed or self._size or self._ended):
+            while not ((self._handed and take is not None) or self._size or self._ended):
                 arrived = self._arrived = self._loop.create_future()
                 try:
                     await arrived
