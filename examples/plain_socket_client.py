@@ -35,6 +35,9 @@ E = TypeVar("E", bound=Event)
 class PlainSocketClient:
     def __init__(self, host: str, port: int) -> None:
         self.sock = socket.create_connection((host, port))
+        # Each frame goes out at once: with Nagle's algorithm a small frame
+        # sent after a larger one can wait for the peer's delayed ACK (40 ms).
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.conn = ClientConnection()
 
     def send(self, event: Event) -> None:

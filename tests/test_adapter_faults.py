@@ -434,3 +434,46 @@ async def test_the_three_clients_say_a_refused_connection_in_the_same_words(h: H
         async with h.connect(port):
             pass
     assert str(caught.value) == f"cannot connect to {HOST}:{port}: [Errno 111] Connection refused"
+
+
+def test_a_read_handed_to_a_reader_cancelled_before_it_woke_is_not_lost() -> None:
+    # The asyncio client takes a read's bytes in the transport's callback and
+    # wakes its reader only for what it must act on.  The reader's heart-beat
+    # timer may cancel it after such a hand-over and before it wakes: its next
+    # wait must still see that hand-over, and a plain receive() must not take
+    # it for the end of the stream.
+    from stomp_proto._client._asyncio import _Stream
+
+    async def scenario() -> None:
+        stream = _Stream(asyncio.get_running_loop(), over_ssl=False)
+        stream.connection_made(asyncio.Transport())
+        taken: list[bytes] = []
+
+        def take(view: memoryview) -> bool:
+            taken.append(bytes(view))
+            return False  # the reader must act on this
+
+        def arrive(data: bytes) -> None:
+            stream.get_buffer(-1)[: len(data)] = data
+            stream.buffer_updated(len(data))
+
+        reader = asyncio.ensure_future(stream.receive_or_take(take))
+        await asyncio.sleep(0)  # it waits
+        arrive(b"CONNECTED")
+        reader.cancel()  # the timer fires before the reader runs again
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        assert taken == [b"CONNECTED"]
+        receiving = asyncio.ensure_future(stream.receive())
+        await asyncio.sleep(0)
+        assert not receiving.done()  # the hand-over is not the end of the stream
+        arrive(b"MESSAGE")  # no take now: the bytes are buffered
+        assert await receiving == b"MESSAGE"
+        assert await stream.receive_or_take(take) is None  # the hand-over it missed
+        reader = asyncio.ensure_future(stream.receive_or_take(take))
+        await asyncio.sleep(0)  # and now it waits for the next read
+        arrive(b"RECEIPT")
+        assert await reader is None
+        assert taken == [b"CONNECTED", b"RECEIPT"]
+
+    asyncio.run(scenario())

@@ -51,6 +51,16 @@ def test_plain_socket_client_against_plain_socket_server() -> None:
     assert not thread.is_alive()
 
 
+def test_plain_socket_client_sends_each_frame_at_once() -> None:
+    # Nagle's algorithm holds a frame back while an earlier one is unacknowledged;
+    # the peer delays that ACK, so a frame could wait tens of milliseconds.
+    client = load("plain_socket_client")
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        plain = client.PlainSocketClient(*listener.getsockname())
+        with plain.sock:
+            assert plain.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
 # -- the server side of the guide: every point it makes, run -------------------------
 
 CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00"

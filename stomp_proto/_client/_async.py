@@ -8,7 +8,9 @@ what all adapters share (sync ones too) in ``ClientCore``.
 
 One task reads: it feeds the connection, routes each event (a message to its
 subscription's bounded queue, a receipt or CONNECTED to its waiter, an ERROR
-or a lost connection to everyone) and drives the heart-beat timer.  Callers
+or a lost connection to everyone) and drives the heart-beat timer.  On a
+stream that lets it (a TakingStream), the bytes are fed and the messages
+with room delivered where they are read; the reader acts on the rest.  Callers
 write; a lock keeps "make the frame, write it" atomic so that frames reach the
 wire in the order the connection made them.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
 
@@ -35,7 +37,7 @@ from .._events import (
 )
 from .._state import ConnectionState
 from .._websocket import accepted_versions
-from ._backend import Backend, Stream, Task, Waiter
+from ._backend import Backend, Stream, TakingStream, Task, Waiter
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import (
@@ -67,7 +69,17 @@ class _Session:
     attempt's session.
     """
 
-    __slots__ = ("conn", "connected", "current", "error", "held", "paused", "reader", "stream")
+    __slots__ = (
+        "conn",
+        "connected",
+        "current",
+        "error",
+        "handed",
+        "held",
+        "paused",
+        "reader",
+        "stream",
+    )
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
         self.conn = conn
@@ -83,6 +95,8 @@ class _Session:
         self.paused = False
         #: The message read that waits for that room, and its subscription.
         self.held: tuple[AsyncSubscription, Message] | None = None
+        #: An event read in the stream's callback, for the reader to act on.
+        self.handed: Event | None = None
 
     async def abandon(self) -> None:
         """End this attempt: cancel its reader, close its stream."""
@@ -406,6 +420,26 @@ class AsyncClient(ClientView):
             return None
         return subscription
 
+    def _taker(self, session: _Session, conn: ClientConnection) -> Callable[[memoryview], bool]:
+        """What takes the bytes of a :class:`TakingStream` as they arrive: messages
+        with room in their buffers are delivered there and then; anything else
+        (another event, a full buffer) is left to the reader, which it wakes."""
+        deliver = self._deliver
+
+        def take(data: memoryview) -> bool:
+            conn.receive_data(data)
+            while (event := conn.next_event()) is not None:
+                if type(event) is not Message:
+                    session.handed = event
+                    return False
+                full = deliver(event)
+                if full is not None:
+                    session.held = (full, event)
+                    return False
+            return True
+
+        return take
+
     async def _read_events(self, session: _Session, stream: Stream, conn: ClientConnection) -> None:
         """Read, and act on each event, until the heart-beat timer must be armed anew
         (CONNECTED came); the session's end is raised.
@@ -413,13 +447,22 @@ class AsyncClient(ClientView):
         The timer interrupts it at its waits (for bytes, for room), where
         nothing read is lost: a message waiting for room stays ``session.held``.
         """
+        taking = stream if isinstance(stream, TakingStream) else None
+        take = self._taker(session, conn)
         while True:
             if session.held is not None:
                 await self._deliver_when_room(session)
-            event = conn.next_event()
+            event = session.handed
+            if event is not None:
+                session.handed = None
+            else:
+                event = conn.next_event()
             if event is None:
-                data = await stream.receive()
-                conn.receive_data(data or None)
+                if taking is None:
+                    conn.receive_data(await stream.receive() or None)
+                elif (data := await taking.receive_or_take(take)) is not None:
+                    conn.receive_data(data or None)
+                # (else: taken, up to what the reader must act on)
                 continue
             # (A message routes to itself: no call for the common event.)
             route = event if type(event) is Message else self._core.route(event)

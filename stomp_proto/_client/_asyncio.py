@@ -27,7 +27,9 @@ class _Stream(asyncio.BufferedProtocol):
     ``bytes`` - no stream reader, no buffer per read, one copy.  While the
     buffer is full (the client's reader is not taking: its consumer is behind)
     the transport stops reading, which is the back-pressure a full
-    subscription buffer asks for.
+    subscription buffer asks for.  While the reader waits in
+    ``receive_or_take`` (see :class:`TakingStream`), the bytes go to its
+    ``take`` in the transport's callback instead, with no task step.
 
     Writing: one ``write`` (one ``send`` system call) per frame is most of the
     cost of a producer sending small messages, and of a consumer acknowledging
@@ -54,6 +56,11 @@ class _Stream(asyncio.BufferedProtocol):
         self._lost = False
         #: What a ``receive`` (there is one reader) waits on.
         self._arrived: asyncio.Future[None] | None = None
+        #: Who takes the bytes as they arrive, while ``receive_or_take`` waits.
+        self._take: Callable[[memoryview], bool] | None = None
+        #: ``take`` asked for the reader (returned False), or raised this.
+        self._handed = False
+        self._take_error: Exception | None = None
         self._writing_paused = False
         self._drained: list[asyncio.Future[None]] = []
         self._closed: asyncio.Future[None] = loop.create_future()
@@ -77,6 +84,18 @@ class _Stream(asyncio.BufferedProtocol):
         return self._view[self._size :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        take = self._take
+        if take is not None:
+            # (Set only while the buffer is empty: the bytes are at its start.)
+            try:
+                if take(self._view[:nbytes]):
+                    return  # all taken: the buffer is empty again, the reader sleeps on
+            except Exception as exc:  # raised by the reader, in its own task
+                self._take_error = exc
+            self._take = None
+            self._handed = True
+            self._wake()
+            return
         self._size += nbytes
         if self._size == len(self._buffer) and not self._reading_paused:
             assert self._transport is not None
@@ -119,12 +138,37 @@ class _Stream(asyncio.BufferedProtocol):
     # -- the Stream (called by the client) -----------------------------------------
 
     async def receive(self) -> bytes:
-        while not self._size and not self._ended:
-            arrived = self._arrived = self._loop.create_future()
-            try:
-                await arrived
-            finally:
-                self._arrived = None
+        await self._wait(None)
+        return self._buffered()
+
+    async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
+        await self._wait(take)
+        if not self._handed:
+            return self._buffered()
+        self._handed = False
+        error, self._take_error = self._take_error, None
+        if error is not None:
+            raise error
+        return None
+
+    async def _wait(self, take: Callable[[memoryview], bool] | None) -> None:
+        """Until bytes are buffered, the stream ends, or ``take`` hands over
+        (a hand-over that a cancelled wait missed counts: it is the next one's)."""
+        if self._size or self._ended:
+            return
+        self._take = take
+        try:
+            while not ((self._handed and take is not None) or self._size or self._ended):
+                arrived = self._arrived = self._loop.create_future()
+                try:
+                    await arrived
+                finally:
+                    self._arrived = None
+        finally:
+            self._take = None
+
+    def _buffered(self) -> bytes:
+        """The buffered bytes (b"" at the end of the stream), or why the connection was lost."""
         size = self._size
         if size:
             data = bytes(self._view[:size])

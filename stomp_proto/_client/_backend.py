@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from .._events import Event, Message
 
@@ -26,6 +26,7 @@ __all__ = [
     "HandOverLock",
     "Queue",
     "Stream",
+    "TakingStream",
     "Task",
     "Waiter",
 ]
@@ -43,6 +44,24 @@ class Stream(Protocol):
     async def send(self, data: bytes) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TakingStream(Stream, Protocol):
+    """A stream whose bytes can be taken where they are read.
+
+    ``receive`` returns each read to the reader: a copy of the bytes, and on
+    asyncio a task step on top of the transport's callback.  With
+    ``receive_or_take`` the bytes go to ``take`` as they are read (asyncio: in
+    the transport's callback; trio: in the reader's task, from the read
+    buffer), and the reader goes on only when ``take`` asks.
+    """
+
+    async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
+        """As :meth:`receive`, but bytes that arrive while it waits go to
+        ``take(view)`` (the view is valid during the call only): ``take``
+        consumes them all and returns True to go on waiting.  Returns None
+        once ``take`` has returned False, and raises what ``take`` raised."""
 
 
 class Waiter(Protocol[T]):

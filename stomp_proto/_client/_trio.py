@@ -98,7 +98,7 @@ class _TrioStream:
     async def receive(self) -> bytes:
         try:
             if self._fd >= 0:
-                return await self._read_fd()
+                return bytes(self._view[: await self._read_fd()])
             socket = self._socket
             if socket is not None:
                 view = self._view
@@ -107,8 +107,23 @@ class _TrioStream:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise OSError(str(exc) or "connection closed") from exc
 
-    async def _read_fd(self) -> bytes:
-        """The socket's bytes, with one pass of the scheduler per read.
+    async def receive_or_take(self, take: Callable[[memoryview], bool]) -> bytes | None:
+        """See :class:`TakingStream`: here ``take`` runs in the reader's task, but
+        on the read buffer itself (no copy), and reads go on while it takes."""
+        if self._fd < 0:
+            return await self.receive()
+        view = self._view
+        try:
+            while received := await self._read_fd():
+                if not take(view[:received]):
+                    return None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise OSError(str(exc) or "connection closed") from exc
+        return b""
+
+    async def _read_fd(self) -> int:
+        """Read the socket into the buffer, with one pass of the scheduler per
+        read; the number of bytes read.
 
         ``recv_into`` of a trio socket that finds bytes waiting yields to the
         scheduler after taking them, and one that finds none waits and then
@@ -132,7 +147,7 @@ class _TrioStream:
                     break
                 except BlockingIOError:  # woken, and another reader was first
                     continue
-        return bytes(view[:received])
+        return received
 
     async def send(self, data: bytes) -> None:
         if self._error is not None:
@@ -192,9 +207,14 @@ class _TrioStream:
         self._pending_size = 0
         self._in_flight = True
         try:
-            await self._stream.send_all(data)
+            if self._fd >= 0:
+                await self._write_fd(data)
+            else:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._error = OSError(str(exc) or "connection closed")
+        except OSError as exc:  # (from the descriptor: a reset, a broken pipe)
+            self._error = exc
         except BaseException:
             # Cancelled part way (the client's nursery is ending): what is on
             # the wire may end inside a frame, so nothing more can be sent.
@@ -206,6 +226,20 @@ class _TrioStream:
             self._in_flight = False
             self._full.unpark_all()
 
+    async def _write_fd(self, data: bytes) -> None:
+        """``data`` written to the socket's descriptor, waiting only while it is full.
+
+        ``send_all`` passes trio's scheduler two or three times per write even
+        when the socket takes every byte at once; here a write that the socket
+        takes passes it not at all (the writer task passes it once per round).
+        """
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self._fd)
+
     async def aclose(self) -> None:
         try:
             # A write in progress may never end (say, a TLS handshake the peer
@@ -214,6 +248,9 @@ class _TrioStream:
                 self._writing = True
                 await self._write_pending()
         finally:
+            # The descriptor's number may be reused once it is closed: no
+            # direct read or write of it after this.
+            self._fd = -1
             await self._stream.aclose()
 
 
