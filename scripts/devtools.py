@@ -167,8 +167,9 @@ def chromium_page() -> Iterator[DevTools]:
 
     FileNotFoundError or RuntimeError when Chromium is missing or does not start.
     """
-    with tempfile.TemporaryDirectory(prefix="stomp-proto-chromium-") as profile:
-        process, address = start_chromium(Path(profile))
+    profile = Path(tempfile.mkdtemp(prefix="stomp-proto-chromium-"))
+    try:
+        process, address = start_chromium(profile)
         try:
             with connect(address, max_size=64 * 1024 * 1024) as socket:
                 tools = DevTools(socket)
@@ -176,6 +177,27 @@ def chromium_page() -> Iterator[DevTools]:
                 yield tools
         finally:
             stop_chromium(process)
+    finally:
+        remove_profile(profile)
+
+
+def remove_profile(profile: Path, patience: float = 10.0) -> None:
+    """Remove a Chromium profile directory once Chromium's helper processes are done with it.
+
+    The browser process has exited when this runs, but its helpers can still write
+    into the profile for a moment: CI once saw ``Directory not empty: 'Default'``.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            shutil.rmtree(profile)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
