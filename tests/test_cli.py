@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -44,18 +46,33 @@ def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str
     )
 
 
-def wait_listening(port: int, process: subprocess.Popen[str], timeout: float = 15.0) -> None:
-    """Wait until something accepts connections on ``port`` (or the process died)."""
+#: What each broker that start_broker started wrote to stderr while it read the line
+#: saying where the broker listens, by process id: stop() puts it back in front.
+_EARLY_ERR: dict[int, bytes] = {}
+
+
+def listening_port(process: subprocess.Popen[str], timeout: float = 15.0) -> int:
+    """The port ``process`` (``stomp-proto broker --port 0``) says it listens on.
+
+    Read from the pipe's descriptor, never its buffered file: what is read here is
+    kept for :func:`stop`, and ``communicate()`` reads on from the descriptor.
+    """
+    assert process.stderr is not None
+    fd = process.stderr.fileno()
+    said = re.compile(rb"listening on " + re.escape(HOST.encode()) + rb":(\d+)\D")
+    seen = b""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the broker exited early: {process.communicate()}")
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on port {port} after {timeout} s")
+    while (found := said.search(seen)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"the broker said nowhere it listens in {timeout} s: {seen!r}")
+        if select.select([fd], [], [], min(left, 0.5))[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"the broker exited early: {seen!r}")
+            seen += chunk
+    _EARLY_ERR[process.pid] = seen
+    return int(found.group(1))
 
 
 def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int, str, str]:
@@ -69,7 +86,7 @@ def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int,
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate(timeout=10)
-    return process.returncode, out, err
+    return process.returncode, out, _EARLY_ERR.pop(process.pid, b"").decode() + (err or "")
 
 
 @dataclass
@@ -83,9 +100,14 @@ class BrokerProcess:
 
 
 def start_broker(*extra: str) -> BrokerProcess:
-    port = free_port()
+    """``stomp-proto broker`` on a port it picks itself, as the line it logs says.
+
+    A free port picked here and passed on could be taken meanwhile by another test
+    process's server, which a wait for "something listens" would take for the broker:
+    CI once saw a client of this module talk to another run's fake broker.
+    """
     process = subprocess.Popen(
-        [sys.executable, "-m", "stomp_proto", "broker", "--port", str(port), *extra],
+        [sys.executable, "-m", "stomp_proto", "broker", "--port", "0", *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,7 +115,7 @@ def start_broker(*extra: str) -> BrokerProcess:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        wait_listening(port, process)
+        port = listening_port(process)
     except BaseException:
         stop(process, signal.SIGKILL)
         raise
