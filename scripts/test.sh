@@ -19,9 +19,9 @@
 # STOMP_PROTO_NO_EXTENSIONS=1 (the pure build; on 3.11 with the Spark read and write
 # tests).  These runs, fuzzing, the benchmark smoke run and the docs checks go as
 # jobs, STOMP_TEST_JOBS (3) at once, each run in two pytest-xdist workers; the tests
-# marked serial (tests/conftest.py SERIAL says why) run in lanes: those with brokers of
-# their own beside the last jobs, those on the shared brokers once every job is done,
-# then the short timers alone.  Extra
+# marked serial (tests/conftest.py SERIAL says why) run in lanes: those that stop or
+# freeze the shared brokers before the jobs that use them, the others beside the last
+# jobs, and the short timers last, with nothing else beside them.  Extra
 # arguments go to every pytest run (-k heartbeat, tests/test_cli.py ...).
 # STOMP_PYTHONS="3.12" (say) narrows the other Pythons; "none" skips them.  See
 # docs/development.rst.  A failing step stops the run with a non-zero exit status
@@ -294,8 +294,10 @@ done
 run_tests() {
     local name="$1" version="$2" build="$3" status=0
     shift 3
-    local -a no_extensions=()
+    local -a no_extensions=() spark_lock=()
     [ "$build" = pure ] && no_extensions=(STOMP_PROTO_NO_EXTENSIONS=1)
+    # The serial lanes run side by side, one lane's Spark tests at a time (conftest.py).
+    [[ "$name" == *-serial-* ]] && spark_lock=(STOMP_PROTO_SPARK_LOCK="$logs/spark.lock")
     # The Pythons after 3.11 check the same properties with fewer examples (the
     # "matrix" profile of tests/conftest.py: 50 where 3.11's runs take 200).
     local profile=${HYPOTHESIS_PROFILE:-ci}
@@ -307,7 +309,7 @@ run_tests() {
     for built in dist/stomp_proto-*-cp"${version/./}"-*.whl; do
         [ -f "$built" ] && accelerated_wheel=(STOMP_PROTO_ACCELERATED_WHEEL="$ROOT/$built")
     done
-    (cd tests && env "${no_extensions[@]}" "${accelerated_wheel[@]}" HYPOTHESIS_PROFILE="$profile" \
+    (cd tests && env "${no_extensions[@]}" "${spark_lock[@]}" "${accelerated_wheel[@]}" HYPOTHESIS_PROFILE="$profile" \
         STOMP_PROTO_TEST_INSTALLED=1 STOMP_PROTO_EXPECT_BUILD="$build" STOMP_PROTO_SDIST="$ROOT/$SDIST" \
         STOMP_PROTO_WHEEL="$ROOT/$WHEEL" "$ROOT/.venv-$version/bin/python" -m pytest \
         -p no:cacheprovider "$@") > "$logs/$name" 2>&1 || status=$?
@@ -349,29 +351,32 @@ describe() {
 # the core, client and broker tests (on 3.11 pure with the Spark read and write ones).
 # Each has its serial passes, NAME-serial-LANE.  PARALLEL_RUNS is in the order they start:
 # the longest first.
-PARALLEL_RUNS=() SERIAL_RUNS_shared=() SERIAL_RUNS_own=() SERIAL_RUNS_alone=()
+PARALLEL_RUNS=() SERIAL_RUNS_first=() SERIAL_RUNS_shared=() SERIAL_RUNS_own=() SERIAL_RUNS_alone=()
 DEFAULT_BUILD=$(installed_build 3.11)
-# The serial tests go in three lanes (tests/conftest.py): "own" (brokers and processes
-# of their own) starts beside the last jobs, "shared" (the shared brokers) when every
-# job is done; "alone" (timers of 500 ms or less) runs after both, with nothing beside
-# it.  SERIAL_PATHS_<LANE>: the
+# The serial tests go in four lanes (tests/conftest.py SERIAL_LANE): "first" (tests
+# that stop, freeze or flood the shared brokers) runs before the jobs that use them;
+# "own" (brokers and processes of their own) and "shared" (the shared brokers, left
+# as they were) run beside the last jobs; "alone" (timers of 500 ms or less) runs
+# after every other test.  SERIAL_PATHS_<LANE>: the
 # modules that hold a lane's tests, unless the pytest arguments name the tests
 # (collecting the whole suite for each serial pass costs seconds every time).
-LANES=(shared own alone)
+LANES=(first shared own alone)
 declare -A LANE_MARKS=(
-    [shared]="serial and not serial_own and not serial_alone and not benchmark"
+    [first]="serial_first and not benchmark"
+    [shared]="serial and not serial_first and not serial_own and not serial_alone and not benchmark"
     [own]="serial_own and not benchmark"
     [alone]="serial_alone and not benchmark"
 )
-SERIAL_PATHS_shared=() SERIAL_PATHS_own=() SERIAL_PATHS_alone=()
+SERIAL_PATHS_first=() SERIAL_PATHS_shared=() SERIAL_PATHS_own=() SERIAL_PATHS_alone=()
 if [ ${#pytest_args[@]} -eq 0 ]; then
     serial_modules=$("$VENV_BIN/python" -c '
 import sys
 sys.path.insert(0, "tests")
 from conftest import SERIAL, SERIAL_LANE
 lanes = {(SERIAL_LANE.get(name, "shared"), name.split("::")[0]) for name in {*SERIAL, *SERIAL_LANE}}
-# The Spark tests of each lane keep two cores busy (a JVM or two, the brokers): the own
-# lane runs them first, the shared lane last, so that they do not meet.
+# The Spark tests of each lane keep two cores busy (a JVM or two, the brokers), and
+# only one lane runs them at a time: the own lane runs them first, the shared lane
+# last, so that the other lane fills the wait with its other tests.
 def order(item):
     lane, module = item
     spark = module.startswith("test_spark")
@@ -433,7 +438,7 @@ for version in "${VERSIONS[@]}"; do
         add_run "ccb-$version-$build" "$version" "$build" "$what" "${ignores[@]}"
     done
 done
-JOB_QUEUE=(whole-3.11)
+JOB_QUEUE=()
 # The fuzzing (each atheris harness on both builds for a bounded time, hypothesis
 # when atheris is missing; a crash fails the run; see scripts/fuzz.sh) and the
 # benchmark smoke run (scripts/bench.sh --quick under pytest: left out of a plain
@@ -445,9 +450,10 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
     RUN_ON[bench]="3.11|$DEFAULT_BUILD"
     RUN_ARGS[bench]=$(quote -q -m benchmark)
     RUN_LABEL[bench]="pytest: Python $(describe 3.11 "$DEFAULT_BUILD"), benchmark smoke run"
+    # First: it uses no broker, and runs beside the lane that stops and freezes them.
     JOB_QUEUE+=(fuzz)
 fi
-JOB_QUEUE+=("${PARALLEL_RUNS[@]:1}")
+JOB_QUEUE+=("${PARALLEL_RUNS[@]}")
 [ -n "${RUN_ARGS[bench]:-}" ] && JOB_QUEUE+=(bench)
 
 # serial_lane NAME...: those serial passes one after the other, each shown when it ends;
@@ -474,6 +480,14 @@ parallel_jobs() {
     done
     echo "$count"
 }
+# running NAME: whether job NAME is still running.
+running() {
+    local pid
+    for pid in "${!JOB_OF_PID[@]}"; do
+        [ "${JOB_OF_PID[$pid]}" = "$1" ] && return 0
+    done
+    return 1
+}
 stop_if_failed() {
     if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
         while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
@@ -483,8 +497,17 @@ stop_if_failed() {
 }
 
 section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
+# The lane that stops, freezes and floods the shared brokers goes first, beside the
+# docs and the fuzzing (which use no broker); the runs, which use them, wait for it.
+if [ ${#SERIAL_RUNS_first[@]} -gt 0 ]; then
+    start_job serial-first "serial tests that stop or freeze the shared brokers, first" \
+        serial_lane "${SERIAL_RUNS_first[@]}"
+fi
 for name in "${JOB_QUEUE[@]}"; do
     [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
+    if [ "$name" != fuzz ]; then
+        while [ "${#FAILED_JOBS[@]}" -eq 0 ] && running serial-first; do finish_job; done
+    fi
     while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
     [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
     if [ "$name" = fuzz ]; then
@@ -493,25 +516,34 @@ for name in "${JOB_QUEUE[@]}"; do
         start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
     fi
 done
-# The serial lane of brokers and processes of their own touches nothing that the jobs
-# use: it takes the first slot that frees once every job has started, and its Spark
-# tests (the first it runs: minutes of JVMs with generous time-outs) use the cores
-# that the last jobs leave idle.  The shared lane restarts and freezes the shared
-# brokers, which every run's failover tests use: it waits for every job.
-while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
+while [ "${#FAILED_JOBS[@]}" -eq 0 ] && running serial-first; do finish_job; done
 stop_if_failed
+# The other serial lanes leave the shared brokers as they were, and their time-outs
+# have seconds of margin.  Once every job has started, the lane of brokers of their
+# own starts at once, beside them (its Spark tests, the first it runs, are minutes of
+# JVMs that use the cores the jobs leave idle while they wait), and the shared lane
+# takes the first slot that frees.  One lane's Spark tests run at a time (the lock
+# in tests/conftest.py).
 if [ ${#SERIAL_RUNS_own[@]} -gt 0 ]; then
     section "tests marked serial, brokers of their own: beside the last jobs"
     start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
 fi
-while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "$(parallel_jobs)" -gt 0 ]; do finish_job; done
+if [ ${#SERIAL_RUNS_shared[@]} -gt 0 ]; then
+    while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "$(parallel_jobs)" -ge "$JOBS" ]; do finish_job; done
+    stop_if_failed
+    section "tests marked serial, shared brokers: beside the last jobs"
+    start_job serial-shared "serial tests, shared brokers" serial_lane "${SERIAL_RUNS_shared[@]}"
+fi
+while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
 stop_if_failed
-section "tests marked serial, shared brokers: every job done"
-[ ${#SERIAL_RUNS_shared[@]} -gt 0 ] && start_job serial-shared "serial tests, shared brokers" serial_lane "${SERIAL_RUNS_shared[@]}"
+# The tests with short timers: each run's pass at once (a few seconds of CPU each,
+# mostly waiting on their timers), with nothing else running.
+section "tests marked serial: short timers, with nothing else running"
+for name in "${SERIAL_RUNS_alone[@]}"; do
+    start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
+done
 while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
 stop_if_failed
-section "tests marked serial: short timers, alone"
-serial_lane "${SERIAL_RUNS_alone[@]}"
 
 # summary NAME: pytest's closing counts ("2024 passed, 3 skipped").
 summary() {

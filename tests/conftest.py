@@ -14,6 +14,7 @@ Hypothesis profiles (pick one with ``HYPOTHESIS_PROFILE=<name>``):
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import threading
@@ -77,6 +78,22 @@ def _clean_ups_end_with_their_module() -> Iterator[None]:
     for thread in threading.enumerate():
         if thread.name.startswith(CLEAN_UP):
             thread.join(300)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_lane_runs_spark_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In ``scripts/test.sh``'s serial lanes, which run side by side, a module of Spark
+    tests waits until no other lane runs one: the lock file is the one
+    ``STOMP_PROTO_SPARK_LOCK`` names.  Their JVMs keep both cores busy, and side by
+    side the driver-kill and outage tests took 141 and 168 s, against 70 and 96 s
+    apart."""
+    lock_path = os.environ.get("STOMP_PROTO_SPARK_LOCK")
+    if not lock_path or not request.path.stem.startswith("test_spark"):
+        yield
+        return
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -270,11 +287,17 @@ SERIAL: dict[str, str] = {
 
 #: The lane of each serial test in scripts/test.sh's serial phase, by module or by test
 #: (a test's own entry wins over its module's); a test named nowhere here is "shared".
-#: "shared" (the shared brokers) and "own" (brokers and processes it starts itself,
-#: none shared; time-outs with seconds of margin) run side by side, the "own" ones
-#: marked ``serial_own``; "alone" (timers of 500 ms or less, marked ``serial_alone``)
-#: runs once both have ended, with nothing beside it.
+#: "first" (marked ``serial_first``: tests that stop, freeze or flood the shared brokers)
+#: runs before every job that uses them, beside the fuzzing and the docs;
+#: "shared" (the shared brokers, which it leaves as they were) and "own" (brokers and
+#: processes it starts itself, none shared; marked ``serial_own``) run beside the last
+#: jobs, with time-outs of seconds of margin, one lane's Spark tests at a time;
+#: "alone" (timers of 500 ms or less, marked ``serial_alone``) runs once every other
+#: test has ended: each run's pass at once, with nothing else beside them.
 SERIAL_LANE: dict[str, str] = {
+    "test_interop_brokers::test_fault_frozen_broker": "first",
+    "test_interop_brokers::test_fault_broker_restart_mid_stream": "first",
+    "test_chaos_rabbitmq": "first",
     "test_chaos_processes": "own",
     "test_spark_streams_broker_restart": "own",
     "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
