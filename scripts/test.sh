@@ -258,18 +258,18 @@ docs_checks() {
 section "lint, types and docs: in the background"
 start_job docs "ruff, mypy --strict, Sphinx, the docs in Chromium, doctest" docs_checks
 
-section "venvs and accelerated wheels: every Python"
-for version in "${VERSIONS[@]}"; do
-    status=0
-    wait "${VENV_JOB[$version]}" || status=$?
-    cat "$venv_logs/$version"
+# wait_venv VERSION: until that Python's venv and accelerated wheel are ready.
+wait_venv() {
+    local status=0
+    wait "${VENV_JOB[$1]}" || status=$?
+    cat "$venv_logs/$1"
     if [ "$status" -ne 0 ]; then
-        echo "error: preparing Python $version failed (exit $status)" >&2
+        echo "error: preparing Python $1 failed (exit $status)" >&2
         exit "$status"
     fi
-done
-rm -rf "$venv_logs"
-ls -l dist
+}
+section "venvs and accelerated wheels: 3.11"
+wait_venv 3.11
 
 section "brokers"
 brokers_ready
@@ -419,6 +419,66 @@ add_run() {
 }
 # (tests/test_docs_inventory.py reads the site the docs job built.)
 add_run whole-3.11 3.11 "$DEFAULT_BUILD" "whole suite" --ignore="$ROOT/tests/test_docs_inventory.py"
+# serial_lane NAME...: those serial passes one after the other, each shown when it ends;
+# the first that fails ends the lane.
+serial_lane() {
+    local name started status
+    for name in "$@"; do
+        started=$SECONDS
+        status=0
+        test_job "$name" > "$logs/$name" 2>&1 || status=$?
+        printf '\n==> %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
+        cat "$logs/$name"
+        if [ "$status" -ne 0 ]; then
+            echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
+            return "$status"
+        fi
+    done
+}
+# parallel_jobs: how many jobs are running, the serial lane of brokers of their own aside.
+parallel_jobs() {
+    local count=0 pid
+    for pid in "${!JOB_OF_PID[@]}"; do
+        [ "${JOB_OF_PID[$pid]}" = serial-own ] || count=$((count + 1))
+    done
+    echo "$count"
+}
+# running NAME: whether job NAME is still running.
+running() {
+    local pid
+    for pid in "${!JOB_OF_PID[@]}"; do
+        [ "${JOB_OF_PID[$pid]}" = "$1" ] && return 0
+    done
+    return 1
+}
+first_lane_running() {
+    running serial-first || running serial-first-more
+}
+stop_if_failed() {
+    if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
+        while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
+        echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
+        exit 1
+    fi
+}
+
+# The lane that stops, freezes and floods the shared brokers goes first, as soon as
+# 3.11 and the brokers are ready: beside the other venvs, the docs and the fuzzing,
+# which use no broker.  The runs, which use them, wait for it.
+FIRST_STARTED=${#SERIAL_RUNS_first[@]}
+if [ "$FIRST_STARTED" -gt 0 ]; then
+    section "tests marked serial that stop or freeze the shared brokers: first"
+    start_job serial-first "serial tests that stop or freeze the shared brokers" \
+        serial_lane "${SERIAL_RUNS_first[@]}"
+fi
+
+section "venvs and accelerated wheels: every other Python"
+for version in "${VERSIONS[@]:1}"; do
+    wait_venv "$version"
+done
+rm -rf "$venv_logs"
+ls -l dist
+
 for version in "${VERSIONS[@]}"; do
     builds=(pure)
     [ "$(installed_build "$version")" = accelerated ] && builds=(accelerated pure)
@@ -456,57 +516,17 @@ fi
 JOB_QUEUE+=("${PARALLEL_RUNS[@]}")
 [ -n "${RUN_ARGS[bench]:-}" ] && JOB_QUEUE+=(bench)
 
-# serial_lane NAME...: those serial passes one after the other, each shown when it ends;
-# the first that fails ends the lane.
-serial_lane() {
-    local name started status
-    for name in "$@"; do
-        started=$SECONDS
-        status=0
-        test_job "$name" > "$logs/$name" 2>&1 || status=$?
-        printf '\n==> %s  [%ss, %ss]\n' "${RUN_LABEL[$name]}" "$started" "$((SECONDS - started))"
-        cat "$logs/$name"
-        if [ "$status" -ne 0 ]; then
-            echo "error: ${RUN_LABEL[$name]} failed (exit $status)" >&2
-            return "$status"
-        fi
-    done
-}
-# parallel_jobs: how many jobs are running, the serial lane of brokers of their own aside.
-parallel_jobs() {
-    local count=0 pid
-    for pid in "${!JOB_OF_PID[@]}"; do
-        [ "${JOB_OF_PID[$pid]}" = serial-own ] || count=$((count + 1))
-    done
-    echo "$count"
-}
-# running NAME: whether job NAME is still running.
-running() {
-    local pid
-    for pid in "${!JOB_OF_PID[@]}"; do
-        [ "${JOB_OF_PID[$pid]}" = "$1" ] && return 0
-    done
-    return 1
-}
-stop_if_failed() {
-    if [ "${#FAILED_JOBS[@]}" -gt 0 ]; then
-        while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
-        echo "error: failed: ${FAILED_JOBS[*]} (see above)" >&2
-        exit 1
-    fi
-}
-
 section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
-# The lane that stops, freezes and floods the shared brokers goes first, beside the
-# docs and the fuzzing (which use no broker); the runs, which use them, wait for it.
-if [ ${#SERIAL_RUNS_first[@]} -gt 0 ]; then
-    start_job serial-first "serial tests that stop or freeze the shared brokers, first" \
-        serial_lane "${SERIAL_RUNS_first[@]}"
+# (The other Pythons' runs have passes of that lane only when pytest arguments chose
+# the tests.)
+if [ "${#SERIAL_RUNS_first[@]}" -gt "$FIRST_STARTED" ]; then
+    start_job serial-first-more "serial tests that stop or freeze the shared brokers" \
+        serial_lane "${SERIAL_RUNS_first[@]:FIRST_STARTED}"
 fi
 for name in "${JOB_QUEUE[@]}"; do
     [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
     if [ "$name" != fuzz ]; then
-        while [ "${#FAILED_JOBS[@]}" -eq 0 ] && running serial-first; do finish_job; done
+        while [ "${#FAILED_JOBS[@]}" -eq 0 ] && first_lane_running; do finish_job; done
     fi
     while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
     [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
@@ -516,7 +536,7 @@ for name in "${JOB_QUEUE[@]}"; do
         start_job "$name" "${RUN_LABEL[$name]}" test_job "$name"
     fi
 done
-while [ "${#FAILED_JOBS[@]}" -eq 0 ] && running serial-first; do finish_job; done
+while [ "${#FAILED_JOBS[@]}" -eq 0 ] && first_lane_running; do finish_job; done
 stop_if_failed
 # The other serial lanes leave the shared brokers as they were, and their time-outs
 # have seconds of margin.  Once every job has started, the lane of brokers of their
