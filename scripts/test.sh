@@ -514,6 +514,9 @@ if [ ${#pytest_args[@]} -eq 0 ]; then
     JOB_QUEUE+=(fuzz)
 fi
 JOB_QUEUE+=("${PARALLEL_RUNS[@]}")
+# The serial lane of brokers and processes of their own starts once every run has
+# started, without a slot (below); the benchmark smoke run, the shortest job, last.
+[ ${#SERIAL_RUNS_own[@]} -gt 0 ] && JOB_QUEUE+=(serial-own)
 [ -n "${RUN_ARGS[bench]:-}" ] && JOB_QUEUE+=(bench)
 
 section "tests, $JOBS jobs at a time: ${#PARALLEL_RUNS[@]} runs${RUN_ARGS[bench]:+, fuzzing and the benchmark smoke run}"
@@ -528,7 +531,12 @@ for name in "${JOB_QUEUE[@]}"; do
     if [ "$name" != fuzz ]; then
         while [ "${#FAILED_JOBS[@]}" -eq 0 ] && first_lane_running; do finish_job; done
     fi
-    while [ "${#JOB_OF_PID[@]}" -ge "$JOBS" ]; do finish_job; done
+    if [ "$name" = serial-own ]; then
+        section "tests marked serial, brokers of their own: beside the last jobs"
+        start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
+        continue
+    fi
+    while [ "$(parallel_jobs)" -ge "$JOBS" ]; do finish_job; done
     [ "${#FAILED_JOBS[@]}" -eq 0 ] || break
     if [ "$name" = fuzz ]; then
         start_job fuzz "fuzz" fuzz
@@ -539,15 +547,11 @@ done
 while [ "${#FAILED_JOBS[@]}" -eq 0 ] && first_lane_running; do finish_job; done
 stop_if_failed
 # The other serial lanes leave the shared brokers as they were, and their time-outs
-# have seconds of margin.  Once every job has started, the lane of brokers of their
+# have seconds of margin.  Once every run has started, the lane of brokers of their
 # own starts at once, beside them (its Spark tests, the first it runs, are minutes of
-# JVMs that use the cores the jobs leave idle while they wait), and the shared lane
-# takes the first slot that frees.  One lane's Spark tests run at a time (the lock
-# in tests/conftest.py).
-if [ ${#SERIAL_RUNS_own[@]} -gt 0 ]; then
-    section "tests marked serial, brokers of their own: beside the last jobs"
-    start_job serial-own "serial tests, brokers of their own" serial_lane "${SERIAL_RUNS_own[@]}"
-fi
+# JVMs that use the cores the jobs leave idle while they wait); the shared lane takes
+# the first slot that frees once every job has started.  One lane's Spark tests run
+# at a time (the lock in tests/conftest.py).
 if [ ${#SERIAL_RUNS_shared[@]} -gt 0 ]; then
     while [ "${#FAILED_JOBS[@]}" -eq 0 ] && [ "$(parallel_jobs)" -ge "$JOBS" ]; do finish_job; done
     stop_if_failed
