@@ -31,11 +31,12 @@ import contextvars
 import gc
 import socket
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
     asynccontextmanager,
+    contextmanager,
     suppress,
 )
 from typing import Any, TypeVar
@@ -103,6 +104,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def dead_port() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that refuses connections for as long as the block runs.
+
+    Its socket stays bound and never listens, so nothing else can take the port
+    meanwhile: a port picked free and let go can be another test's broker a moment
+    later (CI runs several test runs at once), and the connection then succeeds.
+    """
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        yield int(sock.getsockname()[1])
 
 
 # -- the service loop: brokers and fake servers ------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import ssl
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,7 +28,7 @@ from adapter_harness import (
     Harness,
     HeartBeatLost,
     ReconnectExhausted,
-    free_port,
+    dead_port,
     on_every_adapter,
     run,
 )
@@ -79,10 +80,18 @@ async def test_wrong_password_and_unknown_user_get_the_same_broker_error(h: Harn
         await client.send("/queue/in", b"", receipt=True)
 
 
+def test_a_dead_port_refuses_connections_and_nothing_else_can_take_it() -> None:
+    # What the refused-connection tests rely on while other test runs start brokers.
+    with dead_port() as port:
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind((HOST, port))
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((HOST, port), timeout=WAIT).close()
+
+
 @on_every_adapter(versions=(None,))
 async def test_connection_refused_is_connection_lost(h: Harness) -> None:
-    port = free_port()
-    with pytest.raises(ConnectionLost) as caught:
+    with dead_port() as port, pytest.raises(ConnectionLost) as caught:
         async with h.connect(port):
             pytest.fail("connected to a closed port")
     assert str(port) in str(caught.value)
@@ -408,8 +417,8 @@ class Boom(Exception):
 @on_every_adapter(versions=(None,))
 async def test_connect_errors_are_not_wrapped(h: Harness) -> None:
     """What leaves ``connect()`` is the exception itself (trio: not an ExceptionGroup)."""
-    with pytest.raises(ConnectionLost):
-        async with h.connect(free_port()):
+    with dead_port() as port, pytest.raises(ConnectionLost):
+        async with h.connect(port):
             pass
     broker = await h.start_broker()
     with pytest.raises(Boom):
@@ -419,8 +428,8 @@ async def test_connect_errors_are_not_wrapped(h: Harness) -> None:
 
 @on_every_adapter(versions=(None,))
 async def test_connect_errors_keep_their_cause(h: Harness) -> None:
-    with pytest.raises(ConnectionLost) as caught:
-        async with h.connect(free_port()):
+    with dead_port() as port, pytest.raises(ConnectionLost) as caught:
+        async with h.connect(port):
             pass
     assert isinstance(caught.value.__cause__, OSError), repr(caught.value.__cause__)
 
@@ -429,8 +438,7 @@ async def test_connect_errors_keep_their_cause(h: Harness) -> None:
 async def test_the_three_clients_say_a_refused_connection_in_the_same_words(h: Harness) -> None:
     # asyncio, trio and a socket word a refused connection each their own way; the
     # clients give the system's words for the error number, the same in all three.
-    port = free_port()
-    with pytest.raises(ConnectionLost) as caught:
+    with dead_port() as port, pytest.raises(ConnectionLost) as caught:
         async with h.connect(port):
             pass
     assert str(caught.value) == f"cannot connect to {HOST}:{port}: [Errno 111] Connection refused"

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from adapter_harness import HOST, ServiceLoop, free_port
+from adapter_harness import HOST, ServiceLoop, dead_port, free_port
 
 import stomp_proto
 from stomp_proto import Limits
@@ -347,13 +347,13 @@ def test_login_required_and_refused() -> None:
 def test_a_url_as_host() -> None:
     secured = start_broker("--user", "alice:s3cret")
     try:
-        dead = free_port()
         url = f"stomp://alice:s3cret@{HOST}:{secured.port}"
         sent = cli("send", "/queue/cli-url", "a", "b", "--host", url, "--receipt")
         assert sent.returncode == EXIT_OK, sent.stderr
         # The failover form: the first address is dead, the second one answers.
-        failover = f"failover:(stomp://alice:s3cret@{HOST}:{dead},{url})?randomize=false"
-        listened = cli("listen", "/queue/cli-url", "--count", "2", "--json", "--host", failover)
+        with dead_port() as dead:
+            failover = f"failover:(stomp://alice:s3cret@{HOST}:{dead},{url})?randomize=false"
+            listened = cli("listen", "/queue/cli-url", "--count", "2", "--json", "--host", failover)
         assert listened.returncode == EXIT_OK, listened.stderr
         assert bodies(listened) == ["a", "b"]
         refused = cli(

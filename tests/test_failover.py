@@ -21,6 +21,7 @@ from adapter_harness import (
     Backoff,
     ConnectionLost,
     Harness,
+    dead_port,
     free_port,
     on_every_adapter,
 )
@@ -123,22 +124,22 @@ async def test_the_client_moves_to_the_next_broker_when_the_one_in_use_dies(h: H
 @on_every_adapter(versions=(None,))
 async def test_a_first_connect_whose_first_address_is_dead(h: Harness) -> None:
     broker = await h.start_broker()
-    dead = free_port()
-    async with h.connect(None, hosts=[(HOST, dead), (HOST, broker.port)]) as client:
-        assert client.broker == (HOST, broker.port)
-        await client.send("/queue/first-dead", b"x", receipt=True)
-    # The same through a failover URL.
-    url = f"failover:(stomp://{HOST}:{dead},stomp://{HOST}:{broker.port})?randomize=false"
-    async with h.connect(None, host=url) as client:
-        assert client.broker == (HOST, broker.port)
+    with dead_port() as dead:
+        async with h.connect(None, hosts=[(HOST, dead), (HOST, broker.port)]) as client:
+            assert client.broker == (HOST, broker.port)
+            await client.send("/queue/first-dead", b"x", receipt=True)
+        # The same through a failover URL.
+        url = f"failover:(stomp://{HOST}:{dead},stomp://{HOST}:{broker.port})?randomize=false"
+        async with h.connect(None, host=url) as client:
+            assert client.broker == (HOST, broker.port)
 
 
 @on_every_adapter(versions=(None,))
 async def test_a_first_connect_fails_only_when_every_address_failed(h: Harness) -> None:
-    dead = [free_port(), free_port()]
-    with pytest.raises(ConnectionLost) as caught:
-        async with h.connect(None, hosts=[(HOST, port) for port in dead]):
+    with dead_port() as first, dead_port() as second, pytest.raises(ConnectionLost) as caught:
+        async with h.connect(None, hosts=[(HOST, first), (HOST, second)]):
             pass
+    dead = [first, second]
     text = str(caught.value)
     assert "any of 2 brokers" in text
     for port in dead:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from adapter_harness import dead_port
 
 from stomp_proto import (
     Ack,
@@ -289,28 +290,22 @@ def test_a_url_option_stands_for_the_connection_options() -> None:
         assert secret not in str(caught.value)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_failover_url_connects_to_the_first_address_that_answers(broker: BrokerThread) -> None:
-    dead = _free_port()
-    url = f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{broker.port})"
-    connection = ConnectionSettings.from_options({"url": url})
-    with connection.open_socket() as sock:
-        assert sock.getpeername()[1] == broker.port
-    nobody = ConnectionSettings.from_options(
-        {"url": f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{_free_port()})"}
-    )
-    with pytest.raises(OSError, match="any of 2 brokers") as caught:
-        nobody.open_socket()
+    with dead_port() as dead, dead_port() as also_dead:
+        url = f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{broker.port})"
+        connection = ConnectionSettings.from_options({"url": url})
+        with connection.open_socket() as sock:
+            assert sock.getpeername()[1] == broker.port
+        nobody = ConnectionSettings.from_options(
+            {"url": f"failover:(stomp://{broker.host}:{dead},stomp://{broker.host}:{also_dead})"}
+        )
+        with pytest.raises(OSError, match="any of 2 brokers") as caught:
+            nobody.open_socket()
     assert f":{dead}:" in str(caught.value)
 
 
-# Issue 30 item 1: each bad option, as a Kafka user mistypes it, and the words its error must
-# hold - the option's name, its value and the accepted form.
+# Each bad option, as a Kafka user mistypes it, and the words its error must hold: the
+# option's name, its value and the accepted form.
 BAD_OPTIONS = [
     ("stomp", {"port": "abc"}, ["'port'", "integer", "'abc'"]),
     ("stomp", {"maxBatchSize": "-5"}, ["'maxBatchSize'", ">= 1", "'-5'"]),
