@@ -17,18 +17,18 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import pytest
 from build_probe import Trace, consume, decode, serve
 from fuzzing.properties import Case
 from fuzzing.sessions import client_script, server_script
 from fuzzing.streams import random_cuts, recipe_stream
+from helpers import pure_core
 from hypothesis import given
 from hypothesis import strategies as st
 
 import stomp_proto
-from stomp_proto import _connection, _decoder, _encoder, _events
+from stomp_proto import _decoder, _encoder, _events
 
 pytestmark = pytest.mark.skipif(
     stomp_proto.BUILD != "accelerated", reason="the native fast path is not loaded"
@@ -39,18 +39,6 @@ configs = st.integers(0, 255)
 # feeding byte by byte stays quick.
 steps = st.integers(0, 255).filter(lambda b: not (b & 7 == 5 and b >> 3 >= 30))
 recipes = st.lists(steps, max_size=24).map(bytes)
-
-
-@contextmanager
-def pure_core() -> Iterator[None]:
-    """The pure build inside this process: every native hook switched off."""
-    with pytest.MonkeyPatch.context() as patch:
-        for module in (_decoder, _encoder, _events, _connection):
-            patch.setattr(module, "_native", None)
-        patch.setattr(_connection.ClientConnection, "_fast_receive", None)
-        patch.setattr(_connection.ClientConnection, "_fast_send", None)
-        patch.setattr(_connection.ClientConnection, "_fast_events", None)
-        yield
 
 
 def feedings(stream: bytes, seed: int) -> list[list[bytes]]:
