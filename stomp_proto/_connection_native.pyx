@@ -3,14 +3,16 @@
 """The native twin of ``_connection.py``: a client's steps for each message.
 
 Receiving a MESSAGE in an open session (:func:`client_next_event`,
-:class:`ClientEvents`), sending a SEND (:func:`client_send`) and settling a
+:class:`ClientEvents`), sending a SEND (:func:`client_send`, or
+:func:`client_send_parts` from its fields) and settling a
 delivery (:func:`client_settle`): each does exactly what the pure
 ``ClientConnection`` does for the common case, bookkeeping included, or gives
 ``None`` and leaves the case to the pure code.
 """
 
 from ._native_shared cimport (
-    PyTuple_CheckExact, PyUnicode_CheckExact, new_frame, stomp_pair, stomp_untrack,
+    PyTuple_CheckExact, PyTuple_GET_SIZE, PyUnicode_CheckExact, new_frame, stomp_pair,
+    stomp_untrack,
 )
 from ._decoder_native cimport HeadScanner
 from ._encoder_native cimport encode
@@ -62,29 +64,48 @@ def client_send(conn, event):
     anything else, which the pure code then checks and sends."""
     if type(event) is not Send or type(conn) is not CLIENT_CONNECTION:
         return None
-    if SEND_STATE is None or conn._state is not CONNECTED_STATE or event.receipt is not None:
+    if event.receipt is not None:
+        return None
+    return send_fields(
+        conn, event.destination, event.body, event.content_type, event.transaction,
+        event.headers, event.content_length,
+    )
+
+
+def client_send_parts(conn, tuple parts):
+    """:func:`client_send` of ``Send(destination, body, content_type=...,
+    transaction=..., headers=..., content_length=...)``, the fields given as
+    ``parts`` in that order (``ClientConnection._fast_send_parts``): the same
+    bytes and books, without the event.  None where client_send would give None."""
+    if type(conn) is not CLIENT_CONNECTION or PyTuple_GET_SIZE(parts) != 6:
+        return None
+    destination, body, content_type, transaction, headers, content_length = parts
+    return send_fields(conn, destination, body, content_type, transaction, headers, content_length)
+
+
+cdef object send_fields(
+    conn, destination, body, content_type, transaction, headers, content_length
+):
+    """The SEND of these fields, without a receipt, as :func:`client_send` makes it."""
+    if SEND_STATE is None or conn._state is not CONNECTED_STATE:
         return None
     # Fields of the exact types the pure send's checks (_checks.check_event) accept
     # without a word; anything else is theirs to refuse, with their message.
-    transaction = event.transaction
-    content_length = event.content_length
-    if type(content_length) is not bool or not PyUnicode_CheckExact(event.destination):
+    if type(content_length) is not bool or not PyUnicode_CheckExact(destination):
         return None
     if transaction is not None and (
         not PyUnicode_CheckExact(transaction) or transaction not in conn._transactions
     ):
         return None
-    headers = event.headers
     if not PyTuple_CheckExact(headers):
         return None
     # Send._to_frame: the typed headers first, the unset ones left out, then the rest.
-    typed = [stomp_pair("destination", event.destination)]
-    content_type = event.content_type
+    typed = [stomp_pair("destination", destination)]
     if content_type is not None:
         typed.append(stomp_pair("content-type", content_type))
     if transaction is not None:
         typed.append(stomp_pair("transaction", transaction))
-    frame = new_frame(FRAME, "SEND", tuple(typed) + <tuple>headers, event.body)
+    frame = new_frame(FRAME, "SEND", tuple(typed) + <tuple>headers, body)
     encoder = conn._encoder
     data = encode(frame, encoder._version, encoder._commands, encoder._bodies, content_length)
     if data is None:

@@ -38,6 +38,7 @@ def pure_core() -> Iterator[None]:
             patch.setattr(module, "_native", None)
         patch.setattr(_connection.ClientConnection, "_fast_receive", None)
         patch.setattr(_connection.ClientConnection, "_fast_send", None)
+        patch.setattr(_connection.ClientConnection, "_fast_send_parts", None)
         patch.setattr(_connection.ClientConnection, "_fast_events", None)
         yield
 

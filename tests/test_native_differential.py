@@ -64,7 +64,7 @@ def test_pure_core_switches_every_hook_off() -> None:
         conn = stomp_proto.ClientConnection()
         assert decoder._fast is None
         assert conn._fast_receive is None and conn._fast_send is None
-        assert conn._fast_events is None
+        assert conn._fast_events is None and conn._fast_send_parts is None
         assert _events._native is None and _encoder._native is None
     assert stomp_proto.FrameDecoder()._fast is not None
 

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
 
-from .._connection import ClientConnection
+from .._connection import ClientConnection, SendParts
 from .._errors import ProtocolError
 from .._events import (
     Abort,
@@ -33,6 +33,7 @@ from .._events import (
     Event,
     FrameEvent,
     Message,
+    Send,
     Subscribe,
 )
 from .._state import ConnectionState
@@ -577,7 +578,7 @@ class AsyncClient(ClientView):
         return waiter
 
     def _write(
-        self, event: FrameEvent | PlainSettle, settles: Message | None = None
+        self, event: FrameEvent | PlainSettle | SendParts, settles: Message | None = None
     ) -> Awaitable[None] | None:
         """Write ``event``, which wants no receipt: None once written, else what the
         caller awaits (at once) to finish the write.
@@ -629,7 +630,7 @@ class AsyncClient(ClientView):
 
     async def _send(
         self,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str | None = None,
         settles: Message | None = None,
     ) -> None:
@@ -692,7 +693,7 @@ class AsyncClient(ClientView):
     async def _wait_receipt(
         self,
         session: _Session,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str,
         waiter: Waiter[Event],
     ) -> None:
@@ -701,7 +702,7 @@ class AsyncClient(ClientView):
             async with self._backend.timeout(self._options.timeout):
                 await waiter.wait()
         except TimeoutError:
-            assert not isinstance(event, PlainSettle)
+            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
             self._waiters.pop(receipt, None)
             timed_out, lost = self._core.receipt_timed_out(
                 event, self._options.timeout, paused=session.paused
@@ -750,6 +751,7 @@ class AsyncClient(ClientView):
             is delivered when it commits.
         """
         self._core.take_refusal()
+        tracing = self._options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -758,8 +760,8 @@ class AsyncClient(ClientView):
             transaction=transaction,
             receipt=receipt,
             content_length=content_length,
+            parts=tracing is None,
         )
-        tracing = self._options.tracing
         if tracing is None:
             if receipt_id is not None:
                 await self._send(event, receipt_id)
@@ -767,6 +769,7 @@ class AsyncClient(ClientView):
                 await wait
             return
         # A span around the call; the SEND carries its context.
+        assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
             await self._send(traced, receipt_id)
 
