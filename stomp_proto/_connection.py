@@ -77,6 +77,10 @@ from ._state import (
 
 __all__ = ["ClientConnection", "ServerConnection"]
 
+#: A SEND without a receipt as its fields: destination, body, content_type,
+#: transaction, headers, content_length (see ClientConnection._fast_send_parts).
+SendParts = tuple[str, bytes, str | None, str | None, tuple[tuple[str, str], ...], bool]
+
 
 #: Default allowance on the peer's heart-beat interval before it counts as gone.
 #: 2.5: ActiveMQ sends its beats up to twice the interval apart (measured), and
@@ -712,9 +716,15 @@ class ClientConnection(_Connection):
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
     _peer_role = "server"
+    #: The accelerated build's ``send(Send(destination, body, content_type=...,
+    #: transaction=..., headers=..., content_length=...))`` from those six fields
+    #: in a tuple, without the event (a method; None when it leaves the SEND to
+    #: send()), for the client adapters; None on the pure build.
+    _fast_send_parts: Callable[[SendParts], bytes | None] | None = None
     if _native is not None:
         _fast_receive = _native.client_next_event
         _fast_send = _native.client_send
+        _fast_send_parts = _native.client_send_parts
         _fast_events = _native.ClientEvents
         #: The accelerated build's ACK and NACK of a plain delivery (see ack()).
         _fast_settle = _native.client_settle

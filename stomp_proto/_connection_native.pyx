@@ -3,14 +3,20 @@
 """The native twin of ``_connection.py``: a client's steps for each message.
 
 Receiving a MESSAGE in an open session (:func:`client_next_event`,
-:class:`ClientEvents`), sending a SEND (:func:`client_send`) and settling a
+:class:`ClientEvents`), sending a SEND (:func:`client_send`, or
+:func:`client_send_parts` from its fields) and settling a
 delivery (:func:`client_settle`): each does exactly what the pure
 ``ClientConnection`` does for the common case, bookkeeping included, or gives
 ``None`` and leaves the case to the pure code.
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+
 from ._native_shared cimport (
-    PyTuple_CheckExact, PyUnicode_CheckExact, new_frame, stomp_pair, stomp_untrack,
+    BACKSLASH, COLON, CR, LF, PyTuple_CheckExact, PyTuple_GET_SIZE, PyUnicode_CheckExact,
+    PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_IS_COMPACT_ASCII, new_frame, stomp_pair,
+    stomp_untrack,
 )
 from ._decoder_native cimport HeadScanner
 from ._encoder_native cimport encode
@@ -62,29 +68,48 @@ def client_send(conn, event):
     anything else, which the pure code then checks and sends."""
     if type(event) is not Send or type(conn) is not CLIENT_CONNECTION:
         return None
-    if SEND_STATE is None or conn._state is not CONNECTED_STATE or event.receipt is not None:
+    if event.receipt is not None:
+        return None
+    return send_fields(
+        conn, event.destination, event.body, event.content_type, event.transaction,
+        event.headers, event.content_length,
+    )
+
+
+def client_send_parts(conn, tuple parts):
+    """:func:`client_send` of ``Send(destination, body, content_type=...,
+    transaction=..., headers=..., content_length=...)``, the fields given as
+    ``parts`` in that order (``ClientConnection._fast_send_parts``): the same
+    bytes and books, without the event.  None where client_send would give None."""
+    if type(conn) is not CLIENT_CONNECTION or PyTuple_GET_SIZE(parts) != 6:
+        return None
+    destination, body, content_type, transaction, headers, content_length = parts
+    return send_fields(conn, destination, body, content_type, transaction, headers, content_length)
+
+
+cdef object send_fields(
+    conn, destination, body, content_type, transaction, headers, content_length
+):
+    """The SEND of these fields, without a receipt, as :func:`client_send` makes it."""
+    if SEND_STATE is None or conn._state is not CONNECTED_STATE:
         return None
     # Fields of the exact types the pure send's checks (_checks.check_event) accept
     # without a word; anything else is theirs to refuse, with their message.
-    transaction = event.transaction
-    content_length = event.content_length
-    if type(content_length) is not bool or not PyUnicode_CheckExact(event.destination):
+    if type(content_length) is not bool or not PyUnicode_CheckExact(destination):
         return None
     if transaction is not None and (
         not PyUnicode_CheckExact(transaction) or transaction not in conn._transactions
     ):
         return None
-    headers = event.headers
     if not PyTuple_CheckExact(headers):
         return None
     # Send._to_frame: the typed headers first, the unset ones left out, then the rest.
-    typed = [stomp_pair("destination", event.destination)]
-    content_type = event.content_type
+    typed = [stomp_pair("destination", destination)]
     if content_type is not None:
         typed.append(stomp_pair("content-type", content_type))
     if transaction is not None:
         typed.append(stomp_pair("transaction", transaction))
-    frame = new_frame(FRAME, "SEND", tuple(typed) + <tuple>headers, event.body)
+    frame = new_frame(FRAME, "SEND", tuple(typed) + <tuple>headers, body)
     encoder = conn._encoder
     data = encode(frame, encoder._version, encoder._commands, encoder._bodies, content_length)
     if data is None:
@@ -205,10 +230,12 @@ def client_settle(conn, message, bint ack):
     if owner.get(ident) != key or subscribe is None or subscribe.ack != "client-individual":
         return None
     # What FrameEncoder("1.2") writes for the ACK's frame (its version is the session's).
-    frame = new_frame(FRAME, "ACK" if ack else "NACK", (stomp_pair("id", ident),), b"")
-    data = encode(frame, "1.2", COMMANDS_12, BODIES_12, True)
+    data = plain_settle_frame(ack, ident)
     if data is None:
-        return None
+        frame = new_frame(FRAME, "ACK" if ack else "NACK", (stomp_pair("id", ident),), b"")
+        data = encode(frame, "1.2", COMMANDS_12, BODIES_12, True)
+        if data is None:
+            return None
     # _PendingAcks.settle, and _note_sent
     del delivered[ident]
     del owner[ident]
@@ -216,4 +243,30 @@ def client_settle(conn, message, bint ack):
     timer = conn._timer
     if timer is not None:
         timer.sent_since_check = True
+    return data
+
+
+cdef object plain_settle_frame(bint ack, str ident):
+    """``ACK\\nid:<ident>\\n\\n\\0`` (``NACK``), what FrameEncoder("1.2") writes for
+    that frame, made at once for an id of ASCII that needs no escape (1.2 §Value
+    Encoding); None for any other id, which encode() then takes."""
+    if not PyUnicode_IS_COMPACT_ASCII(ident):
+        return None
+    cdef Py_ssize_t size = PyUnicode_GET_LENGTH(ident)
+    cdef const char *text = <const char *>PyUnicode_DATA(ident)
+    cdef Py_ssize_t i
+    cdef char c
+    if size == 0:
+        return None
+    for i in range(size):
+        c = text[i]
+        if c == BACKSLASH or c == COLON or c == LF or c == CR or c == 0:
+            return None
+    cdef const char *head = b"ACK\nid:" if ack else b"NACK\nid:"
+    cdef Py_ssize_t head_size = 7 if ack else 8
+    data = PyBytes_FromStringAndSize(NULL, head_size + size + 3)
+    cdef char *out = PyBytes_AS_STRING(data)
+    memcpy(out, head, head_size)
+    memcpy(out + head_size, text, size)
+    memcpy(out + head_size + size, b"\n\n\0", 3)
     return data

@@ -25,6 +25,24 @@ from stomp_proto import (
 )
 
 HB = HeartBeat()
+
+
+@contextmanager
+def pure_core() -> Iterator[None]:
+    """The pure build inside this process: every native hook switched off (what a
+    build without the extension module runs; on the pure build, nothing changes)."""
+    from stomp_proto import _connection, _decoder, _encoder, _events
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (_decoder, _encoder, _events, _connection):
+            patch.setattr(module, "_native", None)
+        patch.setattr(_connection.ClientConnection, "_fast_receive", None)
+        patch.setattr(_connection.ClientConnection, "_fast_send", None)
+        patch.setattr(_connection.ClientConnection, "_fast_send_parts", None)
+        patch.setattr(_connection.ClientConnection, "_fast_events", None)
+        yield
+
+
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 ESCAPING_VERSIONS: tuple[Version, ...] = ("1.1", "1.2")
 

@@ -15,6 +15,7 @@ import socket
 import ssl
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from adapter_harness import (
     on_every_adapter,
     run,
 )
+from helpers import pure_core
 
 from stomp_proto import (
     Connect,
@@ -300,6 +302,123 @@ async def test_subscribe_returns_when_messages_outnumber_the_queue_before_its_re
         received = [await messages.get(WAIT) for _ in range(20)]
         assert [m.body for m in received] == [str(n).encode() for n in range(20)]
         await client.ack(received[-1], receipt=True)
+
+
+# -- settling: the same frames and refusals on both builds ----------------------------------
+
+
+def recording_broker(wire: list[bytes]) -> Handler:
+    """A server that delivers 4 MESSAGEs to each SUBSCRIBE, then its RECEIPT, answers
+    every receipt, and keeps in ``wire`` every byte the client sent."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection()
+        while data := await reader.read(65536):
+            wire.append(data)
+            conn.receive_data(data)
+            for event in iter(conn.next_event, None):
+                if isinstance(event, Connect):
+                    writer.write(conn.send(Connected(session="recording")))
+                elif isinstance(event, Subscribe):
+                    for n in range(4):
+                        message = Message(
+                            event.destination,
+                            message_id=f"m{n}",
+                            subscription=event.id,
+                            ack=f"a{n}" if conn.version == "1.2" else None,
+                        )
+                        writer.write(conn.send(message))
+                if getattr(event, "receipt", None) is not None:
+                    writer.write(conn.send(Receipt(event.receipt)))  # type: ignore[attr-defined]
+            await writer.drain()
+
+    return handler
+
+
+async def settle_session(h: Harness) -> tuple[bytes, list[str]]:
+    """Every way of settling a message, and of getting it wrong: what the client
+    wrote, and each error it raised (its type and message), in order."""
+    wire: list[bytes] = []
+    refusals: list[str] = []
+    port = await h.start_server(recording_broker(wire))
+    async with (
+        h.connect(port) as client,
+        client.subscribe("/queue/settle", ack="client-individual") as messages,
+    ):
+        m = [await messages.get(WAIT) for _ in range(4)]
+        await client.ack(m[0])
+        await client.nack(m[1])
+        await client.ack(m[2], receipt=True)
+        misuse: list[tuple[type[Exception], Callable[[], Awaitable[None]]]] = [
+            (LocalProtocolError, lambda: client.ack(m[0])),  # settled already
+            (LocalProtocolError, lambda: client.nack(m[2])),
+            (TypeError, lambda: client.ack("m3")),  # type: ignore[arg-type]
+            (LocalProtocolError, lambda: client.ack(replace(m[3], body=b"redelivered"))),
+            (TypeError, lambda: client.nack(m[3], receipt="yes")),  # type: ignore[arg-type]
+        ]
+        for kind, call in misuse:
+            with pytest.raises(kind) as refused:
+                await call()
+            refusals.append(f"{type(refused.value).__name__}: {refused.value}")
+        # The session goes on: nothing was written, and the write lock is free.
+        async with client.transaction() as tx:
+            await client.nack(m[3], transaction=tx)
+        await client.send("/queue/settle", b"after", receipt=True)
+    return b"".join(wire), refusals
+
+
+@on_every_adapter(versions=("1.1", "1.2"))
+async def test_settling_writes_the_same_frames_and_refuses_the_same_misuse_on_both_builds(
+    h: Harness,
+) -> None:
+    # The accelerated build makes a plain ACK or NACK natively, without an event;
+    # the pure build checks and encodes an Ack or Nack.  The broker must see the
+    # same bytes, and a mistake must be refused alike (misuse: LocalProtocolError;
+    # a wrong type: TypeError), before anything is written.
+    native = await settle_session(h)
+    with pure_core():
+        pure = await settle_session(h)
+    assert native == pure
+    wire, refusals = native
+    settled = [f for f in wire.split(b"\x00") if f.startswith((b"ACK\n", b"NACK\n"))]
+    if h.version == "1.2":  # 1.2 §ACK: the MESSAGE's ack header, as id
+        names = [b"id:a0", b"id:a1", b"id:a2", b"id:a3"]
+    else:  # 1.1 §ACK: the message-id and the subscription
+        names = [b"message-id:m%d\nsubscription:sub-1" % n for n in range(4)]
+    assert settled == [
+        b"ACK\n" + names[0] + b"\n\n",
+        b"NACK\n" + names[1] + b"\n\n",
+        b"ACK\n" + names[2] + b"\nreceipt:receipt-3\n\n",
+        b"NACK\n" + names[3] + b"\ntransaction:tx-4\n\n",
+    ]
+    assert len(refusals) == 5
+
+
+def resetting_broker(after: float) -> Handler:
+    """A server that answers CONNECT, then reads nothing more and, ``after`` seconds
+    later, resets the connection."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection()
+        while not any(isinstance(e, Connect) for e in iter(conn.next_event, None)):
+            conn.receive_data(await reader.read(65536) or None)
+        writer.write(conn.send(Connected(session="resetting")))
+        await asyncio.sleep(after)
+        writer.transport.abort()
+
+    return handler
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_write_the_broker_does_not_take_fails_when_it_resets(h: Harness) -> None:
+    # More than the socket buffers hold: the send waits for room, and the reset
+    # ends that wait with the session's end (not a bare OSError, not a hang).
+    port = await h.start_server(resetting_broker(after=0.3))
+    async with h.connect(port) as client:
+        with pytest.raises(ConnectionLost):
+            await client.send("/queue/void", b"x" * (16 << 20))
+        with pytest.raises(ConnectionLost):
+            await client.send("/queue/void", b"after the reset")
 
 
 # -- broker errors ---------------------------------------------------------------------------

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers import pure_core
 
 from stomp_proto import (
     AckMode,
+    Begin,
     Connect,
     Connected,
     Error,
@@ -380,6 +382,62 @@ def test_the_send_of_send_is_the_event_a_user_would_make(
         assert (receipt_id is not None) is receipt
         assert event == wanted
         assert dataclasses.asdict(event) == dataclasses.asdict(wanted)
+
+
+SENDS: list[dict[str, object]] = [
+    {},
+    {"content_type": "text/plain", "headers": {"x-ts": "1", "a": "b:c\nd"}},
+    {"headers": (("a", "1"), ("a", "2")), "transaction": "tx-1"},
+    {"transaction": "tx-unknown"},  # refused: no such transaction is open
+    {"headers": {"x": 1}},  # a header value that is not a str
+    {"headers": [("a", "1")]},  # pairs in a list
+    {"body": b"a\x00b", "content_length": False},  # refused: the NUL would end the body
+    {"body": b"y" * 5000, "version": "1.1"},
+    {"body": b"z", "version": "1.0", "headers": {"k": "v\nw"}},  # 1.0 has no escapes
+    {"content_type": 7},
+    {"destination": 7},
+    {"destination": ""},
+    {"body": 7},
+]
+
+
+def send_outcome(spec: dict[str, object], *, parts: bool) -> tuple[bytes, str]:
+    """What sending the SEND of ``spec`` in an open session gives: send()'s way (its
+    fields, ``parts``) or the user's (a Send, sent): the bytes and the session's state,
+    or the error's type and message."""
+    options = dict(spec)
+    session = Session(options.pop("version", "1.2"), "auto")  # type: ignore[arg-type]
+    core, conn = session.core, session.core.conn
+    conn.send(Begin("tx-1"))
+    fields = {"destination": "/queue/a", "body": b"x", "content_type": None, "headers": None}
+    fields |= {"transaction": None, "content_length": True} | options
+    try:
+        if parts:
+            event, _ = core.send_event(**fields, receipt=False, parts=True)  # type: ignore[arg-type]
+            data = core.frame(conn, event, None)
+        else:
+            fields["headers"] = fields["headers"] or ()
+            data = conn.send(Send(**fields))  # type: ignore[arg-type]
+    except (TypeError, LocalProtocolError) as exc:
+        return type(exc).__name__.encode(), str(exc)
+    return data, f"{conn.state} {core.stats.sent}"
+
+
+@pytest.mark.parametrize("spec", SENDS, ids=lambda spec: repr(spec)[:48])
+def test_send_writes_what_a_user_made_send_writes_on_both_builds(spec: dict[str, object]) -> None:
+    """send() hands its SEND to the connection as its fields, not an event, and the
+    accelerated build makes the frame from them natively: the bytes, the state after
+    and every refusal must be those of the Send a user makes and sends, on either
+    build (the counts aside: only send() counts what it sends)."""
+    native = send_outcome(spec, parts=True)
+    with pure_core():
+        pure = send_outcome(spec, parts=True)
+        user = send_outcome(spec, parts=False)
+    assert native == pure
+    assert native[0] == user[0]
+    assert native[1].split()[0] == user[1].split()[0]
+    if not native[0].isalpha():  # (bytes, not a refusal)
+        assert native[1].split()[1] == "1"
 
 
 @pytest.mark.parametrize("destination", ["", None, 7])

@@ -20,11 +20,11 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from types import EllipsisType
 
-from .._connection import ClientConnection
+from .._connection import ClientConnection, SendParts
 from .._errors import ProtocolError
 from .._events import (
     Abort,
@@ -33,11 +33,12 @@ from .._events import (
     Event,
     FrameEvent,
     Message,
+    Send,
     Subscribe,
 )
 from .._state import ConnectionState
 from .._websocket import accepted_versions
-from ._backend import Backend, Stream, TakingStream, Task, Waiter
+from ._backend import Backend, Stream, TakingStream, Task, Waiter, WritingStream
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import (
@@ -48,7 +49,7 @@ from ._errors import (
     message_timed_out,
     reason,
 )
-from ._options import ConnectOptions
+from ._options import ConnectOptions, TracingHook
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
@@ -79,6 +80,7 @@ class _Session:
         "paused",
         "reader",
         "stream",
+        "write",
     )
 
     def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
@@ -86,6 +88,8 @@ class _Session:
         #: Resolved by this session's reader with CONNECTED, or failed with why it ended.
         self.connected = connected
         self.stream: Stream | None = None
+        #: Its stream's ``write``, when it is a :class:`WritingStream` (see AsyncClient._write).
+        self.write: Callable[[bytes], Awaitable[None] | None] | None = None
         self.reader: Task | None = None
         #: Whether this is the client's session (its CONNECTED came and was taken).
         self.current = False
@@ -292,6 +296,8 @@ class AsyncClient(ClientView):
                 stream, self._backend, options.host, options.port, options.websocket, versions
             )
             versions = accepted_versions(stream.subprotocol, versions)
+        if isinstance(stream, WritingStream):
+            session.write = stream.write
         await stream.send(conn.send(options.connect_event(versions)))
         session.reader = self._backend.spawn(lambda: self._read_loop(session))
         await session.connected.wait()  # the reader's error if it ended first
@@ -571,9 +577,60 @@ class AsyncClient(ClientView):
         self._waiters[key] = waiter
         return waiter
 
+    def _write(
+        self, event: FrameEvent | PlainSettle | SendParts, settles: Message | None = None
+    ) -> Awaitable[None] | None:
+        """Write ``event``, which wants no receipt: None once written, else what the
+        caller awaits (at once) to finish the write.
+
+        Sending and acknowledging each message write this way: with a session
+        up, the write lock free and a stream that takes bytes without a
+        coroutine (asyncio's), the frame is made and handed over here, with no
+        coroutine at all.  Anything else goes the way of :meth:`_send`, with the
+        same checks in the same order, and the same errors.
+        """
+        session = self._session
+        write = None if session is None else session.write
+        if (
+            write is None
+            or self._closing
+            or self._core.error is not None
+            or not self._ready.is_set()
+            or session is None  # (for mypy: write is None then)
+            or session.error is not None
+            or session.conn.state is ConnectionState.CLOSED
+        ):
+            return self._send(event, None, settles)
+        lock = self._write_lock
+        if not lock.take():
+            return self._send(event, None, settles)
+        try:
+            data = self._core.frame(session.conn, event, settles)
+            wait = write(data)
+        except BaseException:
+            lock.release()
+            raise
+        if wait is None:
+            lock.release()
+            return None
+        return self._written(session, wait)
+
+    async def _written(self, session: _Session, wait: Awaitable[None]) -> None:
+        """The end of a :meth:`_write` whose stream holds too much: wait, under the
+        write lock, as :meth:`_send` does."""
+        try:
+            try:
+                await wait
+            finally:
+                self._write_lock.release()
+        except OSError as exc:
+            failure = await self._why_send_failed(session, exc)
+            self._core.reported(failure)  # told now: not again at the next call
+            raise failure from exc
+
     async def _send(
         self,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str | None = None,
         settles: Message | None = None,
     ) -> None:
@@ -636,7 +693,7 @@ class AsyncClient(ClientView):
     async def _wait_receipt(
         self,
         session: _Session,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str,
         waiter: Waiter[Event],
     ) -> None:
@@ -645,7 +702,7 @@ class AsyncClient(ClientView):
             async with self._backend.timeout(self._options.timeout):
                 await waiter.wait()
         except TimeoutError:
-            assert not isinstance(event, PlainSettle)
+            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
             self._waiters.pop(receipt, None)
             timed_out, lost = self._core.receipt_timed_out(
                 event, self._options.timeout, paused=session.paused
@@ -694,6 +751,7 @@ class AsyncClient(ClientView):
             is delivered when it commits.
         """
         self._core.take_refusal()
+        tracing = self._options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -702,12 +760,16 @@ class AsyncClient(ClientView):
             transaction=transaction,
             receipt=receipt,
             content_length=content_length,
+            parts=tracing is None,
         )
-        tracing = self._options.tracing
         if tracing is None:
-            await self._send(event, receipt_id)
+            if receipt_id is not None:
+                await self._send(event, receipt_id)
+            elif (wait := self._write(event)) is not None:
+                await wait
             return
         # A span around the call; the SEND carries its context.
+        assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
             await self._send(traced, receipt_id)
 
@@ -758,7 +820,8 @@ class AsyncClient(ClientView):
             acknowledgement takes effect when it commits.
         :param receipt: return only once the broker has confirmed it.
         """
-        await self._settle(message, transaction, receipt, nack=False)
+        if (wait := self._settle(message, transaction, receipt, nack=False)) is not None:
+            await wait
 
     async def nack(
         self, message: Message, *, transaction: str | None = None, receipt: bool = False
@@ -769,17 +832,36 @@ class AsyncClient(ClientView):
         :param transaction: the id of an open :meth:`transaction`.
         :param receipt: return only once the broker has confirmed it.
         """
-        await self._settle(message, transaction, receipt, nack=True)
+        if (wait := self._settle(message, transaction, receipt, nack=True)) is not None:
+            await wait
 
-    async def _settle(
+    def _settle(
         self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
-    ) -> None:
+    ) -> Awaitable[None] | None:
+        """Write the ACK (``nack``: NACK) of ``message``: None once written, else what
+        ``ack()`` awaits to finish (see :meth:`_write`).
+
+        Not a coroutine of its own: a consumer settling each message runs this
+        once per message.  What it raises, it raises in the caller's coroutine,
+        as one of its own would.
+        """
         self._core.take_refusal()
         event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
         tracing = self._options.tracing
         if tracing is None:
-            await self._send(event, receipt_id, message)
-            return
+            if receipt_id is None:
+                return self._write(event, message)
+            return self._send(event, receipt_id, message)
+        return self._traced_settle(tracing, event, receipt_id, message, nack)
+
+    async def _traced_settle(
+        self,
+        tracing: TracingHook,
+        event: FrameEvent | PlainSettle,
+        receipt_id: str | None,
+        message: Message,
+        nack: bool,
+    ) -> None:
         with tracing.settling(message, nack, self.broker, self.version):
             await self._send(event, receipt_id, message)
 

@@ -33,7 +33,8 @@ class _Stream(asyncio.BufferedProtocol):
 
     Writing: one ``write`` (one ``send`` system call) per frame is most of the
     cost of a producer sending small messages, and of a consumer acknowledging
-    them.  So ``send`` keeps the bytes and writes them all either when the
+    them.  So ``send`` (and ``write``, the same without a coroutine: see
+    :class:`WritingStream`) keeps the bytes and writes them all either when the
     task lets the event loop run (a ``call_soon`` callback) or when
     :data:`_WRITE_BATCH` bytes have gathered - then it also waits while the
     transport's own buffer is above its high-water mark.  The order of the
@@ -183,15 +184,23 @@ class _Stream(asyncio.BufferedProtocol):
         return b""
 
     async def send(self, data: bytes) -> None:
+        wait = self.write(data)
+        if wait is not None:
+            await wait
+
+    def write(self, data: bytes) -> Awaitable[None] | None:
+        """See :class:`WritingStream`: the bytes wait for the flush, or go at once
+        with those before them when a batch has gathered (then drain)."""
         self._pending.append(data)
         self._pending_size += len(data)
         transport = self._transport
         assert transport is not None
         if self._pending_size >= _WRITE_BATCH or transport.is_closing():
             self._flush()
-            await self._drain()
-        elif self._flush_handle is None:
+            return self._drain()
+        if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
+        return None
 
     async def _drain(self) -> None:
         """Wait while the transport holds too much; once the connection is lost,

@@ -29,6 +29,7 @@ __all__ = [
     "TakingStream",
     "Task",
     "Waiter",
+    "WritingStream",
 ]
 
 #: Bytes one read asks for, in every client.
@@ -62,6 +63,21 @@ class TakingStream(Stream, Protocol):
         ``take(view)`` (the view is valid during the call only): ``take``
         consumes them all and returns True to go on waiting.  Returns None
         once ``take`` has returned False, and raises what ``take`` raised."""
+
+
+@runtime_checkable
+class WritingStream(Stream, Protocol):
+    """A stream that takes bytes to write without a coroutine.
+
+    ``send`` is a coroutine, and one per frame costs about as much as the rest
+    of writing a small one; a writer that has nothing to wait for (the stream
+    gathers frames and writes them later, at once) calls ``write``.
+    """
+
+    def write(self, data: bytes) -> Awaitable[None] | None:
+        """Take ``data``, in order with every other write: None when it is taken
+        and nothing need be awaited; else what the caller awaits before it
+        writes again (the stream holds too much; it raises what failed)."""
 
 
 class Waiter(Protocol[T]):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
-from .._connection import ClientConnection
+from .._connection import ClientConnection, SendParts
 from .._events import (
     Ack,
     AckMode,
@@ -437,10 +437,14 @@ class ClientCore(Generic[S]):
         transaction: str | None,
         receipt: bool,
         content_length: bool,
-    ) -> tuple[Send, str | None]:
+        parts: bool = False,
+    ) -> tuple[Send | SendParts, str | None]:
         """The SEND for one ``send()`` call, and its receipt id if one is wanted.
 
-        A ``str`` body is sent as UTF-8 text.
+        A ``str`` body is sent as UTF-8 text.  ``parts``: the caller needs no
+        event (it writes it with :meth:`frame`, without tracing), so a SEND
+        without a receipt may come as its fields alone, which the accelerated
+        build makes into bytes without an event (ClientConnection._fast_send_parts).
         """
         if receipt is not False:
             check_bool("send() receipt", receipt)
@@ -455,6 +459,8 @@ class ClientCore(Generic[S]):
         receipt_id = self.next_id("receipt") if receipt else None
         pairs = _header_pairs(headers) if headers else ()
         if type(body) is bytes and destination != "":
+            if parts and receipt_id is None and ClientConnection._fast_send_parts is not None:
+                return (destination, body, content_type, transaction, pairs, content_length), None
             made = _new_send(
                 destination, body, content_type, transaction, receipt_id, pairs, content_length
             )
@@ -487,7 +493,10 @@ class ClientCore(Generic[S]):
         return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
 
     def frame(
-        self, conn: ClientConnection, event: FrameEvent | PlainSettle, settles: Message | None
+        self,
+        conn: ClientConnection,
+        event: FrameEvent | PlainSettle | SendParts,
+        settles: Message | None,
     ) -> bytes:
         """The bytes of ``event`` from ``conn``, the current connection (the adapters
         call this under their write lock, and write the bytes next).
@@ -495,8 +504,23 @@ class ClientCore(Generic[S]):
         ``settles``: the message an ACK or NACK is for; it must have come on
         ``conn``.  A :class:`PlainSettle` is made by ``conn.ack()`` (``nack()``),
         which checks that itself and, in the accelerated build, makes the
-        frame natively without an event.
+        frame natively without an event.  A SEND's fields (``send_event(...,
+        parts=True)``) are made into bytes natively where that can be done, and
+        otherwise made the Send they stand for and sent as such.
         """
+        if isinstance(event, tuple):  # (events are not tuples)
+            send = conn._fast_send_parts
+            data = None if send is None else send(event)
+            if data is None:
+                destination, body, content_type, transaction, headers, content_length = event
+                data = conn.send(
+                    _new_send(
+                        destination, body, content_type, transaction, None, headers, content_length
+                    )
+                )
+            self.stats.sent += 1  # as written() counts a SEND without a receipt
+            self._unvouched = True
+            return data
         if isinstance(event, PlainSettle):
             message = event.message
             if event.nack:

@@ -43,9 +43,9 @@ from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
 from typing import Protocol
 
-from .._connection import ClientConnection
+from .._connection import ClientConnection, SendParts
 from .._errors import ProtocolError
-from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Subscribe
+from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Send, Subscribe
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
@@ -895,7 +895,7 @@ class Client(ClientView):
 
     def _send(
         self,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -910,7 +910,7 @@ class Client(ClientView):
 
     def _write(
         self,
-        event: FrameEvent | PlainSettle,
+        event: FrameEvent | PlainSettle | SendParts,
         receipt: str | None = None,
         settles: Message | None = None,
         *,
@@ -952,7 +952,7 @@ class Client(ClientView):
         try:
             return waiter.wait(self._options.timeout)
         except TimeoutError:
-            assert not isinstance(event, PlainSettle)
+            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
             paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
             timed_out, lost = self._core.receipt_timed_out(
                 event, self._options.timeout, paused=paused
@@ -991,6 +991,7 @@ class Client(ClientView):
             is delivered when it commits.
         """
         self._core.take_refusal()
+        tracing = self._options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -999,12 +1000,13 @@ class Client(ClientView):
             transaction=transaction,
             receipt=receipt,
             content_length=content_length,
+            parts=tracing is None,
         )
-        tracing = self._options.tracing
         if tracing is None:
             self._send(event, receipt_id)
             return
         # A span around the call; the SEND carries its context.
+        assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
             self._send(traced, receipt_id)
 
