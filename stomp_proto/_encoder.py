@@ -192,7 +192,7 @@ class FrameEncoder:
             try:
                 lines = [name + ":" + value for name, value in headers]
                 head = "\n".join(lines)
-            except TypeError:
+            except (TypeError, ValueError):  # (ValueError: a "pair" of one or three)
                 raise _not_str(headers) from None
             # Fast path: exactly one colon and no line break per line, no empty
             # name, nothing to escape or refuse, and no content-length to replace.
@@ -220,7 +220,10 @@ class FrameEncoder:
 
     def _encode_headers(self, command: str, headers: tuple[tuple[str, str], ...]) -> list[str]:
         # content-length is recomputed from the body, or omitted on request.
-        pairs = [(name, value) for name, value in headers if name != "content-length"]
+        try:
+            pairs = [(name, value) for name, value in headers if name != "content-length"]
+        except ValueError:  # a "pair" of one or three (a str of other than 2 letters)
+            raise _not_str(headers) from None
         if not pairs:
             return []
         # Every name and value in one string, NUL-separated: NUL may not appear

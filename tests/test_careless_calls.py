@@ -194,6 +194,25 @@ ISSUE_ROWS = [
         TypeError,
         "header 'h'",
     ),
+    Call(
+        "Send(..., headers=(('only one',),))",
+        lambda: client().send(Send("/q", headers=(("only one",),))),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair, not tuple ('only one',)",
+    ),
+    # One pair where a tuple of pairs belongs.
+    Call(
+        "Send(..., headers=('persistent', 'true'))",
+        lambda: client().send(Send("/q", headers=("persistent", "true"))),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair, not str 'persistent'",
+    ),
+    Call(
+        "STOMP 1.0: encode(('SEND', (('a', 'b', 'c'),), b''))",
+        lambda: FrameEncoder("1.0").encode(("SEND", (("a", "b", "c"),), b"")),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair",
+    ),
     # The asyncio rows (header pairs, a dict body) run on every adapter below.
     Call(
         "a mistyped client option",
