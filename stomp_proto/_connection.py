@@ -189,6 +189,12 @@ class _Connection:
     _fast_send: Callable[[Event], bytes | None] | None = None
     #: The accelerated build's iterator over the events available now, or None.
     _fast_events: Callable[[Any], Iterator[Event]] | None = None
+    #: A client's ``send(Send(destination, body, content_type=..., transaction=...,
+    #: headers=..., content_length=...))`` from those six fields in a tuple, without
+    #: the event, for the client adapters (a method; it returns None when it leaves
+    #: the SEND to send()): the accelerated build's, else None.  (Declared here, in
+    #: this module, so that typing.get_type_hints resolves it on the public class.)
+    _fast_send_parts: Callable[[SendParts], bytes | None] | None = None
 
     def __init__(
         self,
@@ -716,11 +722,6 @@ class ClientConnection(_Connection):
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
     _peer_role = "server"
-    #: The accelerated build's ``send(Send(destination, body, content_type=...,
-    #: transaction=..., headers=..., content_length=...))`` from those six fields
-    #: in a tuple, without the event (a method; None when it leaves the SEND to
-    #: send()), for the client adapters; None on the pure build.
-    _fast_send_parts: Callable[[SendParts], bytes | None] | None = None
     if _native is not None:
         _fast_receive = _native.client_next_event
         _fast_send = _native.client_send
