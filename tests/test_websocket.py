@@ -21,6 +21,7 @@ import functools
 import logging
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack
@@ -677,27 +678,47 @@ def test_cli_refuses_a_bad_websocket_path(command: str) -> None:
 def test_wss(adapter: str, certificate: tuple[Path, Path]) -> None:  # noqa: F811 (fixture)
     server_context = _server_context(certificate)
     trusting = ssl.create_default_context(cafile=str(certificate[0]))
-    steps: list[str] = []  # what the third-party client has done, for a failure's message
+    steps = Steps()  # what the scenario and the third-party client have done, and when
 
     async def scenario(h: Harness) -> None:
         broker = await h.start_broker(ssl=server_context, websocket=PATH)
+        steps.note("our broker is up")
         queue = f"/queue/wss-{uuid.uuid4()}"
         async with (
             h.connect(broker.port, ssl=trusting, websocket=PATH) as client,
             client.subscribe(queue) as messages,
         ):
+            steps.note("our client is connected and subscribed")
             await client.send(queue, b"secret", receipt=True)
             assert (await messages.get(WAIT)).body == b"secret"
+            steps.note("our message came back")
             # A third-party wss:// client on the same TLS port.
             await blocking(h, third_party_wss, broker.port, trusting, queue, steps)
             assert (await messages.get(WAIT)).body == b"via websockets"
 
     try:
-        run(adapter, scenario)
+        # Every step is bounded by WAIT; the scenario's bound only catches a hang, and
+        # two TLS clients' dozen steps can take more than the usual 30 s on a loaded
+        # machine.
+        run(adapter, scenario, timeout=60.0)
     except TimeoutError as exc:
-        # Once, on a loaded CI machine, the scenario ran out of time with the
-        # third-party client still in its thread: say where it was.
-        raise AssertionError(f"the websockets client's steps so far: {steps}") from exc
+        # Twice, on a loaded CI machine (Python 3.13), the scenario ran out of time
+        # with the third-party client in its first step: say where each part was, when.
+        raise AssertionError(f"the steps so far: {steps}") from exc
+
+
+class Steps:
+    """Steps noted with the seconds since the first, for a time-out's message."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self._steps: list[str] = []
+
+    def note(self, step: str) -> None:
+        self._steps.append(f"{time.monotonic() - self._start:.1f} s: {step}")
+
+    def __repr__(self) -> str:
+        return repr(self._steps)
 
 
 async def blocking(h: Harness, function: Callable[..., object], *args: object) -> None:
@@ -708,13 +729,13 @@ async def blocking(h: Harness, function: Callable[..., object], *args: object) -
         await in_thread(function, *args)
 
 
-def third_party_wss(port: int, context: ssl.SSLContext, queue: str, steps: list[str]) -> None:
+def third_party_wss(port: int, context: ssl.SSLContext, queue: str, steps: Steps) -> None:
     """CONNECT and a SEND with a receipt from the websockets library's own client.
 
     Every step is bounded by WAIT, the closing handshake too (its default is 10 s),
     and each is noted in ``steps`` as it begins.
     """
-    steps.append("TLS and the WebSocket handshake")
+    steps.note("TLS and the WebSocket handshake")
     with ws_connect(
         f"wss://{HOST}:{port}{PATH}",
         ssl=context,
@@ -722,16 +743,16 @@ def third_party_wss(port: int, context: ssl.SSLContext, queue: str, steps: list[
         open_timeout=WAIT,
         close_timeout=WAIT,
     ) as ws:
-        steps.append("CONNECT")
+        steps.note("CONNECT")
         ws.send(stomp_bytes("CONNECT", ("accept-version", "1.2"), ("host", "/")))
         ws.recv(timeout=WAIT)
-        steps.append("SEND")
+        steps.note("SEND")
         ws.send(
             stomp_bytes("SEND", ("destination", queue), ("receipt", "r"), body=b"via websockets")
         )
         ws.recv(timeout=WAIT)
-        steps.append("the closing handshake")
-    steps.append("closed")
+        steps.note("the closing handshake")
+    steps.note("closed")
 
 
 # -- reconnecting ------------------------------------------------------------------------
