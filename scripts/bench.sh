@@ -28,6 +28,17 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# The rows of the pure build import the stomp_proto beside benchmarks/, and a native
+# module built in place there (build_accelerated.py --inplace) would be loaded
+# instead: the codec's pure rows would measure the accelerated build, and the
+# end-to-end workers, which check the build they load, would all fail.
+built_in_place=(stomp_proto/_*_native*.so)
+if [ -e "${built_in_place[0]}" ]; then
+    echo "error: stomp_proto/ holds a native build made in place (${built_in_place[0]} ...): the pure build's rows would load it" >&2
+    echo "remove it first: python scripts/build_accelerated.py --clean" >&2
+    exit 1
+fi
+
 if [ -z "${PYTHON:-}" ]; then
     # shellcheck source=scripts/_venv.sh
     source scripts/_venv.sh

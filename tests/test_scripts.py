@@ -164,3 +164,19 @@ def test_every_test_marked_serial_exists() -> None:
             missing.append(entry)
     assert missing == []
     assert len(SERIAL) >= 10
+
+
+def test_bench_sh_refuses_a_checkout_holding_a_native_build_made_in_place(tmp_path: Path) -> None:
+    # The pure build's rows import the stomp_proto beside benchmarks/: with a module
+    # built in place there they would measure the accelerated build, or fail.
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "bench.sh", tmp_path / "scripts" / "bench.sh")
+    (tmp_path / "stomp_proto").mkdir()
+    (tmp_path / "stomp_proto" / "_decoder_native.cpython-311-x86_64-linux-gnu.so").touch()
+    done = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "bench.sh"), "--quick"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "native build made in place" in done.stderr
+    assert "scripts/build_accelerated.py --clean" in done.stderr
