@@ -604,3 +604,34 @@ def test_a_read_handed_to_a_reader_cancelled_before_it_woke_is_not_lost() -> Non
         assert taken == [b"CONNECTED", b"RECEIPT"]
 
     asyncio.run(scenario())
+
+
+def test_trio_a_send_or_ack_in_a_cancelled_scope_is_cancelled_and_writes_nothing() -> None:
+    # trio's rule: a call that can wait raises Cancelled in a cancelled scope.  The
+    # plain send and ack are written without a coroutine (the stream's write), so
+    # they check for the cancel themselves; the client goes on working after.
+    import trio
+
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker()
+        queue = "/queue/cancelled-writes"
+        async with h.connect(broker.port) as client:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await client.send(queue, b"never")
+            assert scope.cancelled_caught
+            await client.send(queue, b"kept", receipt=True)
+            assert await h.queued(broker, queue) == 1
+            async with client.subscribe(queue, ack="client-individual") as messages:
+                message = await messages.get(WAIT)
+                assert message is not None and message.body == b"kept"
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await client.ack(message)
+                assert scope.cancelled_caught
+                assert client.connection.pending_acks(messages.id) != ()
+                await client.ack(message, receipt=True)
+                assert client.connection.pending_acks(messages.id) == ()
+        assert await h.queued(broker, queue) == 0
+
+    run("trio", scenario)

@@ -661,6 +661,9 @@ class AsyncClient(ClientView):
                     conn = session.conn
                     if conn.state is ConnectionState.CLOSED or session.error is not None:
                         raise self._core.error or ConnectionLost("the connection is closed")
+                    # Cancelled, the call ends here: once the frame is made, the
+                    # connection counts it as sent, so the stream must take it.
+                    await self._backend.cancel_point()
                     data = self._core.frame(conn, event, settles)
                     await stream.send(data)
                 finally:

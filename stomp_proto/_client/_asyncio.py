@@ -352,6 +352,9 @@ class AsyncioBackend:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    async def cancel_point(self) -> None:
+        return None
+
     def waiter(self) -> _Waiter:
         return _Waiter()
 

@@ -60,8 +60,9 @@ class _TrioStream:
     Only the writer task writes, so a sender cancelled while it waits never
     cuts a frame short (a ``send_all`` cancelled part way leaves a partial
     frame on the wire): the bytes it gave go out whole, as asyncio's
-    transport writes them.  ``send`` stays a cancellation point, before it
-    takes the bytes.  A failed write fails every later ``send``.
+    transport writes them.  ``send`` takes the bytes before anything can
+    cancel it: the client's cancellation point is before it makes the frame
+    (see ``Backend.cancel_point``).  A failed write fails every later ``send``.
 
     A sender that has gathered a batch writes it itself, when no write is
     under way, as far as the socket takes it without waiting (a write that
@@ -150,9 +151,12 @@ class _TrioStream:
         return received
 
     async def send(self, data: bytes) -> None:
+        # No cancel point before the bytes are taken: the caller has made its
+        # frame, and its connection counts it as sent (an ACK settled, a
+        # receipt awaited).  The client's cancel point comes before that
+        # (Backend.cancel_point).
         if self._error is not None:
             raise self._error
-        await trio.lowlevel.checkpoint_if_cancelled()
         self._pending.append(data)
         self._pending_size += len(data)
         self._given += len(data)
@@ -411,6 +415,9 @@ class TrioBackend:
 
     async def sleep(self, seconds: float) -> None:
         await trio.sleep(seconds)
+
+    async def cancel_point(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
 
     def waiter(self) -> _Waiter:
         return _Waiter()
