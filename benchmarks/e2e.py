@@ -67,8 +67,10 @@ ROOT = HERE.parent
 
 #: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
 #: examples/plain_socket_client.py - the floor under what our clients cost.  "uvloop"
-#: is the asyncio client on uvloop's event loop.
-CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "stomp.py", "stompman")
+#: is the asyncio client on uvloop's event loop.  "floor" is no client either: frames
+#: made and counted with bytes operations on a blocking socket (see :func:`run_floor`),
+#: what any Python client pays at least, for the wake-ups and system calls alone.
+CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "floor", "stomp.py", "stompman")
 #: With --compiled, our clients also run on the accelerated build of stomp_proto (the
 #: native fast path; until it came, the mypyc-compiled core), as rows named
 #: "asyncio[compiled]" and so on.  On the embedded broker those rows talk to a second
@@ -353,6 +355,112 @@ def run_bare(spec: Spec) -> None:
     client.sock.close()
 
 
+def _floor_frame(socket_: socket.socket, buffer: bytearray) -> bytes:
+    """Read one whole frame of the start of the connection (CONNECTED, RECEIPT)."""
+    while b"\0" not in buffer:
+        data = socket_.recv(65536)
+        if not data:
+            raise ConnectionError("the broker closed the connection")
+        buffer += data
+    frame, _, rest = bytes(buffer).partition(b"\0")
+    buffer[:] = rest
+    return frame
+
+
+def run_floor(spec: Spec) -> None:
+    """The least a Python client can do: no STOMP library, a blocking socket.
+
+    The producer writes pre-made SEND frames (only the ``x-ts`` stamp is made per
+    message), gathered into writes of 64 KiB or more during the burst.  The consumer
+    reads into one buffer and finds each frame's end with ``bytes.find``; in
+    client-individual mode it takes the ``ack`` header the same way and writes its
+    ACK at once, as every other consumer here does.  No frame is parsed or checked:
+    this is not a client, only what the wake-ups and the system calls of the
+    messages cost, under the same settings as the other rows.
+    """
+    import socket as socket_module
+
+    sock = socket_module.create_connection((spec.host, spec.port))
+    sock.setsockopt(socket_module.IPPROTO_TCP, socket_module.TCP_NODELAY, 1)
+    connect = (
+        f"CONNECT\naccept-version:1.2\nhost:{spec.vhost}\nlogin:{spec.login}\n"
+        f"passcode:{spec.passcode}\nheart-beat:{HEARTBEAT[0]},{HEARTBEAT[1]}\n\n\0"
+    )
+    sock.sendall(connect.encode())
+    pending = bytearray()
+    if not _floor_frame(sock, pending).startswith(b"CONNECTED"):
+        raise ConnectionError("the broker refused the connection")
+    if spec.role == "consumer":
+        prefetch = _subscribe_headers(spec)["prefetch-count"]
+        sock.sendall(
+            f"SUBSCRIBE\nid:1\ndestination:{spec.destination}\nack:{spec.ack}\n"
+            f"prefetch-count:{prefetch}\n\n\0".encode()
+        )
+        _say("ready")
+        tally = Tally(spec)
+        tally.start()
+        _floor_consume(sock, spec, tally, bytes(pending))
+        sock.sendall(b"UNSUBSCRIBE\nid:1\n\n\0")
+    else:
+        head = f"SEND\ndestination:{spec.destination}\ncontent-length:{spec.size}\nx-ts:"
+        tail = b"\n\n" + b"x" * spec.size + b"\0"
+        prefix = head.encode()
+
+        def frame() -> bytes:
+            return prefix + _stamp().encode() + tail
+
+        _say("ready")
+        sys.stdin.readline()  # go
+        start, cpu0 = time.monotonic_ns(), time.process_time()
+        batch: list[bytes] = []
+        gathered = 0
+        for _ in range(spec.count):
+            data = frame()
+            batch.append(data)
+            gathered += len(data)
+            if gathered >= 65536:
+                sock.sendall(b"".join(batch))
+                batch.clear()
+                gathered = 0
+        if batch:
+            sock.sendall(b"".join(batch))
+        _say("sent", start=start, cpu=time.process_time() - cpu0)
+        sys.stdin.readline()  # latency
+        for wait in _paced(spec):
+            time.sleep(wait)
+            sock.sendall(frame())
+        sys.stdin.readline()  # finish
+    sock.sendall(b"DISCONNECT\nreceipt:bye\n\n\0")
+    pending.clear()
+    while not _floor_frame(sock, pending).lstrip(b"\r\n").startswith(b"RECEIPT"):
+        pass
+    sock.close()
+
+
+def _floor_consume(sock: socket.socket, spec: Spec, tally: Tally, carried: bytes) -> None:
+    client_ack = spec.ack != "auto"
+    buffer = bytearray(65536)
+    view = memoryview(buffer)
+    data = carried
+    while True:
+        start = 0
+        while (end := data.find(b"\0", start)) >= 0:
+            stamp = None
+            if tally.received >= tally.count:  # the latency phase: its stamp
+                at = data.find(b"\nx-ts:", start, end) + 6
+                stamp = data[at : data.find(b"\n", at)].decode()
+            if client_ack:
+                at = data.find(b"\nack:", start, end) + 5
+                sock.sendall(b"ACK\nid:" + data[at : data.find(b"\n", at)] + b"\n\n\0")
+            if tally.hit(stamp):
+                return
+            start = end + 1
+        received = sock.recv_into(buffer)
+        if not received:
+            raise ConnectionError("the broker closed the connection")
+        data = data[start:] + view[:received] if start < len(data) else bytes(view[:received])
+
+
 # the peers -------------------------------------------------------------------------------
 
 
@@ -443,6 +551,7 @@ RUNNERS: dict[str, Callable[[Spec], None]] = {
     "trio": run_trio,
     "threads": run_threads,
     "bare": run_bare,
+    "floor": run_floor,
     "stomp.py": run_stomppy,
     "stompman": run_stompman,
 }
@@ -904,6 +1013,7 @@ COLOURS = {
     "trio": "#17becf",
     "threads": "#2ca02c",
     "bare": "#7f7f7f",
+    "floor": "#bcbd22",
     "stomp.py": "#d62728",
     "stompman": "#ff7f0e",
     # the compiled build's rows: a darker shade of the same client's colour

@@ -118,12 +118,15 @@ def e2e_rows(e2e: dict[str, Any]) -> list[dict[str, Any]]:
     return [row for row in e2e["rows"] if row["ok"]]
 
 
-def against_stomppy(e2e: dict[str, Any], client: str, key: str) -> list[float]:
-    """``key`` of ``client`` over stomp.py's, for every scenario both ran."""
+def against_stomppy(
+    e2e: dict[str, Any], client: str, key: str, broker: str | None = None
+) -> list[float]:
+    """``key`` of ``client`` over stomp.py's, for every scenario both ran (on ``broker``
+    only, when given)."""
     rows = e2e_rows(e2e)
     ratios = []
     for row in rows:
-        if row["client"] != client:
+        if row["client"] != client or broker not in (None, row["broker"]):
             continue
         scenario = (row["broker"], row["size"], row["ack"])
         peer = [r for r in rows if r["client"] == "stomp.py" and
@@ -276,6 +279,16 @@ def compiled_targets(
             who = "bare ClientConnection loop" if client == "bare" else client
             label = f"{who}: client CPU per message <= {limit}x stomp.py's, every row"
             rows.append(row_target(label, cpu, lambda value, limit=limit: value <= limit))
+    for where in sorted({row["broker"] for row in e2e_rows(e2e)}):
+        # What no Python client can go under: the wake-ups and system calls alone.
+        if floor := against_stomppy(e2e, "floor", "cpu_per_100k", where):
+            under = sum(value <= client_limit for value in floor)
+            rows.append([
+                f"for reference, {where}: the floor (a socket that only finds each frame's "
+                "end, no client) costs, in CPU per message over stomp.py's",
+                f"{spread(floor)} ({under} of {len(floor)} rows <= {client_limit}x)",
+                "(no target)",
+            ])  # fmt: skip
     for client in () if accelerated else ("asyncio", "trio", "threads"):
         if speed := against_stomppy(e2e, client + COMPILED_ROW, "msgs_per_s"):
             label = f"{client}: messages/s >= 1.2x stomp.py's (see the broker CPU column)"
