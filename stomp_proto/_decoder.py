@@ -751,7 +751,8 @@ class FrameDecoder:
             if nul >= end:
                 if nul > end and end - start >= _LARGE_BODY:
                     self._start_large_body(start, end, length)
-                self._check_truncated()
+                if self._eof:  # (a call less per read while the body arrives)
+                    self._check_truncated()
                 return None
             if buf[nul]:
                 raise LocalProtocolError(
@@ -772,7 +773,8 @@ class FrameDecoder:
                         f"body longer than {body_limit} bytes",
                     )
                 self._scan = end
-                self._check_truncated()
+                if self._eof:
+                    self._check_truncated()
                 return None
         if nul - start < 65536:
             body = bytes(buf[start:nul])

@@ -149,6 +149,7 @@ def check_fields(headers: object, body: object) -> None:
 
 
 _namedtuple_new = Frame.__new__
+_tuple_new = tuple.__new__
 
 
 def _checked_new(
@@ -157,9 +158,12 @@ def _checked_new(
     # Frame("SEND", {"a": "b"}) would otherwise make a frame that get() cannot read
     # and that fails only when encoded.  NamedTuple allows no __new__ in the class
     # body, hence this one set below.  The decoders and the events build their
-    # frames with tuple.__new__, without it, so it costs them nothing.
-    check_fields(headers, body)
-    return _namedtuple_new(cls, command, headers, body)
+    # frames with tuple.__new__, without it, so it costs them nothing.  The common
+    # case is tested inline and the tuple made here, as the generated __new__ makes
+    # it: no call more per frame than before the check.
+    if type(headers) is not tuple or type(body) is not bytes:
+        check_fields(headers, body)
+    return _tuple_new(cls, (command, headers, body))
 
 
 _checked_new.__doc__ = _namedtuple_new.__doc__
