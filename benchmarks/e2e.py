@@ -66,7 +66,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 #: "bare" is no library client: a ClientConnection on a blocking socket, the loop of
-#: examples/plain_socket_client.py - the floor under what our clients cost.  "uvloop"
+#: examples/plain_socket_client.py - what is left of our clients without an adapter.  "uvloop"
 #: is the asyncio client on uvloop's event loop.  "floor" is no client either: frames
 #: made and counted with bytes operations on a blocking socket (see :func:`run_floor`),
 #: what any Python client pays at least, for the wake-ups and system calls alone.
@@ -378,10 +378,8 @@ def run_floor(spec: Spec) -> None:
     this is not a client, only what the wake-ups and the system calls of the
     messages cost, under the same settings as the other rows.
     """
-    import socket as socket_module
-
-    sock = socket_module.create_connection((spec.host, spec.port))
-    sock.setsockopt(socket_module.IPPROTO_TCP, socket_module.TCP_NODELAY, 1)
+    sock = socket.create_connection((spec.host, spec.port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     connect = (
         f"CONNECT\naccept-version:1.2\nhost:{spec.vhost}\nlogin:{spec.login}\n"
         f"passcode:{spec.passcode}\nheart-beat:{HEARTBEAT[0]},{HEARTBEAT[1]}\n\n\0"

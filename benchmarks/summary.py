@@ -316,12 +316,6 @@ def compiled_targets(
 # -- the summary -----------------------------------------------------------------------
 
 
-def fast_label(codec: dict[str, Any]) -> str:
-    """What the e2e rows named "[compiled]" ran: the accelerated build, or for
-    earlier results the mypyc-compiled one."""
-    return "accelerated" if second_build(codec)[0] == ACCELERATED else "compiled"
-
-
 def summary_rows(codec: dict[str, Any], e2e: dict[str, Any]) -> list[list[str]]:
     rows = []
     for workload, read_size, what in [
@@ -337,6 +331,7 @@ def summary_rows(codec: dict[str, Any], e2e: dict[str, Any]) -> list[list[str]]:
                 ratio(codec_ratio(codec, workload, read_size, second_build(codec)[0])),
             ]
         )
+    _, fast_name = second_build(codec)
     for client in OUR_CLIENTS:
         compiled = client + COMPILED_ROW
         if not against_stomppy(e2e, client, "msgs_per_s"):
@@ -350,7 +345,7 @@ def summary_rows(codec: dict[str, Any], e2e: dict[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     f"End to end, {client}: {what} (median {ratio(statistics.median(pure))}"
-                    + (f"; {fast_label(codec)} {ratio(statistics.median(fast))}" if fast else "")
+                    + (f"; {fast_name} {ratio(statistics.median(fast))}" if fast else "")
                     + ")",
                     spread(pure),
                     spread(fast) if fast else "not measured",
@@ -387,6 +382,7 @@ def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
         f"({ratio(codec_ratio(codec, 'small', 1460, second_build(codec)[0]))} "
         + ("accelerated);" if second_build(codec)[0] == ACCELERATED else "compiled with mypyc);"),
     ]
+    _, fast_name = second_build(codec)
     for client in OUR_CLIENTS:
         speed = against_stomppy(e2e, client, "msgs_per_s")
         cpu = against_stomppy(e2e, client, "cpu_per_100k")
@@ -397,7 +393,7 @@ def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
             lines.append(
                 f"- end to end, {who}: {spread(speed)} stomp.py's messages/s, "
                 f"at {spread(cpu)} its CPU per message"
-                + (f" ({fast_label(codec)}: {spread(fast)}, at {spread(fast_cpu)})" if fast else "")
+                + (f" ({fast_name}: {spread(fast)}, at {spread(fast_cpu)})" if fast else "")
                 + ";"
             )
     lines[-1] = lines[-1].rstrip(";") + "."
