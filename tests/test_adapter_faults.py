@@ -635,3 +635,22 @@ def test_trio_a_send_or_ack_in_a_cancelled_scope_is_cancelled_and_writes_nothing
         assert await h.queued(broker, queue) == 0
 
     run("trio", scenario)
+
+
+@pytest.mark.skipif(
+    not hasattr(socket, "TCP_NOTSENT_LOWAT"), reason="the system has no TCP_NOTSENT_LOWAT"
+)
+def test_trio_leaves_the_kernel_its_default_unsent_limit() -> None:
+    # trio's SocketStream limits the unsent bytes in the kernel to 16 KiB; the
+    # client's stream gathers its frames itself and sets the system's default
+    # back (see _TrioStream), so that a producer's bursts do not wait for room
+    # every few dozen messages.
+    async def scenario(h: Harness) -> None:
+        broker = await h.start_broker()
+        async with h.connect(broker.port) as client:
+            session = client._session
+            assert session is not None
+            sock = session.stream._socket
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT) == 0
+
+    run("trio", scenario)

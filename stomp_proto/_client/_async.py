@@ -585,8 +585,9 @@ class AsyncClient(ClientView):
 
         Sending and acknowledging each message write this way: with a session
         up, the write lock free and a stream that takes bytes without a
-        coroutine (asyncio's), the frame is made and handed over here, with no
-        coroutine at all.  Anything else goes the way of :meth:`_send`, with the
+        coroutine (asyncio's, and trio's over TCP), the frame is made and handed
+        over here, with no coroutine at all (trio's cancel point comes before,
+        in the caller).  Anything else goes the way of :meth:`_send`, with the
         same checks in the same order, and the same errors.
         """
         session = self._session
@@ -663,7 +664,8 @@ class AsyncClient(ClientView):
                         raise self._core.error or ConnectionLost("the connection is closed")
                     # Cancelled, the call ends here: once the frame is made, the
                     # connection counts it as sent, so the stream must take it.
-                    await self._backend.cancel_point()
+                    if (cancel_point := self._backend.cancel_point) is not None:
+                        await cancel_point()
                     data = self._core.frame(conn, event, settles)
                     await stream.send(data)
                 finally:
@@ -753,6 +755,8 @@ class AsyncClient(ClientView):
         :param transaction: the id of an open :meth:`transaction`: the message
             is delivered when it commits.
         """
+        if (cancel_point := self._backend.cancel_point) is not None:
+            await cancel_point()  # (see Backend: before the frame is made)
         self._core.take_refusal()
         tracing = self._options.tracing
         event, receipt_id = self._core.send_event(
@@ -823,6 +827,8 @@ class AsyncClient(ClientView):
             acknowledgement takes effect when it commits.
         :param receipt: return only once the broker has confirmed it.
         """
+        if (cancel_point := self._backend.cancel_point) is not None:
+            await cancel_point()  # (see Backend: before the frame is made)
         if (wait := self._settle(message, transaction, receipt, nack=False)) is not None:
             await wait
 
@@ -835,6 +841,8 @@ class AsyncClient(ClientView):
         :param transaction: the id of an open :meth:`transaction`.
         :param receipt: return only once the broker has confirmed it.
         """
+        if (cancel_point := self._backend.cancel_point) is not None:
+            await cancel_point()  # (see Backend: before the frame is made)
         if (wait := self._settle(message, transaction, receipt, nack=True)) is not None:
             await wait
 

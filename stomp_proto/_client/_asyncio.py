@@ -335,6 +335,9 @@ class _Task:
 class AsyncioBackend:
     """asyncio's primitives for :class:`AsyncClient`."""
 
+    #: (See Backend.) asyncio cancels a task only where it waits.
+    cancel_point: Callable[[], Awaitable[None]] | None = None
+
     async def open_stream(self, options: ConnectOptions) -> Stream:
         loop = asyncio.get_running_loop()
         over_ssl = options.ssl is not None
@@ -351,9 +354,6 @@ class AsyncioBackend:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-    async def cancel_point(self) -> None:
-        return None
 
     def waiter(self) -> _Waiter:
         return _Waiter()

@@ -166,10 +166,12 @@ class Backend(Protocol):
 
     def now(self) -> float: ...
     async def sleep(self, seconds: float) -> None: ...
-    async def cancel_point(self) -> None:
-        """Raise the caller's cancellation now, if it has one waiting (trio's scopes);
-        a writer calls it before it makes a frame, so that a frame made is a frame
-        written (asyncio's cancellation only comes at a wait: nothing to do)."""
+
+    #: Raises the caller's cancellation now, if it has one waiting (trio's
+    #: scopes): a writer awaits it before it makes a frame, so that a frame made
+    #: is a frame written.  None where cancellation only comes at a wait
+    #: (asyncio): a writer then has nothing to await.
+    cancel_point: Callable[[], Awaitable[None]] | None
 
     def waiter(self) -> Waiter[Event]: ...
     def queue(self, size: int) -> Queue[Message | None]: ...
