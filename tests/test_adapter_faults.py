@@ -654,3 +654,56 @@ def test_trio_leaves_the_kernel_its_default_unsent_limit() -> None:
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT) == 0
 
     run("trio", scenario)
+
+
+def test_trio_a_websocket_frame_made_is_taken_even_when_its_sender_is_cancelled() -> None:
+    # The client's cancel point comes before the frame is made; after it, the
+    # frame counts as sent (an ACK settled), so the stream must take it.  The
+    # WebSocket layer once waited for a lock of its own after that point: a
+    # sender cancelled while the reader wrote a pong lost its frame.
+    import trio
+    import trio.testing
+
+    from stomp_proto._client._websocket_stream import WebSocketStream
+    from stomp_proto._websocket import ClientHandshake, ServerHandshake
+
+    client = ClientHandshake("127.0.0.1", 1, "/ws", ("1.2",))
+    upgrade = ServerHandshake("/ws").receive_data(client.request)
+    assert upgrade is not None and upgrade.channel is not None
+    server = upgrade.channel
+    channel = client.receive_data(upgrade.to_send)
+    assert channel is not None
+
+    class SlowInner:
+        """Takes the bytes when called (as the clients' streams do), then waits."""
+
+        def __init__(self) -> None:
+            self.taken: list[bytes] = []
+            self.gate = trio.Event()
+
+        async def send(self, data: bytes) -> None:
+            self.taken.append(data)
+            await self.gate.wait()
+
+        async def receive(self) -> bytes:
+            await trio.sleep_forever()
+            return b""
+
+        async def aclose(self) -> None:
+            pass
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            inner = SlowInner()
+            stream = WebSocketStream(inner, channel)
+            nursery.start_soon(stream.send, b"SEND\ndestination:/q\n\nfirst\x00")
+            await trio.testing.wait_all_tasks_blocked()  # that write waits, as on a full socket
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await stream.send(b"ACK\nid:1\n\n\x00")
+            assert scope.cancelled_caught
+            inner.gate.set()
+        received = server.receive_data(b"".join(inner.taken))
+        assert received.data == b"SEND\ndestination:/q\n\nfirst\x00ACK\nid:1\n\n\x00"
+
+    trio.run(scenario)

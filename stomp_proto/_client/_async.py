@@ -293,7 +293,7 @@ class AsyncClient(ClientView):
         versions = options.versions
         if options.websocket is not None:
             stream = session.stream = await WebSocketStream.open(
-                stream, self._backend, options.host, options.port, options.websocket, versions
+                stream, options.host, options.port, options.websocket, versions
             )
             versions = accepted_versions(stream.subprotocol, versions)
         if isinstance(stream, WritingStream):

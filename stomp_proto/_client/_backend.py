@@ -42,7 +42,10 @@ class Stream(Protocol):
     async def receive(self) -> bytes:
         """Some bytes; b"" at end of stream."""
 
-    async def send(self, data: bytes) -> None: ...
+    async def send(self, data: bytes) -> None:
+        """Write ``data``.  The stream takes the bytes when called, before any wait:
+        a caller cancelled in ``send`` has still given them, and callers' bytes
+        go in the order of their calls, whole, without a lock."""
 
     async def aclose(self) -> None: ...
 

@@ -12,7 +12,7 @@ from contextlib import suppress
 from .._errors import RemoteProtocolError
 from .._frame import Version
 from .._websocket import ClientHandshake, WebSocketChannel
-from ._backend import Backend, Stream
+from ._backend import Stream
 
 __all__ = ["WebSocketStream"]
 
@@ -21,14 +21,17 @@ class WebSocketStream:
     """A client adapter's byte stream with STOMP over WebSocket on top.
 
     Implements :class:`Stream` over another one, so the asyncio and trio
-    clients get WebSocket from this one class; ``backend`` provides the lock
-    that keeps writes whole (the reader writes pongs while callers write frames).
+    clients get WebSocket from this one class.  The reader writes pongs while
+    callers write frames, with no lock: the inner stream takes the bytes of
+    each ``send`` when called, before any wait (see :class:`Stream`), so each
+    message goes whole and in the order the channel made it.  A lock here
+    would be a wait after the frame was made, and a sender cancelled there
+    would lose a frame that its connection counts as sent.
     """
 
-    def __init__(self, inner: Stream, channel: WebSocketChannel, backend: Backend) -> None:
+    def __init__(self, inner: Stream, channel: WebSocketChannel) -> None:
         self._inner = inner
         self._channel = channel
-        self._lock = backend.lock()
         self._ended = False
         self._error: RemoteProtocolError | None = None
 
@@ -40,7 +43,6 @@ class WebSocketStream:
     async def open(
         cls,
         inner: Stream,
-        backend: Backend,
         host: str,
         port: int,
         path: str,
@@ -52,7 +54,7 @@ class WebSocketStream:
         while True:
             channel = handshake.receive_data(await inner.receive() or None)
             if channel is not None:
-                return cls(inner, channel, backend)
+                return cls(inner, channel)
 
     async def receive(self) -> bytes:
         """STOMP bytes; b"" once the WebSocket has closed cleanly (else RemoteProtocolError)."""
@@ -80,15 +82,13 @@ class WebSocketStream:
         return b""
 
     async def send(self, data: bytes) -> None:
-        async with self._lock:
-            wire = self._channel.send(data)
-            if not wire and data:
-                raise OSError("the WebSocket is closed")
-            await self._inner.send(wire)
+        wire = self._channel.send(data)
+        if not wire and data:
+            raise OSError("the WebSocket is closed")
+        await self._inner.send(wire)
 
     async def _write(self, wire: bytes) -> None:
-        async with self._lock:
-            await self._inner.send(wire)
+        await self._inner.send(wire)
 
     async def aclose(self) -> None:
         """Send a close frame (when still open), then close the transport."""
