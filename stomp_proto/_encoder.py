@@ -152,7 +152,11 @@ class FrameEncoder:
         command, headers, body = frame
         # Frame() checks these, but a plain tuple or frame._replace() does not
         # (the common case tested inline: a call per frame costs 5% here).
-        if type(headers) is not tuple or type(body) is not bytes:
+        if (
+            type(headers) is not tuple
+            or type(body) is not bytes
+            or (headers and type(headers[0]) is not tuple)
+        ):
             check_fields(headers, body)
         if command not in self._commands:
             if not isinstance(command, str):

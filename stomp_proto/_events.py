@@ -107,7 +107,9 @@ class FrameEvent(Event):
         # getattr: compiled, ``self.headers`` would be checked to be the tuple it
         # is declared as, before this converts a user's mapping or list into one.
         headers: Mapping[str, str] | Iterable[tuple[str, str]] = getattr(self, "headers")  # noqa: B009
-        if type(headers) is not tuple:
+        # A tuple's first element is looked at too: one pair given where a tuple
+        # of pairs belongs, ("ab", "cd"), would be written as a:b and c:d.
+        if type(headers) is not tuple or (headers and type(headers[0]) is not tuple):
             object.__setattr__(self, "headers", _as_headers(headers))
         body = getattr(self, "body", b"")
         if type(body) is not bytes:

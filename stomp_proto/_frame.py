@@ -132,10 +132,13 @@ class Frame(NamedTuple):
 
 
 def check_fields(headers: object, body: object) -> None:
-    """TypeError unless ``headers`` is a tuple (of pairs) and ``body`` is bytes.
+    """TypeError unless ``headers`` is a tuple of pairs and ``body`` is bytes.
 
-    Two cheap checks: the rest of a wrong frame (pairs that are not pairs of str, an
-    unknown command) is the encoder's to refuse.
+    Cheap checks: of the pairs only the first is looked at, which finds one pair
+    given where a tuple of pairs belongs (``("ab", "cd")`` would otherwise be
+    written as two headers, ``a:b`` and ``c:d``).  The rest of a wrong frame
+    (later pairs that are not pairs of str, an unknown command) is the
+    encoder's to refuse.
     """
     if type(headers) is not tuple:
         raise wrong_type(
@@ -143,6 +146,13 @@ def check_fields(headers: object, body: object) -> None:
             "a tuple of (name, value) pairs",
             headers,
             "Frame.make(command, headers, body) takes a mapping",
+        )
+    if headers and type(headers[0]) is not tuple:
+        raise wrong_type(
+            "each header",
+            "a (name, value) pair",
+            headers[0],
+            "a single header is ((name, value),)",
         )
     if type(body) is not bytes and not isinstance(body, (bytearray, memoryview)):
         raise wrong_type("Frame body", "bytes", body, "Frame.make() encodes a str as UTF-8")
@@ -161,7 +171,11 @@ def _checked_new(
     # frames with tuple.__new__, without it, so it costs them nothing.  The common
     # case is tested inline and the tuple made here, as the generated __new__ makes
     # it: no call more per frame than before the check.
-    if type(headers) is not tuple or type(body) is not bytes:
+    if (
+        type(headers) is not tuple
+        or type(body) is not bytes
+        or (headers and type(headers[0]) is not tuple)
+    ):
         check_fields(headers, body)
     return _tuple_new(cls, (command, headers, body))
 

@@ -207,6 +207,26 @@ ISSUE_ROWS = [
         TypeError,
         "each header must be a (name, value) pair, not str 'persistent'",
     ),
+    # One pair of two-letter strings where a tuple of pairs belongs: unpacked,
+    # each string was a pair of its own, and the frame said a:b and c:d.
+    Call(
+        "Send(..., headers=('ab', 'cd'))",
+        lambda: client().send(Send("/q", headers=("ab", "cd"))),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair, not str 'ab'",
+    ),
+    Call(
+        "Frame('SEND', ('ab', 'cd'))",
+        lambda: Frame("SEND", ("ab", "cd")),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair, not str 'ab'",
+    ),
+    Call(
+        "encode(('SEND', ('ab', 'cd'), b''))",
+        lambda: FrameEncoder("1.2").encode(("SEND", ("ab", "cd"), b"")),  # type: ignore[arg-type]
+        TypeError,
+        "each header must be a (name, value) pair, not str 'ab'",
+    ),
     Call(
         "STOMP 1.0: encode(('SEND', (('a', 'b', 'c'),), b''))",
         lambda: FrameEncoder("1.0").encode(("SEND", (("a", "b", "c"),), b"")),  # type: ignore[arg-type]
