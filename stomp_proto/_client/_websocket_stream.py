@@ -67,7 +67,7 @@ class WebSocketStream:
                 # lose what came with it (a broker's ERROR, then its close): the
                 # next read or write sees the failure.
                 with suppress(OSError):
-                    await self._write(got.to_send)
+                    await self._inner.send(got.to_send)
             if got.closed:
                 # Data that came before the close is returned first, the end next time.
                 self._ended = True
@@ -87,15 +87,12 @@ class WebSocketStream:
             raise OSError("the WebSocket is closed")
         await self._inner.send(wire)
 
-    async def _write(self, wire: bytes) -> None:
-        await self._inner.send(wire)
-
     async def aclose(self) -> None:
         """Send a close frame (when still open), then close the transport."""
         try:
             wire = self._channel.close()
             if wire:
-                await self._write(wire)
+                await self._inner.send(wire)
         except OSError:
             pass  # the transport is gone already: closing it is all that is left
         finally:
