@@ -42,8 +42,27 @@ CHECK = ROOT / "scripts" / "spark_streams_check.py"
 OUTAGE = 10.0
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the system hands out to outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_port(low: int, high: int) -> int:
-    """A port in [low, high) that nothing listens on (the distribution port is AMQP + 20000)."""
+    """A port in [low, high) that nothing listens on, below the system's ephemeral range.
+
+    The broker must bind the same ports again when it restarts.  A port in the ephemeral range
+    can meanwhile be the local end of any outgoing connection (Spark opens many), and RabbitMQ
+    then refuses to boot (``dist_port_already_used``): a CI run failed that way, with the
+    distribution port at AMQP + 20000 (45,700 and up).
+    """
+    if high > _ephemeral_low():
+        raise RuntimeError(
+            f"ports [{low}, {high}) reach the ephemeral range (from {_ephemeral_low()}); "
+            "a restarted broker could find one taken by an outgoing connection"
+        )
     for port in range(low + os.getpid() % 500, high):
         with socket.socket() as sock:
             try:
@@ -66,7 +85,7 @@ class PrivateRabbitMQ:
             "RMQ_STOMP_PORT": str(self.port),
             "RMQ_WS_PORT": "0",
             "RMQ_AMQP_PORT": str(amqp),
-            "RMQ_DIST_PORT": str(_free_port(amqp + 20000, amqp + 20500)),
+            "RMQ_DIST_PORT": str(_free_port(29000, 30000)),
             "RMQ_EPMD_PORT": str(_free_port(27900, 28900)),
             "RMQ_NODENAME": f"restart{os.getpid()}@localhost",
         }
@@ -80,7 +99,21 @@ class PrivateRabbitMQ:
     def start(self, *, fresh: bool) -> None:
         done = self._script("start-rabbitmq.sh", RMQ_FRESH="1" if fresh else "0")
         if done.returncode != 0:
-            raise RuntimeError(f"start-rabbitmq.sh exited {done.returncode}: {done.stderr[-2000:]}")
+            raise RuntimeError(f"start-rabbitmq.sh exited {done.returncode}:\n{self._why(done)}")
+
+    def _why(self, done: subprocess.CompletedProcess[str]) -> str:
+        """The script's own lines (why it gave up), then what the node printed and logged last.
+
+        The node's log tail alone shows only the shutdown that follows a failed boot; the
+        reason is in the script's lines and in ``server.out`` (RabbitMQ's BOOT FAILED report).
+        """
+        ours = [line for line in done.stderr.splitlines() if line.startswith("[rabbitmq]")]
+        state = Path(self.env["STOMP_BROKERS_DIR"]) / "rabbitmq"
+        server_out = state / "server.out"
+        printed = server_out.read_text(errors="replace")[-6000:] if server_out.exists() else ""
+        return "\n".join(
+            [*ours, "--- server.out (end):", printed, "--- stderr (end):", done.stderr[-3000:]]
+        )
 
     def stop(self) -> None:
         done = self._script("stop-rabbitmq.sh")
@@ -90,17 +123,20 @@ class PrivateRabbitMQ:
 @pytest.fixture(scope="module")
 def private_rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRabbitMQ]:
     problem = _unavailable()
-    broker = PrivateRabbitMQ(tmp_path_factory.mktemp("private-rabbitmq"))
+    broker: PrivateRabbitMQ | None = None
     if problem is None:
         try:
+            broker = PrivateRabbitMQ(tmp_path_factory.mktemp("private-rabbitmq"))
             broker.start(fresh=True)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             problem = f"a private RabbitMQ did not start: {exc}"
-            broker.stop()
+            if broker is not None:
+                broker.stop()
     if problem is not None:
         if in_ci():
             pytest.fail(f"CI=true and the restart test cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
+    assert broker is not None
     try:
         yield broker
     finally:

@@ -108,7 +108,11 @@ wait_ready() {   # $1 = start time in ms, $2 = launcher PID we just forked (opti
             alive="$(launcher_pid)$(beam_pid)"
         fi
         if [ -z "$alive" ]; then
-            log "broker process exited during start-up; last log lines:"
+            # A boot that fails early (e.g. dist_port_already_used: a port of ours taken by
+            # someone's outgoing connection) says why only in server.out; the node's log then
+            # ends with the previous run's shutdown, which reads like the cause and is not.
+            log "broker process exited during start-up: $(grep -m1 -o 'Kernel pid terminated.*' "$STATE/server.out" 2>/dev/null || echo 'no reason in server.out')"
+            log "last log lines:"
             tail -n 25 "$STATE/server.out" >&2 2>/dev/null || true
             tail -n 25 "$STATE/log/$RMQ_NODENAME.log" >&2 2>/dev/null || true
             return 1
