@@ -16,6 +16,9 @@
 #   RMQ_WS_FRAME     binary  web_stomp.ws_frame: binary or text (RabbitMQ's default; see docs/interop.rst)
 #   RMQ_AMQP_PORT    5672    AMQP 0-9-1 (RabbitMQ cannot run without one listener)
 #   RMQ_DIST_PORT    AMQP+20000  Erlang distribution (rabbitmqctl talks to it)
+#                            Keep every port outside the ephemeral range (32768-60999 by
+#                            default): any outgoing connection can take a port there while
+#                            the broker is down, and its restart then fails.
 #   RMQ_EPMD_PORT    4370    private epmd (not the shared 4369) so stop can end it safely
 #   RMQ_NODENAME     stomptest@localhost
 #   RMQ_TIMEOUT      90      seconds to wait for readiness
