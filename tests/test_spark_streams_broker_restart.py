@@ -244,3 +244,32 @@ def test_a_query_and_a_write_ride_out_a_10_s_outage_exactly_once(
     )
     for line in retries(first_run, broker.port)[:3] + retries(written, broker.port)[:3]:
         print(line)
+
+
+def test_a_restart_that_finds_a_port_taken_fails_at_once_and_says_why(
+    private_rabbitmq: PrivateRabbitMQ,
+) -> None:
+    """The cause of a CI failure, shown: the node stops at once, and the script names why.
+
+    An outgoing connection holds the broker's distribution port while it is down, as any
+    client's connection could when that port lies in the ephemeral range.  Before, the
+    script printed only the end of the node's log, which ended with the previous run's
+    shutdown.
+    """
+    broker = private_rabbitmq
+    broker.stop()
+    dist = int(broker.env["RMQ_DIST_PORT"])
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as peer, socket.socket() as outgoing:
+            outgoing.bind(("127.0.0.1", dist))
+            outgoing.connect(peer.getsockname())
+            with pytest.raises(RuntimeError) as failed:
+                broker.start(fresh=False)
+        said = [line for line in str(failed.value).splitlines() if line.startswith("[rabbitmq]")]
+        assert any(
+            "exited during start-up: Kernel pid terminated" in line
+            and f"dist_port_already_used,{dist}" in line
+            for line in said
+        ), str(failed.value)[-4000:]
+    finally:
+        broker.start(fresh=False)  # the port is free again: the module's broker is back
