@@ -58,9 +58,9 @@ def _free_port(low: int, high: int) -> int:
     then refuses to boot (``dist_port_already_used``): a CI run failed that way, with the
     distribution port at AMQP + 20000 (45,700 and up).
     """
-    if high > _ephemeral_low():
+    if high > (ephemeral := _ephemeral_low()):
         raise RuntimeError(
-            f"ports [{low}, {high}) reach the ephemeral range (from {_ephemeral_low()}); "
+            f"ports [{low}, {high}) reach the ephemeral range (from {ephemeral}); "
             "a restarted broker could find one taken by an outgoing connection"
         )
     for port in range(low + os.getpid() % 500, high):
