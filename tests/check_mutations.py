@@ -127,6 +127,13 @@ def mutated_broker(upstream: int, mutation: str) -> Iterator[int]:
     state: dict[str, Any] = {}
 
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        # Connections still open when the proxy stops end quietly: a handler cancelled
+        # at the end of asyncio.run made 3.11's StreamReaderProtocol log a traceback.
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await proxy(client_r, client_w)
+        client_w.close()
+
+    async def proxy(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         broker_r, broker_w = await asyncio.open_connection("127.0.0.1", upstream)
         inbound = asyncio.create_task(
             _pump(
@@ -137,13 +144,14 @@ def mutated_broker(upstream: int, mutation: str) -> Iterator[int]:
                 client_w if options.get("crlf_refused") else None,
             )
         )
-        await _pump(broker_r, client_w, options.get("out"), options.get("beats", True), None)
-        if options.get("keep_open"):
-            with contextlib.suppress(Exception):
-                await inbound  # the broker closed; the client's side stays open
-        inbound.cancel()
-        client_w.close()
-        broker_w.close()
+        try:
+            await _pump(broker_r, client_w, options.get("out"), options.get("beats", True), None)
+            if options.get("keep_open"):
+                with contextlib.suppress(Exception):
+                    await inbound  # the broker closed; the client's side stays open
+        finally:
+            inbound.cancel()
+            broker_w.close()
 
     async def serve() -> None:
         stop = asyncio.Event()
