@@ -57,6 +57,7 @@ __all__ = [
     "endpoint",
     "in_ci",
     "real_broker",
+    "restartable_port",
 ]
 
 HOST = "127.0.0.1"
@@ -378,3 +379,38 @@ def connect_event(
     }
     values.update(overrides)
     return Connect(**values)
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the system hands out to outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def restartable_port(low: int, high: int) -> int:
+    """A free port in [low, high), below the system's ephemeral range, for a broker that a
+    test stops and starts again on the same port.
+
+    A port in the ephemeral range can meanwhile become the local end of any outgoing
+    connection (Spark opens many), and the restart then fails: a CI run failed so, when a
+    private RabbitMQ found its distribution port (at AMQP + 20000, 45,700 and up) taken and
+    stopped with ``dist_port_already_used``.  ``bind(0)`` picks from that range too.
+    """
+    if high > (ephemeral := _ephemeral_low()):
+        raise RuntimeError(
+            f"ports [{low}, {high}) reach the ephemeral range (from {ephemeral}); "
+            "a restarted broker could find one taken by an outgoing connection"
+        )
+    # From a point of the range that depends on the process, so that test runs side by
+    # side mostly try different ports first.
+    offset = os.getpid() % (high - low)
+    for port in [*range(low + offset, high), *range(low, low + offset)]:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in [{low}, {high})")

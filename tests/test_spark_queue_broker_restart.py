@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokers import restartable_port
 from test_spark_integration import spark  # noqa: F401
 from test_spark_logic import BrokerThread, require
 
@@ -42,7 +43,9 @@ class RestartingBroker:
     """The embedded broker on a fixed port, which can be stopped and started again."""
 
     def __init__(self) -> None:
-        self.server: BrokerThread | None = BrokerThread()
+        # Not a port of bind(0): one from the ephemeral range could be taken by an
+        # outgoing connection while the broker is down (see restartable_port).
+        self.server: BrokerThread | None = BrokerThread(port=restartable_port(24600, 25600))
         self.host, self.port = self.server.host, self.server.port
 
     def stop(self) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from brokers import in_ci
+from brokers import in_ci, restartable_port
 from test_spark_integration import _unavailable
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.serial]
@@ -42,51 +42,20 @@ CHECK = ROOT / "scripts" / "spark_streams_check.py"
 OUTAGE = 10.0
 
 
-def _ephemeral_low() -> int:
-    """The lowest port the system hands out to outgoing connections (32768 by default)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def _free_port(low: int, high: int) -> int:
-    """A port in [low, high) that nothing listens on, below the system's ephemeral range.
-
-    The broker must bind the same ports again when it restarts.  A port in the ephemeral range
-    can meanwhile be the local end of any outgoing connection (Spark opens many), and RabbitMQ
-    then refuses to boot (``dist_port_already_used``): a CI run failed that way, with the
-    distribution port at AMQP + 20000 (45,700 and up).
-    """
-    if high > (ephemeral := _ephemeral_low()):
-        raise RuntimeError(
-            f"ports [{low}, {high}) reach the ephemeral range (from {ephemeral}); "
-            "a restarted broker could find one taken by an outgoing connection"
-        )
-    for port in range(low + os.getpid() % 500, high):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError(f"no free port in [{low}, {high})")
-
-
 class PrivateRabbitMQ:
     """A RabbitMQ of this test's own: its ports, its node name, its state directory."""
 
     def __init__(self, state: Path) -> None:
-        amqp = _free_port(25700, 26700)
-        self.port = _free_port(26800, 27800)
+        amqp = restartable_port(25700, 26700)
+        self.port = restartable_port(26800, 27800)
         self.env = {
             **os.environ,
             "STOMP_BROKERS_DIR": str(state),
             "RMQ_STOMP_PORT": str(self.port),
             "RMQ_WS_PORT": "0",
             "RMQ_AMQP_PORT": str(amqp),
-            "RMQ_DIST_PORT": str(_free_port(29000, 30000)),
-            "RMQ_EPMD_PORT": str(_free_port(27900, 28900)),
+            "RMQ_DIST_PORT": str(restartable_port(29000, 30000)),
+            "RMQ_EPMD_PORT": str(restartable_port(27900, 28900)),
             "RMQ_NODENAME": f"restart{os.getpid()}@localhost",
         }
 
