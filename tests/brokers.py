@@ -17,6 +17,8 @@ starts one on the harness's service loop (with the same users as the real
 ones).  :class:`Wire` is a blocking, raw-socket STOMP session built on the
 sans-IO :class:`~stomp_proto.ClientConnection`, for the checks that need the
 bytes on the wire (is the socket closed after an ERROR? what came first?).
+:func:`restartable_port` gives a test that stops a broker and starts it again on
+the same port one below the system's ephemeral range.
 
 Like ``helpers``, this module is imported by name (pytest puts ``tests/`` on
 ``sys.path``).
