@@ -191,6 +191,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_plain_socket_example",
         "test_refusals",
         "test_threads_concurrency",
+        "test_on_message",
         "test_threads_read_role",
         "test_tracing",
         "test_url",

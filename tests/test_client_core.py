@@ -459,3 +459,32 @@ def test_send_to_no_destination_is_refused_as_a_user_made_send_is(destination: o
             content_length=True,
         )
         core.conn.send(event)
+
+
+def test_a_settlement_with_headers_carries_them_to_the_wire() -> None:
+    # ack()/nack(headers=...): RabbitMQ's requeue:false rides on the NACK, after the
+    # headers of the version; without headers the plain (fast) settlement is kept.
+    core: ClientCore[Handle] = ClientCore(ConnectOptions(versions=("1.2",)))
+    server = ServerConnection()
+    server.receive_data(core.conn.send(core.options.connect_event()))
+    server.next_event()
+    core.conn.receive_data(server.send(Connected(version="1.2")))
+    core.route(core.conn.next_event())
+    handle = Handle(core.subscribe_event("/queue/q", "client-individual", None, "s1"))
+    event, _ = core.subscribing(handle)
+    server.receive_data(core.conn.send(event))
+    server.next_event()
+    core.conn.receive_data(
+        server.send(Message("/queue/q", message_id="m1", subscription="s1", ack="a1"))
+    )
+    message = core.conn.next_event()
+    assert isinstance(message, Message)
+    plain, _ = core.settle_event(message, None, False, nack=True)
+    assert not hasattr(plain, "headers")
+    nack, receipt = core.settle_event(
+        message, None, False, nack=True, headers={"requeue": "false"}
+    )
+    assert receipt is None
+    data = core.frame(core.conn, nack, message)
+    assert data.startswith(b"NACK\n") and b"\nrequeue:false\n" in data and b"id:a1\n" in data
+    assert core.server is None  # this Connected named no server

@@ -300,3 +300,46 @@ def test_close_wakes_a_sender_that_found_the_client_between_sessions(broker: Bro
     assert not worker.is_alive()
     # ConnectionLost from close(), not TimeoutError after the client's timeout
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLost)
+
+
+def test_on_message_calls_back_in_order_on_a_thread_of_its_own(
+    broker: BrokerThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``subscribe(on_message=fn)``: each message to ``fn`` in order, on the dispatch
+    thread; a callback that raises is logged with the message, and the next comes."""
+    seen: list[tuple[bytes, str]] = []
+    done = threading.Event()
+
+    def on_message(message: Any) -> None:
+        seen.append((message.body, threading.current_thread().name))
+        if message.body == b"2":
+            raise RuntimeError("a listener's own bug")
+        if message.body == b"9":
+            done.set()
+
+    with stomp_threads.connect(HOST, broker.port) as client:
+        assert client.server is not None and client.server.startswith("stomp_proto-broker/")
+        with client.subscribe("/queue/callbacks", ack="auto", on_message=on_message):
+            for n in range(10):
+                client.send("/queue/callbacks", str(n))
+            assert done.wait(WAIT), f"on_message saw only {seen}"
+        # The with block waited for the dispatch thread: nothing more comes to it.
+        assert not [t for t in threading.enumerate() if t.name == stomp_threads.DISPATCH_THREAD]
+    assert [body for body, _ in seen] == [str(n).encode() for n in range(10)]
+    assert {name for _, name in seen} == {stomp_threads.DISPATCH_THREAD}
+    logged = [r for r in caplog.records if r.name == "stomp_proto.client" and r.exc_info]
+    assert len(logged) == 1 and "raised on message" in logged[0].getMessage()
+
+
+def test_on_message_ends_when_the_session_is_lost(broker: BrokerThread) -> None:
+    """A lost session ends the dispatch thread (the client's state says why)."""
+    client = stomp_threads.connect(HOST, broker.port)
+    try:
+        with client.subscribe("/queue/lost", on_message=lambda message: None):
+            threads = [t for t in threading.enumerate() if t.name == stomp_threads.DISPATCH_THREAD]
+            assert len(threads) == 1
+            client.close()
+            threads[0].join(WAIT)
+            assert not threads[0].is_alive()
+    finally:
+        client.close()

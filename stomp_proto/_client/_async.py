@@ -17,7 +17,9 @@ wire in the order the connection made them.
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -52,6 +54,8 @@ from ._errors import (
 from ._options import ConnectOptions, TracingHook
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
+
+log = logging.getLogger("stomp_proto.client")
 
 __all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
 
@@ -119,10 +123,18 @@ class AsyncSubscription:
     client stops reading from the socket until the consumer catches up.
     """
 
-    def __init__(self, client: AsyncClient, event: Subscribe) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        event: Subscribe,
+        on_message: Callable[[Message], object] | None = None,
+    ) -> None:
         backend = client._backend
         self._client = client
         self._event = event
+        self._on_message = on_message
+        #: The task that calls ``on_message`` (while the subscription is open).
+        self._dispatcher: Task | None = None
         self._limit = client._core.options.max_pending_messages
         self._messages: deque[Message] = deque()
         #: Set when a message arrives or the subscription ends (consumers wait on it).
@@ -150,10 +162,39 @@ class AsyncSubscription:
 
     async def __aenter__(self) -> AsyncSubscription:
         await self._client._subscribe(self)
+        if self._on_message is not None:
+            self._dispatcher = self._client._backend.spawn(self._dispatch)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self._client._unsubscribe(self)
+        if self._dispatcher is not None:
+            await self._dispatcher.join()  # it ends after the messages buffered
+
+    async def _dispatch(self) -> None:
+        """The task of ``on_message``: each message to it, in order (awaited when
+        it returns an awaitable); what it raises is logged, and the next comes."""
+        on_message = self._on_message
+        assert on_message is not None
+        while True:
+            try:
+                message = await self.get()
+            except ClientError:
+                return  # the session ended: the client's state hooks and log say how
+            if message is None:
+                return
+            try:
+                result = on_message(message)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception(
+                    "on_message of subscription %s (%s) raised on message %s; the next "
+                    "message is delivered all the same",
+                    self.id,
+                    self.destination,
+                    message.message_id,
+                )
 
     def __aiter__(self) -> AsyncSubscription:
         """``async for message in subscription``: the messages, until it ends.
@@ -787,6 +828,7 @@ class AsyncClient(ClientView):
         ack: AckMode = "auto",
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
+        on_message: Callable[[Message], object] | None = None,
     ) -> AsyncSubscription:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
@@ -798,8 +840,17 @@ class AsyncClient(ClientView):
             it sends them), ``"client"`` (an :meth:`ack` covers every earlier
             message too) or ``"client-individual"`` (each on its own).
         :param id: the subscription's id; by default the client picks one.
+        :param on_message: called with each message, in order, in a task of the
+            client's own, instead of taking them with ``get()``; when it returns
+            an awaitable, that is awaited before the next message.  An exception
+            it raises is logged with the message (logger ``stomp_proto.client``)
+            and the next message comes all the same.  The task ends with the
+            subscription, after the messages already buffered, and leaving the
+            ``async with`` block waits for it.
         """
-        return AsyncSubscription(self, self._core.subscribe_event(destination, ack, headers, id))
+        return AsyncSubscription(
+            self, self._core.subscribe_event(destination, ack, headers, id), on_message
+        )
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:
         self._core.take_refusal()
@@ -819,35 +870,54 @@ class AsyncClient(ClientView):
         subscription._end(None)
 
     async def ack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+        self,
+        message: Message,
+        *,
+        transaction: str | None = None,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
         """Acknowledge ``message``; the headers follow the negotiated version.
 
         :param transaction: the id of an open :meth:`transaction`: the
             acknowledgement takes effect when it commits.
         :param receipt: return only once the broker has confirmed it.
+        :param headers: more headers, sent as given (broker extensions).
         """
         if (cancel_point := self._backend.cancel_point) is not None:
             await cancel_point()  # (see Backend: before the frame is made)
-        if (wait := self._settle(message, transaction, receipt, nack=False)) is not None:
+        if (wait := self._settle(message, transaction, receipt, headers, nack=False)) is not None:
             await wait
 
     async def nack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+        self,
+        message: Message,
+        *,
+        transaction: str | None = None,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
         """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
         or elsewhere.
 
         :param transaction: the id of an open :meth:`transaction`.
         :param receipt: return only once the broker has confirmed it.
+        :param headers: more headers, sent as given (RabbitMQ's ``requeue:false``
+            drops or dead-letters the message instead of delivering it again).
         """
         if (cancel_point := self._backend.cancel_point) is not None:
             await cancel_point()  # (see Backend: before the frame is made)
-        if (wait := self._settle(message, transaction, receipt, nack=True)) is not None:
+        if (wait := self._settle(message, transaction, receipt, headers, nack=True)) is not None:
             await wait
 
     def _settle(
-        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+        self,
+        message: Message,
+        transaction: str | None,
+        receipt: bool,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        *,
+        nack: bool,
     ) -> Awaitable[None] | None:
         """Write the ACK (``nack``: NACK) of ``message``: None once written, else what
         ``ack()`` awaits to finish (see :meth:`_write`).
@@ -857,7 +927,9 @@ class AsyncClient(ClientView):
         as one of its own would.
         """
         self._core.take_refusal()
-        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        event, receipt_id = self._core.settle_event(
+            message, transaction, receipt, nack=nack, headers=headers
+        )
         tracing = self._options.tracing
         if tracing is None:
             if receipt_id is None:

@@ -358,6 +358,8 @@ class ClientCore(Generic[S]):
         self.refusal: BrokerError | None = None
         #: Unknown subscription ids already logged (one warning each).
         self._strangers: set[str] = set()
+        #: The ``server`` header of the current session's CONNECTED (None before it).
+        self.server: str | None = None
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -376,6 +378,7 @@ class ClientCore(Generic[S]):
         self._restoring.clear()
         self.refused = False
         self._unvouched = False
+        self.server = None
         return self.conn
 
     # -- ids and events --------------------------------------------------------
@@ -477,20 +480,30 @@ class ClientCore(Generic[S]):
         return event, receipt_id
 
     def settle_event(
-        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+        self,
+        message: Message,
+        transaction: str | None,
+        receipt: bool,
+        *,
+        nack: bool,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> tuple[Ack | Nack | PlainSettle, str | None]:
         """The ACK (or NACK) of ``message``, and its receipt id if one is wanted.
 
         The connection writes the headers of the negotiated version; the
         adapter passes ``message`` along so that it checks the delivery came on
         the current connection (:meth:`ClientConnection.check_delivered`).
+        ``headers``: more headers, as given (RabbitMQ's ``requeue:false``).
         """
-        if receipt is False and transaction is None and type(message) is Message:
+        if receipt is False and transaction is None and not headers and type(message) is Message:
             return PlainSettle(message, nack), None  # the common case: see frame()
         check_bool(f"{'nack' if nack else 'ack'}() receipt", receipt)
         receipt_id = self._receipt(receipt)
         kind = Nack if nack else Ack
-        return kind.of(message, transaction=transaction, receipt=receipt_id), receipt_id
+        event = kind.of(message, transaction=transaction, receipt=receipt_id)
+        if headers:
+            event = dataclasses.replace(event, headers=_header_pairs(headers))
+        return event, receipt_id
 
     def frame(
         self,
@@ -746,6 +759,7 @@ class ClientCore(Generic[S]):
                 return None
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):
+            self.server = event.server
             return Resolve(CONNECT_WAITER, event)
         if isinstance(event, Error):
             return End(self._refuse(event))

@@ -35,10 +35,11 @@ miss its wake-up).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
 from typing import Protocol
@@ -71,10 +72,15 @@ from ._errors import (
 from ._options import ConnectOptions
 from ._view import ClientView
 
-__all__ = ["IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
+__all__ = ["DISPATCH_THREAD", "IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
+
+log = logging.getLogger("stomp_proto.client")
 
 #: The background thread's name (one per connected client).
 READER_THREAD = "stomp_proto-reader"
+#: The name of the thread that calls a subscription's ``on_message`` (one per such
+#: subscription).
+DISPATCH_THREAD = "stomp_proto-dispatch"
 
 #: Seconds the read role must stay free before the background thread takes it
 #: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
@@ -1018,6 +1024,7 @@ class Client(ClientView):
         ack: AckMode = "auto",
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
+        on_message: Callable[[Message], object] | None = None,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
@@ -1029,13 +1036,31 @@ class Client(ClientView):
             it sends them), ``"client"`` (an :meth:`ack` covers every earlier
             message too) or ``"client-individual"`` (each on its own).
         :param id: the subscription's id; by default the client picks one.
+        :param on_message: called with each message, in order, on a thread of
+            the subscription's own (``stomp_proto-dispatch``), instead of taking
+            them with ``get()``.  An exception it raises is logged with the
+            message (logger ``stomp_proto.client``) and the next message comes
+            all the same; heart-beats and reading never wait for it beyond the
+            subscription's buffer.  The thread ends with the subscription, after
+            the messages already buffered, and the ``with`` block waits for it.
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
+        dispatcher = None
+        if on_message is not None:
+            dispatcher = threading.Thread(
+                target=_dispatch,
+                args=(subscription, on_message),
+                name=DISPATCH_THREAD,
+                daemon=True,
+            )
+            dispatcher.start()
         try:
             yield subscription
         finally:
             self._unsubscribe(subscription)
+            if dispatcher is not None and dispatcher is not threading.current_thread():
+                dispatcher.join()
 
     def _subscribe(self, subscription: Subscription) -> None:
         self._core.take_refusal()
@@ -1055,32 +1080,53 @@ class Client(ClientView):
         subscription._end(None)
 
     def ack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+        self,
+        message: Message,
+        *,
+        transaction: str | None = None,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
         """Acknowledge ``message``; the headers follow the negotiated version.
 
         :param transaction: the id of an open :meth:`transaction`: the
             acknowledgement takes effect when it commits.
         :param receipt: return only once the broker has confirmed it.
+        :param headers: more headers, sent as given (broker extensions).
         """
-        self._settle(message, transaction, receipt, nack=False)
+        self._settle(message, transaction, receipt, headers, nack=False)
 
     def nack(
-        self, message: Message, *, transaction: str | None = None, receipt: bool = False
+        self,
+        message: Message,
+        *,
+        transaction: str | None = None,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
         """Reject ``message`` (STOMP 1.1 and later): the broker delivers it again,
         or elsewhere.
 
         :param transaction: the id of an open :meth:`transaction`.
         :param receipt: return only once the broker has confirmed it.
+        :param headers: more headers, sent as given (RabbitMQ's ``requeue:false``
+            drops or dead-letters the message instead of delivering it again).
         """
-        self._settle(message, transaction, receipt, nack=True)
+        self._settle(message, transaction, receipt, headers, nack=True)
 
     def _settle(
-        self, message: Message, transaction: str | None, receipt: bool, *, nack: bool
+        self,
+        message: Message,
+        transaction: str | None,
+        receipt: bool,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        *,
+        nack: bool,
     ) -> None:
         self._core.take_refusal()
-        event, receipt_id = self._core.settle_event(message, transaction, receipt, nack=nack)
+        event, receipt_id = self._core.settle_event(
+            message, transaction, receipt, nack=nack, headers=headers
+        )
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
@@ -1109,6 +1155,27 @@ class Client(ClientView):
                 self._send(Abort(tx))
             raise
         self._send(*self._core.commit_event(tx))
+
+
+def _dispatch(subscription: Subscription, on_message: Callable[[Message], object]) -> None:
+    """The thread of a subscription made with ``on_message``: each message to it, in order."""
+    while True:
+        try:
+            message = subscription.get()
+        except ClientError:
+            return  # the session ended: the client's state hooks and log say how
+        if message is None:
+            return
+        try:
+            on_message(message)
+        except Exception:
+            log.exception(
+                "on_message of subscription %s (%s) raised on message %s; the next "
+                "message is delivered all the same",
+                subscription.id,
+                subscription.destination,
+                message.message_id,
+            )
 
 
 def open_client(options: ConnectOptions) -> Client:

@@ -30,6 +30,13 @@ class ClientView:
         return self._core.conn.version
 
     @property
+    def server(self) -> str | None:
+        """The broker's name and version from its CONNECTED ``server`` header
+        (``"RabbitMQ/3.10.8"``, ``"ActiveMQ/5.17.2"``); ``None`` before CONNECTED
+        or when the broker sent none.  Each new session reads it again."""
+        return self._core.server
+
+    @property
     def connection(self) -> ClientConnection:
         """The current sans-IO connection (for inspection)."""
         return self._core.conn
