@@ -41,6 +41,7 @@ from check_reports import (
 
 from stomp_proto._cli import main as cli_main
 from stomp_proto.check import GROUPS, Target, Verdict, catalogue
+from stomp_proto.check._case import LEVELS
 
 
 def cid(function: str, version: str = "1.2") -> str:
@@ -58,7 +59,7 @@ def test_catalogue() -> None:
     for c in cases:
         assert re.fullmatch(r"1\.[012]/[a-z-]+/\d+", c.id), c.id
         assert c.id.startswith(c.version) and c.clause and c.section[:3] in ("1.0", "1.1", "1.2")
-        assert c.level in ("MUST", "SHOULD", "MAY")
+        assert c.level in LEVELS
     with pytest.raises(ValueError, match="unknown STOMP versions"):
         run_check(target("embedded", 1), versions=("1.3",))  # type: ignore[arg-type]
 
@@ -312,13 +313,19 @@ def test_unmutated_proxy_is_clean(upstream: int) -> None:
 
 
 #: The verdict a miss gets at each level.
-MISSED = {"MUST": Verdict.FAILED, "SHOULD": Verdict.NON_STRICT, "MAY": Verdict.INFORMATIONAL}
+MISSED = {
+    "MUST": Verdict.FAILED,
+    "STATED": Verdict.FAILED,
+    "SHOULD": Verdict.NON_STRICT,
+    "MAY": Verdict.INFORMATIONAL,
+    "UNSTATED": Verdict.INFORMATIONAL,
+}
 
 
 @pytest.mark.parametrize("mutation", sorted(EXPECTED))
 def test_each_mutation_is_found(upstream: int, mutation: str) -> None:
-    """Each case of the broken clause misses it, graded by its level: FAILED for a MUST,
-    NON-STRICT for a SHOULD, INFORMATIONAL for a rule the spec states with no keyword."""
+    """Each case of the broken clause misses it, graded by its level: FAILED for a MUST
+    or a rule the spec states without a keyword (STATED), NON-STRICT for a SHOULD."""
     ids = [cid(f) for f in EXPECTED[mutation]]
     with mutated_broker(upstream, mutation) as port:
         report = run_check(target("embedded", port), cases=tuple(ids))
