@@ -41,6 +41,7 @@ from check_reports import (
 
 from stomp_proto._cli import main as cli_main
 from stomp_proto.check import GROUPS, Target, Verdict, catalogue
+from stomp_proto.check._case import LEVELS
 
 
 def cid(function: str, version: str = "1.2") -> str:
@@ -58,7 +59,7 @@ def test_catalogue() -> None:
     for c in cases:
         assert re.fullmatch(r"1\.[012]/[a-z-]+/\d+", c.id), c.id
         assert c.id.startswith(c.version) and c.clause and c.section[:3] in ("1.0", "1.1", "1.2")
-        assert c.level in ("MUST", "SHOULD", "MAY")
+        assert c.level in LEVELS
     with pytest.raises(ValueError, match="unknown STOMP versions"):
         run_check(target("embedded", 1), versions=("1.3",))  # type: ignore[arg-type]
 
@@ -289,10 +290,31 @@ def upstream() -> object:
         yield port
 
 
+#: mutation -> the cases (function names) that must be FAILED in each of the versions: a
+#: rule the spec states without a keyword fails like a MUST.  A broker that ignores
+#: transactions delivers a SEND before its COMMIT ("any messages sent [...] during a
+#: transaction will be processed atomically"); one that treats ``client`` acks as
+#: ``client-individual`` redelivers the earlier messages after an ACK ("The ACK frames
+#: [...] will be treated as a cumulative acknowledgment", a rule 1.0 does not state).
+STATED_MISSES: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "transactions-ignored": (
+        ["send_held_until_commit", "abort_discards"],
+        ("1.0", "1.1", "1.2"),
+    ),
+    "client-acks-individual": (["client_ack_cumulative"], ("1.1", "1.2")),
+}
+
+
+def stated_ids(mutation: str) -> list[str]:
+    functions, versions = STATED_MISSES[mutation]
+    return [cid(f, v) for f in functions for v in versions]
+
+
 def test_unmutated_proxy_is_clean(upstream: int) -> None:
     """Through the proxy without a mutation, the whole catalogue has no FAILED case and
     every case a mutation must break is OK: what the mutations break, they add."""
     every = {cid(f) for names in EXPECTED.values() for f in names}
+    every |= {i for mutation in STATED_MISSES for i in stated_ids(mutation)}
     with mutated_broker(upstream, "none") as port:
         # Without the size-limit cases (megabytes through two Python event loops in
         # this process) and with fewer cases at once: a loaded CI machine must not
@@ -312,19 +334,37 @@ def test_unmutated_proxy_is_clean(upstream: int) -> None:
 
 
 #: The verdict a miss gets at each level.
-MISSED = {"MUST": Verdict.FAILED, "SHOULD": Verdict.NON_STRICT, "MAY": Verdict.INFORMATIONAL}
+MISSED = {
+    "MUST": Verdict.FAILED,
+    "STATED": Verdict.FAILED,
+    "SHOULD": Verdict.NON_STRICT,
+    "MAY": Verdict.INFORMATIONAL,
+    "UNSTATED": Verdict.INFORMATIONAL,
+}
 
 
 @pytest.mark.parametrize("mutation", sorted(EXPECTED))
 def test_each_mutation_is_found(upstream: int, mutation: str) -> None:
-    """Each case of the broken clause misses it, graded by its level: FAILED for a MUST,
-    NON-STRICT for a SHOULD, INFORMATIONAL for a rule the spec states with no keyword."""
+    """Each case of the broken clause misses it, graded by its level: FAILED for a MUST
+    or a rule the spec states without a keyword (STATED), NON-STRICT for a SHOULD."""
     ids = [cid(f) for f in EXPECTED[mutation]]
     with mutated_broker(upstream, mutation) as port:
         report = run_check(target("embedded", port), cases=tuple(ids))
     got = {r.case.id: (r.verdict, r.case.level, r.detail) for r in report.results}
     missed = {i: v for i, v in got.items() if v[0] is not MISSED[v[1]]}
     assert not missed, missed
+
+
+@pytest.mark.parametrize("mutation", sorted(STATED_MISSES))
+def test_a_broker_breaking_a_stated_rule_fails(upstream: int, mutation: str) -> None:
+    """A broker that ignores transactions, or acks ``client`` subscriptions one message
+    at a time, is FAILED on those cases in every version that states the rule."""
+    ids = stated_ids(mutation)
+    with mutated_broker(upstream, mutation) as port:
+        report = run_check(target("embedded", port), cases=tuple(ids), workers=1)
+    got = {r.case.id: (str(r.verdict), r.case.level, r.detail) for r in report.results}
+    assert sorted(got) == sorted(ids)
+    assert all(v[:2] == ("FAILED", "STATED") for v in got.values()), got
 
 
 def test_websocket_cases_over_the_embedded_broker() -> None:

@@ -4,8 +4,8 @@ A case is a function of a :class:`Probe` registered with :func:`case` for
 one or more STOMP versions; each version gives one case id,
 ``<version>/<group>/<n>``, numbered in the order of registration.  The
 function decides by returning an outcome made by the probe: ``p.ok(...)``,
-``p.broken(...)`` (a FAILED verdict where the clause says MUST, NON-STRICT
-where it says SHOULD), ``p.info(...)`` or ``p.absent(...)``.
+``p.broken(...)`` (a FAILED verdict where the clause is a requirement, MUST or
+STATED, NON-STRICT where it says SHOULD), ``p.info(...)`` or ``p.absent(...)``.
 """
 
 from __future__ import annotations
@@ -45,9 +45,25 @@ class Verdict(enum.Enum):
         return self.value
 
 
-#: How strongly a clause binds: a broken MUST is FAILED, a missed SHOULD is NON-STRICT;
-#: a MAY only ever gives INFORMATIONAL (or OK when the optional behaviour is there).
-LEVELS = ("MUST", "SHOULD", "MAY")
+#: How strongly a clause binds a broker, read from the quoted words of the case's own
+#: version, and what a miss gets.  The STOMP texts use RFC 2119 keywords unevenly: much of
+#: each is stated as plain fact ("will be treated as", "is", the grammar), and those
+#: statements define the protocol as much as a MUST does, so they fail like one.
+LEVELS: dict[str, str] = {
+    "MUST": "the clause says MUST or REQUIRED: a miss is FAILED",
+    "STATED": (
+        'a rule the clause states without a keyword (the frame grammar, "will be treated '
+        'as", "is processed"): a miss is FAILED, as for MUST'
+    ),
+    "SHOULD": "the clause says SHOULD or RECOMMENDED: a miss is NON-STRICT",
+    "MAY": "the clause says MAY or OPTIONAL: a miss is INFORMATIONAL",
+    "UNSTATED": (
+        "the spec of this version states no rule for what the case observes (or not this "
+        "rule at all): the case records what the broker did, INFORMATIONAL"
+    ),
+}
+#: The levels whose miss is FAILED.
+REQUIRED = ("MUST", "STATED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +94,8 @@ class Case:
     section: str
     #: The clause, the spec's words only, quoted from that section.
     clause: str
-    #: ``MUST``, ``SHOULD`` or ``MAY``: how a miss is judged (a MUST or SHOULD only
-    #: where the quoted words of this case's own version say so).
+    #: A key of :data:`LEVELS`: how a miss is judged, by the quoted words of this case's
+    #: own version (MUST, SHOULD and MAY only where they use the keyword).
     level: str
     #: What the case checks, in one line.
     title: str
@@ -118,9 +134,11 @@ _counters: dict[tuple[str, str], itertools.count[int]] = {}
 ALL: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 V11: tuple[Version, ...] = ("1.1", "1.2")
 V12: tuple[Version, ...] = ("1.2",)
-#: ``levels=`` for a rule that 1.0 and 1.1 state without a keyword ("will", "is"):
-#: a miss there is INFORMATIONAL.
-MAY_BEFORE_12: dict[str, str] = {"1.0": "MAY", "1.1": "MAY"}
+#: ``levels=`` for a rule that 1.0 and 1.1 state without a keyword ("will", "is", their
+#: grammar) and 1.2 with MUST or REQUIRED: a miss fails in every version.
+STATED_BEFORE_12: dict[str, str] = {"1.0": "STATED", "1.1": "STATED"}
+#: ``levels=`` for a case whose rule 1.0 and 1.1 do not have in their own words.
+UNSTATED_BEFORE_12: dict[str, str] = {"1.0": "UNSTATED", "1.1": "UNSTATED"}
 #: ``levels=`` for a MUST that STOMP 1.0 words as "should" or "recommended".
 SHOULD_IN_10: dict[str, str] = {"1.0": "SHOULD"}
 
@@ -193,8 +211,8 @@ class Probe:
         return Outcome(Verdict.OK, detail)
 
     def broken(self, detail: str) -> Outcome:
-        """The clause is not met: FAILED for a MUST, NON-STRICT for a SHOULD."""
-        if self.case.level == "MUST":
+        """The clause is not met: FAILED for a MUST or STATED rule, NON-STRICT for a SHOULD."""
+        if self.case.level in REQUIRED:
             return Outcome(Verdict.FAILED, detail)
         if self.case.level == "SHOULD":
             return Outcome(Verdict.NON_STRICT, detail)

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from .._decoder import FrameDecoder
 from .._errors import ProtocolError
-from ._case import MAY_BEFORE_12, SHOULD_IN_10, V11, V12, Outcome, Probe, case, describe
+from ._case import (
+    SHOULD_IN_10,
+    STATED_BEFORE_12,
+    UNSTATED_BEFORE_12,
+    V11,
+    V12,
+    Outcome,
+    Probe,
+    case,
+    describe,
+)
 from ._common import roundtrip, user_header
 from ._wire import build
 
 # -- frames and EOLs -------------------------------------------------------------
 
 
-@case("frames", "frame-eol", "MUST", levels={"1.0": "MAY", "1.1": "MAY"})
+@case("frames", "frame-eol", "MUST", levels=UNSTATED_BEFORE_12)
 def crlf_send(p: Probe) -> Outcome:
     """A SEND whose lines end in CRLF is read as the same frame."""
     _wire, got = roundtrip(p, [("x-crlf", "v")], b"body", eol=b"\r\n")
@@ -24,7 +34,7 @@ def crlf_send(p: Probe) -> Outcome:
     )
 
 
-@case("frames", "frame-eol", "MUST", levels={"1.0": "MAY", "1.1": "MAY"})
+@case("frames", "frame-eol", "MUST", levels=UNSTATED_BEFORE_12)
 def crlf_connect(p: Probe) -> Outcome:
     """A CONNECT whose lines end in CRLF is answered with CONNECTED."""
     wire = p.open()
@@ -37,7 +47,7 @@ def crlf_connect(p: Probe) -> Outcome:
     )
 
 
-@case("frames", "frame-eols-after-nul", "MAY")
+@case("frames", "frame-eols-after-nul", "STATED")
 def eols_between_frames(p: Probe) -> Outcome:
     """Several EOLs after a frame's NUL are skipped, the next frame is read."""
     eols = b"\n\r\n\n" if p.version == "1.2" else b"\n\n\n"
@@ -52,7 +62,7 @@ def eols_between_frames(p: Probe) -> Outcome:
     return p.check(bodies == [b"one", b"two"], f"bodies received: {bodies}", ok="both frames read")
 
 
-@case("frames", "frame-eol", "MUST", levels=MAY_BEFORE_12)
+@case("frames", "frame-eol", "MUST", levels=STATED_BEFORE_12)
 def one_byte_at_a_time(p: Probe) -> Outcome:
     """A frame written one octet per packet is read whole (STOMP is a stream)."""
     _wire, got = roundtrip(p, [("x-slow", "1")], b"slow body", chunk=1)
@@ -63,7 +73,7 @@ def one_byte_at_a_time(p: Probe) -> Outcome:
     )
 
 
-@case("frames", "frame-eol", "MUST", levels=MAY_BEFORE_12)
+@case("frames", "frame-eol", "MUST", levels=STATED_BEFORE_12)
 def frames_in_one_packet(p: Probe) -> Outcome:
     """Ten frames in one packet are all read."""
     raw = b"".join(build("SEND", [("destination", "{dest}")], str(i).encode()) for i in range(10))
@@ -77,7 +87,7 @@ def frames_in_one_packet(p: Probe) -> Outcome:
     return p.check(len(bodies) == 10, f"{len(bodies)} of 10 messages came", ok="all 10 read")
 
 
-@case("frames", "frame-eols-after-nul", "MAY")
+@case("frames", "frame-eols-after-nul", "UNSTATED")
 def eol_after_nul(p: Probe) -> Outcome:
     """Whether the broker writes EOLs after a frame's NUL (some clients choke on it)."""
     wire = p.session()
@@ -87,7 +97,7 @@ def eol_after_nul(p: Probe) -> Outcome:
     return p.info(f"{after}; CONNECTED ends {raw[-3:]!r}")
 
 
-@case("frames", "frame-eol", "MAY")
+@case("frames", "frame-eol", "MAY", levels=UNSTATED_BEFORE_12)
 def server_line_endings(p: Probe) -> Outcome:
     """Which line endings the broker writes (LF or CRLF)."""
     wire = p.session()
@@ -95,7 +105,7 @@ def server_line_endings(p: Probe) -> Outcome:
     return p.info("CRLF" if frame is not None and frame.crlf else "LF")
 
 
-@case("frames", "frame-case", "MAY")
+@case("frames", "frame-case", "STATED")
 def lowercase_command(p: Probe) -> Outcome:
     """A command in lower case ("send") is not taken for SEND."""
     raw = build("send", [("destination", "{dest}")], b"lower")
@@ -105,7 +115,7 @@ def lowercase_command(p: Probe) -> Outcome:
     return p.ok("not delivered" + (f" ({describe(got)})" if got else ""))
 
 
-@case("frames", "frame-case", "MAY")
+@case("frames", "frame-case", "STATED")
 def header_name_case(p: Probe) -> Outcome:
     """``Destination`` (capital D) is not taken for ``destination``."""
     raw = build("SEND", [("Destination", "{dest}")], b"capital")
@@ -115,7 +125,7 @@ def header_name_case(p: Probe) -> Outcome:
     return p.ok("not delivered" + (f" ({describe(got)})" if got else ""))
 
 
-@case("frames", "frame-eol", "MUST", levels=MAY_BEFORE_12)
+@case("frames", "frame-eol", "MUST", levels=STATED_BEFORE_12)
 def server_frames_decode_strictly(p: Probe) -> Outcome:
     """The broker's frames of a plain session pass the strictest decoder (stomp_proto's)."""
     wire, _got = roundtrip(p, [("x-a", "b:c")], b"hello", content_length=True)
@@ -205,7 +215,7 @@ def trailing_backslash(p: Probe) -> Outcome:
     )
 
 
-@case("value-encoding", "escape-connect", "MAY", V11)
+@case("value-encoding", "escape-connect", "STATED", V11)
 def connect_not_unescaped(p: Probe) -> Outcome:
     """A backslash in a CONNECT header is not an escape (CONNECT is never escaped)."""
     wire = p.open()
@@ -218,7 +228,7 @@ def connect_not_unescaped(p: Probe) -> Outcome:
     )
 
 
-@case("value-encoding", "escape-none-10", "MAY", ("1.0",))
+@case("value-encoding", "escape-none-10", "UNSTATED", ("1.0",))
 def backslash_in_10(p: Probe) -> Outcome:
     """How a STOMP 1.0 broker carries a backslash sequence (1.0 has no escapes)."""
     raw = build("SEND", [("destination", "{dest}"), ("x-bs", "a\\nb")], b"x", escaped=False)
@@ -228,7 +238,7 @@ def backslash_in_10(p: Probe) -> Outcome:
     return p.info(f"x-bs sent as 'a\\\\nb', arrived raw as {got.get('x-bs')!r}")
 
 
-@case("value-encoding", "escape-none-10", "MAY", ("1.0",))
+@case("value-encoding", "escape-none-10", "UNSTATED", ("1.0",))
 def colon_in_10(p: Probe) -> Outcome:
     """How a STOMP 1.0 broker carries a colon in a value."""
     raw = build("SEND", [("destination", "{dest}"), ("x-time", "12:30:45")], b"x", escaped=False)
@@ -407,7 +417,7 @@ def content_length_counts(p: Probe) -> Outcome:
     )
 
 
-@case("content-length", "content-length", "MAY")
+@case("content-length", "content-length", "UNSTATED")
 def non_numeric_length(p: Probe) -> Outcome:
     """What a non-numeric content-length does."""
     raw = b"SEND\ndestination:{dest}\ncontent-length:abc\n\nbody\x00"
@@ -421,7 +431,7 @@ def non_numeric_length(p: Probe) -> Outcome:
     )
 
 
-@case("content-length", "content-length", "MAY")
+@case("content-length", "content-length", "UNSTATED")
 def negative_length(p: Probe) -> Outcome:
     """What a negative content-length does."""
     raw = b"SEND\ndestination:{dest}\ncontent-length:-1\n\nbody\x00"
@@ -435,7 +445,7 @@ def negative_length(p: Probe) -> Outcome:
     )
 
 
-@case("content-length", "content-length", "MAY")
+@case("content-length", "content-length", "UNSTATED")
 def padded_length(p: Probe) -> Outcome:
     """What content-length with spaces (" 4 ") does."""
     raw = b"SEND\ndestination:{dest}\ncontent-length: 4 \n\nbody\x00"
@@ -552,7 +562,7 @@ def content_type_kept(p: Probe) -> Outcome:
     )
 
 
-@case("body", "body-only", "MAY", V12)
+@case("body", "body-only", "UNSTATED", V12)
 def body_on_subscribe(p: Probe) -> Outcome:
     """What a body on a SUBSCRIBE (which MUST NOT have one) does."""
     wire = p.session()

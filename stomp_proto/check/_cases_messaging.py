@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._case import MAY_BEFORE_12, SHOULD_IN_10, V11, V12, Outcome, Probe, case, describe
+from ._case import SHOULD_IN_10, STATED_BEFORE_12, V11, V12, Outcome, Probe, case, describe
 from ._common import nothing_before_sentinel, roundtrip
 from ._wire import RawFrame, Wire
 
@@ -45,7 +45,7 @@ def _leave(p: Probe, wire: Wire) -> None:
 # -- SUBSCRIBE ids and ack modes ---------------------------------------------------
 
 
-@case("subscribe", "ack-auto", "MAY")
+@case("subscribe", "ack-auto", "STATED")
 def auto_ack(p: Probe) -> Outcome:
     """With ack:auto (the default) a delivered message is consumed: no redelivery."""
     wire = p.session()
@@ -58,7 +58,7 @@ def auto_ack(p: Probe) -> Outcome:
     return p.check(not again, f"delivered again: {again}", ok="not redelivered")
 
 
-@case("subscribe", "ack-client", "MAY")
+@case("subscribe", "ack-client", "STATED")
 def client_ack_cumulative(p: Probe) -> Outcome:
     """With ack:client an ACK settles that message and all before it, not those after."""
     wire = p.session()
@@ -96,7 +96,7 @@ def client_individual_ack(p: Probe) -> Outcome:
     )
 
 
-@case("subscribe", "ack-client", "MAY")
+@case("subscribe", "ack-client", "UNSTATED")
 def unacked_redelivered(p: Probe) -> Outcome:
     """Whether unacknowledged client-mode messages come back after a disconnect."""
     wire = p.session()
@@ -122,7 +122,7 @@ def two_subscriptions(p: Probe) -> Outcome:
     return p.check(got == {b"a": "sub-a", b"b": "sub-b"}, f"subscriptions: {got}", ok="matched")
 
 
-@case("subscribe", "unsubscribe", "MAY")
+@case("subscribe", "unsubscribe", "STATED")
 def unsubscribe_stops(p: Probe) -> Outcome:
     """After UNSUBSCRIBE no more messages come from that subscription."""
     wire = p.session()
@@ -137,7 +137,7 @@ def unsubscribe_stops(p: Probe) -> Outcome:
     return p.check(good, detail, ok="nothing after UNSUBSCRIBE")
 
 
-@case("subscribe", "subscribe-id", "MAY", V11)
+@case("subscribe", "subscribe-id", "UNSTATED", V11)
 def duplicate_subscription_id(p: Probe) -> Outcome:
     """What a second SUBSCRIBE with an id already in use does."""
     wire = p.session()
@@ -146,7 +146,7 @@ def duplicate_subscription_id(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("subscribe", "unsubscribe", "MAY", V11)
+@case("subscribe", "unsubscribe", "UNSTATED", V11)
 def unsubscribe_unknown(p: Probe) -> Outcome:
     """What UNSUBSCRIBE of an unknown id does."""
     wire = p.session()
@@ -154,7 +154,7 @@ def unsubscribe_unknown(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("subscribe", "ack-auto", "MAY", V11)
+@case("subscribe", "ack-auto", "UNSTATED", V11)
 def bad_ack_mode(p: Probe) -> Outcome:
     """What ack:bogus does."""
     wire = p.session()
@@ -162,7 +162,7 @@ def bad_ack_mode(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("subscribe", "subscribe-id", "MAY", V12)
+@case("subscribe", "subscribe-id", "UNSTATED", V12)
 def subscribe_without_id(p: Probe) -> Outcome:
     """What a 1.2 SUBSCRIBE without id does."""
     wire = p.session()
@@ -170,7 +170,7 @@ def subscribe_without_id(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("subscribe", "destination-opaque", "MAY")
+@case("subscribe", "destination-opaque", "UNSTATED")
 def topic_destination(p: Probe) -> Outcome:
     """Whether /topic/ names fan out to two subscribers (destinations are the broker's)."""
     first, second = p.session(), p.session()
@@ -214,7 +214,7 @@ def ack_settles(p: Probe) -> Outcome:
     return p.check(not again, f"redelivered: {again}", ok="settled")
 
 
-@case("ack", "nack", "MAY", V11)
+@case("ack", "nack", "STATED", V11)
 def nack_accepted(p: Probe) -> Outcome:
     """A NACK naming the MESSAGE is accepted."""
     wire = p.session()
@@ -229,7 +229,7 @@ def nack_accepted(p: Probe) -> Outcome:
     )
 
 
-@case("ack", "nack", "MAY", V11)
+@case("ack", "nack", "UNSTATED", V11)
 def nack_effect(p: Probe) -> Outcome:
     """What a NACKed message does next (redelivered, dropped, dead-lettered)."""
     wire = p.session()
@@ -245,7 +245,7 @@ def nack_effect(p: Probe) -> Outcome:
     )
 
 
-@case("ack", "ack-id", "MAY", V12)
+@case("ack", "ack-id", "UNSTATED", V12)
 def ack_unknown_id(p: Probe) -> Outcome:
     """What an ACK with an unknown id does."""
     wire = p.session()
@@ -253,7 +253,7 @@ def ack_unknown_id(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("ack", "ack-id", "MAY", V12)
+@case("ack", "ack-id", "UNSTATED", V12)
 def ack_11_style_in_12(p: Probe) -> Outcome:
     """What a 1.1-style ACK (message-id, subscription) does in 1.2."""
     wire = p.session()
@@ -279,7 +279,7 @@ def _tx_session(p: Probe) -> tuple[Wire, str, str]:
     return wire, dest, tx
 
 
-@case("transactions", "transaction", "MAY")
+@case("transactions", "transaction", "STATED")
 def send_held_until_commit(p: Probe) -> Outcome:
     """A SEND in a transaction is not delivered before the COMMIT."""
     wire, dest, tx = _tx_session(p)
@@ -288,7 +288,7 @@ def send_held_until_commit(p: Probe) -> Outcome:
     return p.check(good, detail, ok="held")
 
 
-@case("transactions", "transaction", "MAY")
+@case("transactions", "transaction", "STATED")
 def commit_delivers(p: Probe) -> Outcome:
     """COMMIT delivers the transaction's messages, in order."""
     wire, dest, tx = _tx_session(p)
@@ -298,7 +298,7 @@ def commit_delivers(p: Probe) -> Outcome:
     return p.check(bodies == [b"t1", b"t2", b"t3"], f"bodies {bodies}", ok="in order")
 
 
-@case("transactions", "transaction-abort", "MAY")
+@case("transactions", "transaction-abort", "STATED")
 def abort_discards(p: Probe) -> Outcome:
     """ABORT discards the transaction's messages."""
     wire, dest, tx = _tx_session(p)
@@ -308,7 +308,7 @@ def abort_discards(p: Probe) -> Outcome:
     return p.check(good, detail, ok="discarded")
 
 
-@case("transactions", "transaction-implicit-abort", "MAY")
+@case("transactions", "transaction-implicit-abort", "STATED")
 def disconnect_aborts(p: Probe) -> Outcome:
     """A transaction left open at DISCONNECT is aborted."""
     wire, dest, tx = _tx_session(p)
@@ -354,7 +354,7 @@ def ack_in_committed_tx(p: Probe) -> Outcome:
     return p.check(not again, f"redelivered: {again}", ok="settled")
 
 
-@case("transactions", "transaction-unknown", "MAY")
+@case("transactions", "error-may", "MAY")
 def commit_unknown(p: Probe) -> Outcome:
     """COMMIT of an unknown transaction gets an ERROR."""
     wire = p.session()
@@ -366,7 +366,7 @@ def commit_unknown(p: Probe) -> Outcome:
     )
 
 
-@case("transactions", "transaction-unknown", "MAY")
+@case("transactions", "transaction-unknown", "UNSTATED")
 def begin_twice(p: Probe) -> Outcome:
     """What a second BEGIN of the same transaction does."""
     wire = p.session()
@@ -389,14 +389,14 @@ def _one_message(
     return p.message(wire), dest
 
 
-@case("message", "message-destination", "MUST", levels={"1.1": "MAY"})
+@case("message", "message-destination", "MUST", levels={"1.1": "STATED"})
 def message_destination(p: Probe) -> Outcome:
     """A MESSAGE carries a destination header."""
     msg, _dest = _one_message(p)
     return p.check(msg.get("destination") is not None, "no destination", ok="present")
 
 
-@case("message", "message-destination", "SHOULD", levels={"1.1": "MAY"})
+@case("message", "message-destination", "SHOULD", levels={"1.1": "UNSTATED"})
 def message_destination_same(p: Probe) -> Outcome:
     """The MESSAGE's destination is the SEND's."""
     msg, dest = _one_message(p)
@@ -404,14 +404,14 @@ def message_destination_same(p: Probe) -> Outcome:
     return p.check(got == dest, f"destination {got!r}", ok="identical")
 
 
-@case("message", "message-headers", "MUST", levels=MAY_BEFORE_12)
+@case("message", "message-headers", "MUST", levels=STATED_BEFORE_12)
 def message_id(p: Probe) -> Outcome:
     """A MESSAGE carries a message-id header."""
     msg, _ = _one_message(p)
     return p.check(msg.get("message-id") is not None, "no message-id", ok="present")
 
 
-@case("message", "message-headers", "MUST", levels=MAY_BEFORE_12)
+@case("message", "message-headers", "MUST", levels=STATED_BEFORE_12)
 def message_ids_unique(p: Probe) -> Outcome:
     """Two messages have different message-ids."""
     wire, first = roundtrip(p, [], b"one")
@@ -424,7 +424,7 @@ def message_ids_unique(p: Probe) -> Outcome:
     return p.check(a != b, f"both message-id {a!r}", ok="different")
 
 
-@case("message", "message-headers", "MUST", V11, levels={"1.1": "MAY"})
+@case("message", "message-headers", "MUST", V11, levels={"1.1": "STATED"})
 def message_subscription(p: Probe) -> Outcome:
     """A MESSAGE carries the subscription id it is delivered for."""
     msg, _ = _one_message(p)
@@ -449,7 +449,7 @@ def message_ack_individual(p: Probe) -> Outcome:
     return p.check(msg.get("ack") is not None, "no ack header", ok="present")
 
 
-@case("message", "message-ack", "MAY", V12)
+@case("message", "message-ack", "UNSTATED", V12)
 def message_ack_auto(p: Probe) -> Outcome:
     """Whether an ack:auto MESSAGE carries an ack header."""
     msg, _ = _one_message(p)
@@ -469,7 +469,7 @@ def user_headers_pass(p: Probe) -> Outcome:
     )
 
 
-@case("message", "server-headers", "MAY")
+@case("message", "server-headers", "UNSTATED")
 def server_added_headers(p: Probe) -> Outcome:
     """Which headers the broker adds to a MESSAGE."""
     msg, _ = _one_message(p)

@@ -15,14 +15,14 @@ from ._wire import RawFrame, Wire, build
 # -- connecting --------------------------------------------------------------------
 
 
-@case("connecting", "connected", "MAY")
+@case("connecting", "connected", "STATED")
 def connected(p: Probe) -> Outcome:
     """A valid CONNECT is answered with CONNECTED."""
     wire = p.session()
     return p.ok(f"CONNECTED {dict(wire.connected.headers) if wire.connected else ''}")
 
 
-@case("connecting", "connected-version", "MUST", levels={"1.0": "MUST"})
+@case("connecting", "connected-version", "MUST")
 def connected_version(p: Probe) -> Outcome:
     """CONNECTED names the version asked for (1.0 when accept-version is missing)."""
     wire = p.session()
@@ -36,7 +36,7 @@ def connected_version(p: Probe) -> Outcome:
     return p.check(version == p.version, f"version {version!r}", ok=f"version {version}")
 
 
-@case("connecting", "negotiation", "MAY", V11)
+@case("connecting", "negotiation", "STATED", V11)
 def highest_common_version(p: Probe) -> Outcome:
     """accept-version with several versions gives the highest one in common."""
     offered = "1.0,1.1" if p.version == "1.1" else "1.0,1.1,1.2"
@@ -52,7 +52,7 @@ def highest_common_version(p: Probe) -> Outcome:
     )
 
 
-@case("connecting", "negotiation", "MAY", ("1.1",))
+@case("connecting", "negotiation", "STATED", ("1.1",))
 def unknown_version_in_list(p: Probe) -> Outcome:
     """accept-version:1.1,2.0 gives 1.1 (the spec's example)."""
     wire = p.open()
@@ -87,7 +87,7 @@ def no_common_version(p: Probe) -> Outcome:
     return _error_then_close(p, wire, got, close=p.version != "1.1")
 
 
-@case("connecting", "negotiation-none", "MAY", V11)
+@case("connecting", "negotiation-none", "UNSTATED", V11)
 def no_common_version_lists(p: Probe) -> Outcome:
     """The ERROR for no common version has a version header listing the broker's."""
     wire = p.open()
@@ -179,14 +179,14 @@ def unknown_vhost(p: Probe) -> Outcome:
     )
 
 
-@case("connecting", "connected", "MAY")
+@case("connecting", "connected", "UNSTATED")
 def session_header(p: Probe) -> Outcome:
     """Whether CONNECTED carries a session header."""
     wire = p.session()
     return p.info(f"session {wire.connected.get('session')!r}" if wire.connected else "")
 
 
-@case("connecting", "connected", "MAY", V11)
+@case("connecting", "connected", "UNSTATED", V11)
 def missing_host(p: Probe) -> Outcome:
     """What a CONNECT without host (required of 1.1+ clients) does."""
     wire = p.open()
@@ -195,7 +195,7 @@ def missing_host(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("connecting", "connected", "MAY")
+@case("connecting", "connected", "UNSTATED")
 def second_connect(p: Probe) -> Outcome:
     """What a second CONNECT on a logged-in session does."""
     wire = p.session()
@@ -258,7 +258,7 @@ def broker_sends_beats(p: Probe) -> Outcome:
     return judge_gap(p, interval, worst)
 
 
-@case("heart-beating", "heart-beat-rate", "MAY", V11)
+@case("heart-beating", "heart-beat-rate", "UNSTATED", V11)
 def negotiated_rate(p: Probe) -> Outcome:
     """What the broker answers to heart-beat:500,1500."""
     wire = p.session(heartbeat="500,1500")
@@ -267,7 +267,7 @@ def negotiated_rate(p: Probe) -> Outcome:
     )
 
 
-@case("heart-beating", "heart-beat-rate", "MAY", V11)
+@case("heart-beating", "heart-beat-rate", "STATED", V11)
 def no_beats_when_zero(p: Probe) -> Outcome:
     """heart-beat:0,0 means no beats from the broker."""
     wire = p.session(heartbeat="0,0")
@@ -285,7 +285,7 @@ def no_beats_when_missing(p: Probe) -> Outcome:
     return p.check(not beats, f"{len(beats)} EOLs in 1.5 s", ok="none in 1.5 s")
 
 
-@case("heart-beating", "heart-beat-dead", "MAY", V11)
+@case("heart-beating", "heart-beat-dead", "MAY", V11, levels={"1.1": "UNSTATED"})
 def silent_client_dropped(p: Probe) -> Outcome:
     """A client that promised beats and stays silent is dropped (time recorded)."""
     wire = p.session(heartbeat="300,0")
@@ -321,7 +321,7 @@ def beating_client_kept(p: Probe) -> Outcome:
     )
 
 
-@case("heart-beating", "heart-beat-header", "MAY", V11)
+@case("heart-beating", "heart-beat-header", "UNSTATED", V11)
 def bad_heart_beat_value(p: Probe) -> Outcome:
     """What heart-beat:abc does."""
     wire = p.open()
@@ -330,7 +330,7 @@ def bad_heart_beat_value(p: Probe) -> Outcome:
     return p.info(describe(got) if got else "no answer")
 
 
-@case("heart-beating", "heart-beat-header", "MAY", V11)
+@case("heart-beating", "heart-beat-header", "UNSTATED", V11)
 def single_heart_beat_value(p: Probe) -> Outcome:
     """What heart-beat:1000 (one number) does."""
     wire = p.open()
@@ -379,7 +379,7 @@ def _receipt_case(command: str, versions: tuple[Version, ...]) -> None:
         return _receipt_for(p, command)
 
     run.__doc__ = f"{command} with a receipt header is answered with its RECEIPT."
-    case("receipts", "receipt", "MAY", versions)(run)
+    case("receipts", "receipt", "STATED", versions)(run)
 
 
 for _command in ("SEND", "SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK"):
@@ -388,7 +388,7 @@ _receipt_case("NACK", V11)
 _receipt_case("DISCONNECT", ALL)
 
 
-@case("receipts", "receipt-cumulative", "MAY")
+@case("receipts", "receipt-cumulative", "STATED")
 def receipts_in_order(p: Probe) -> Outcome:
     """Twenty receipts come back in the order of the frames."""
     wire = p.session()
@@ -409,7 +409,7 @@ def receipts_in_order(p: Probe) -> Outcome:
     return p.check(got == ids, f"receipt order {got}", ok="in order")
 
 
-@case("receipts", "receipt-id", "MUST", V11, levels={"1.1": "MAY"})
+@case("receipts", "receipt-id", "MUST", V11, levels={"1.1": "STATED"})
 def escaped_receipt(p: Probe) -> Outcome:
     """A receipt with a colon comes back escaped in receipt-id."""
     wire = p.session()
@@ -422,7 +422,7 @@ def escaped_receipt(p: Probe) -> Outcome:
     )
 
 
-@case("receipts", "disconnect", "MAY")
+@case("receipts", "disconnect", "UNSTATED")
 def close_after_disconnect(p: Probe) -> Outcome:
     """Whether the broker closes after the DISCONNECT receipt."""
     wire = p.session()
@@ -596,7 +596,7 @@ def _before_connect(p: Probe, data: bytes, what: str) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MAY", V12)
+@case("before-connect", "before-connect", "STATED", V12)
 def send_before_connect(p: Probe) -> Outcome:
     """A SEND before CONNECT is not processed."""
     return _before_connect(
@@ -604,7 +604,7 @@ def send_before_connect(p: Probe) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MAY", V12)
+@case("before-connect", "before-connect", "STATED", V12)
 def subscribe_before_connect(p: Probe) -> Outcome:
     """A SUBSCRIBE before CONNECT is not processed."""
     return _before_connect(
@@ -614,13 +614,13 @@ def subscribe_before_connect(p: Probe) -> Outcome:
     )
 
 
-@case("before-connect", "before-connect", "MAY", V12)
+@case("before-connect", "before-connect", "STATED", V12)
 def begin_before_connect(p: Probe) -> Outcome:
     """A BEGIN before CONNECT is not processed."""
     return _before_connect(p, build("BEGIN", [("transaction", "t"), ("receipt", "r0")]), "BEGIN")
 
 
-@case("before-connect", "before-connect", "MAY", V12)
+@case("before-connect", "before-connect", "UNSTATED", V12)
 def garbage_first(p: Probe) -> Outcome:
     """What text that is no frame does as the first bytes."""
     wire = p.open()
@@ -630,7 +630,7 @@ def garbage_first(p: Probe) -> Outcome:
     return p.info((describe(got) if got else "no answer") + ("; closed" if closed else "; open"))
 
 
-@case("before-connect", "before-connect", "MAY", V12)
+@case("before-connect", "before-connect", "UNSTATED", V12)
 def http_first(p: Probe) -> Outcome:
     """What an HTTP request does as the first bytes."""
     wire = p.open()
@@ -643,7 +643,7 @@ def http_first(p: Probe) -> Outcome:
 # -- STOMP over WebSocket ----------------------------------------------------------
 
 
-@case("websocket", "websocket", "MAY", V11, needs="websocket")
+@case("websocket", "websocket", "UNSTATED", V11, needs="websocket")
 def subprotocol(p: Probe) -> Outcome:
     """The WebSocket subprotocol agreed is this version's (v12.stomp...)."""
     wire = p.open()
@@ -651,7 +651,7 @@ def subprotocol(p: Probe) -> Outcome:
     return p.check(wire.subprotocol == want, f"subprotocol {wire.subprotocol!r}", ok=want)
 
 
-@case("websocket", "websocket", "MAY", ALL, needs="websocket")
+@case("websocket", "websocket", "UNSTATED", ALL, needs="websocket")
 def frames_split_over_messages(p: Probe) -> Outcome:
     """A frame split over two WebSocket messages is read whole."""
     from ._common import roundtrip
@@ -664,7 +664,7 @@ def frames_split_over_messages(p: Probe) -> Outcome:
     )
 
 
-@case("websocket", "websocket", "MAY", ALL, needs="websocket")
+@case("websocket", "websocket", "UNSTATED", ALL, needs="websocket")
 def error_reaches_client(p: Probe) -> Outcome:
     """Whether an ERROR reaches a WebSocket client before the close."""
     wire = p.session()

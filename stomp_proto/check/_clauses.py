@@ -6,7 +6,8 @@ version and section.  A clause is quoted from the newest version that has it;
 ``also`` names the older versions whose spec has the same words in the same
 section, and ``per_version`` holds an older version's own words where they
 differ.  A version with neither does not state the rule: its case shows the
-newer words and can only be INFORMATIONAL (see :meth:`Clause.judged`).  The
+newer words and can only be INFORMATIONAL, level UNSTATED (see
+:meth:`Clause.judged`).  The
 checker's own explanation goes in ``remark``, never inside a quote.
 """
 
@@ -60,8 +61,8 @@ class Clause:
         """The quote for ``version`` and the level a miss gets there.
 
         A version whose spec does not state the clause is shown the newer
-        version's words, and a miss is at most INFORMATIONAL (level MAY): a
-        broker speaking that version breaks no rule of it.
+        version's words, and a miss is at most INFORMATIONAL (level UNSTATED):
+        a broker speaking that version breaks no rule of it.
         """
         own = self.quote(version)
         if own is not None:
@@ -74,7 +75,7 @@ class Clause:
                     f"so a miss is INFORMATIONAL for {version}."
                 )
                 remark = f"{self.remark} {note}" if self.remark else note
-                return Judged(borrowed[0], borrowed[1], "MAY", remark)
+                return Judged(borrowed[0], borrowed[1], "UNSTATED", remark)
         raise ValueError(f"no version at or after {version} states {self.text!r}")
 
 
@@ -414,6 +415,8 @@ CLAUSES: dict[str, Clause] = {
                 "server SHOULD respond with an ERROR frame similar to:",
             )
         },
+        remark="The version header listing the server's versions is in the spec's example "
+        "of that ERROR, not in a rule.",
     ),
     "reject-connect": Clause(
         "1.2 §Connecting",
@@ -479,6 +482,8 @@ CLAUSES: dict[str, Clause] = {
                 "receive any new data, it CAN consider the connection as dead",
             )
         },
+        remark="STOMP 1.1 writes CAN, which is no RFC 2119 keyword: its case only records "
+        "what the broker did.",
     ),
     "heart-beat-tolerant": Clause(
         "1.2 §Heart-beating",
@@ -583,12 +588,9 @@ CLAUSES: dict[str, Clause] = {
                 "means the ACK operates on the message specified in the ACK frame and all "
                 "messages sent to the subscription before the ACK-ed message.",
             ),
-            "1.0": (
-                "1.0 §SUBSCRIBE",
-                "messages will only be considered delivered after the client specifically "
-                "acknowledges them with an ACK frame.",
-            ),
         },
+        remark="STOMP 1.0 says only that client-mode messages count as delivered once "
+        "acknowledged, not whether an ACK settles the earlier ones too.",
     ),
     "ack-client-individual": Clause(
         "1.2 §SUBSCRIBE ack Header",
@@ -727,6 +729,8 @@ CLAUSES: dict[str, Clause] = {
                 "the message was sent to.",
             ),
         },
+        remark="STOMP 1.1 states that the header is there, not that it names the SEND's "
+        "destination (1.2 asks for that with SHOULD).",
     ),
     "message-ack": Clause(
         "1.2 §MESSAGE",

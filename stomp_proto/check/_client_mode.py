@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from .._frame import Version
 from ._case import (
     ALL,
-    MAY_BEFORE_12,
     SHOULD_IN_10,
+    STATED_BEFORE_12,
     V11,
     V12,
     Case,
@@ -373,7 +373,7 @@ def client_large_body(p: ClientProbe) -> Outcome:
     )
 
 
-@client_case("client-frames", "frame-eols-after-nul", "MAY", ("1.0", "1.1", "1.2"))
+@client_case("client-frames", "frame-eols-after-nul", "STATED", ("1.0", "1.1", "1.2"))
 def client_eols_after_nul(p: ClientProbe) -> Outcome:
     """EOLs after a MESSAGE's NUL are skipped; the next MESSAGE is read."""
     p.send_message([("x-n", "1")], b"one", after=b"\n\n\n")
@@ -389,7 +389,7 @@ def client_crlf(p: ClientProbe) -> Outcome:
     return p.echoed(p.echo(), "x-crlf", "v")
 
 
-@client_case("client-frames", "frame-eol", "MUST", ALL, levels=MAY_BEFORE_12)
+@client_case("client-frames", "frame-eol", "MUST", ALL, levels=STATED_BEFORE_12)
 def client_split_frames(p: ClientProbe) -> Outcome:
     """A MESSAGE written one octet at a time is read whole."""
     frame = build(
@@ -460,7 +460,7 @@ def client_closes_after_error(p: ClientProbe) -> Outcome:
     return p.info("closed the session" if closed else "kept the session open")
 
 
-@client_case("client-receipts", "receipt-cumulative", "MAY", ("1.0", "1.1", "1.2"))
+@client_case("client-receipts", "receipt-cumulative", "STATED", ("1.0", "1.1", "1.2"))
 def client_message_before_receipt(p: ClientProbe) -> Outcome:
     """A MESSAGE that arrives before the RECEIPT the client waits for is still delivered."""
     p.send_message([("x-n", "1")], b"first")

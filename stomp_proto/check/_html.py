@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ._case import GROUPS
+from ._case import GROUPS, LEVELS
 from ._runner import Report
 
 #: The verdicts in the order a reader wants them, with the short headings of narrow tables.
@@ -104,10 +104,14 @@ def _counts_table(rows: list[tuple[str, dict[str, int]]], first: str) -> str:
 
 
 def _legend() -> str:
+    levels = "".join(
+        f"<li><b>{escape(level)}</b>: {escape(meaning)}</li>" for level, meaning in LEVELS.items()
+    )
     return (
         "<p class='meta'>"
         + ", ".join(f"{_SHORT[v]} = {v}" for v in ORDER if _SHORT[v] != v)
-        + ".</p>"
+        + ".</p><p class='meta'>Each case's level is read from the words it quotes from "
+        "the spec of its version:</p><ul class='meta'>" + levels + "</ul>"
     )
 
 

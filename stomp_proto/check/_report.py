@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from xml.etree import ElementTree
 
-from ._case import GROUPS
+from ._case import GROUPS, LEVELS
 from ._runner import Report
 
 VERDICTS = ("OK", "NON-STRICT", "FAILED", "INFORMATIONAL", "UNIMPLEMENTED", "NOT-RUN")
@@ -58,13 +58,24 @@ def print_table(report: Report, out: TextIO, *, colour: bool, verbose: bool = Fa
     if report.left_behind:
         out.write(f"left on the broker: {report.left_behind}\n\n")
     shown = ("FAILED", "NON-STRICT", "NOT-RUN") if not verbose else VERDICTS
+    listed = False
     for result in report.results:
         verdict = str(result.verdict)
         if verdict in shown:
+            listed = True
             out.write(
                 f"{_paint(f'{verdict:<13}', verdict, colour)} {result.case.id:<28} "
-                f"{result.case.title} -- {result.detail}\n"
+                f"[{result.case.level}] {result.case.title} -- {result.detail}\n"
             )
+    if listed:
+        write_levels(out)
+
+
+def write_levels(out: TextIO) -> None:
+    """How the [level] of each case listed is read."""
+    out.write("\nlevels, read from the words each case quotes from its version's spec:\n")
+    for level, meaning in LEVELS.items():
+        out.write(f"  {level:<9} {meaning}\n")
 
 
 def write_json(report: Report, path: str | Path) -> None:
