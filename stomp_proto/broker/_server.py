@@ -216,6 +216,9 @@ class Broker:
         self._undecided: set[asyncio.Task[None]] = set()
         self._closing = False
         self._closed = asyncio.Event()
+        #: Set while the core's memory alarm is down: blocked publishers wait for it.
+        self._memory_ok = asyncio.Event()
+        self._memory_ok.set()
 
     @property
     def port(self) -> int:
@@ -465,6 +468,10 @@ class Broker:
             deadline = peer.session.get_timer()
             try:
                 async with asyncio.timeout_at(deadline):
+                    # The memory alarm: a publisher is not read from (TCP slows it
+                    # down) until consumers have brought the level down.
+                    while peer.session.reading_blocked:
+                        await self._memory_ok.wait()
                     # While the client's send buffer is over its high-water mark, do not
                     # read from it: TCP then slows down a client that does not read.
                     await peer.writer.drain()
@@ -498,6 +505,7 @@ class Broker:
 
     def _flush(self, outbox: Outbox) -> None:
         """Write what the core asked for, pausing clients that do not keep up."""
+        self._watch_memory()
         for session, data in outbox.data.items():
             peer = self._peers.get(session)
             if peer is None:
@@ -517,6 +525,25 @@ class Broker:
             # The session's own task ends by itself: it sees the session closed.
             if peer is not None and peer.task is not asyncio.current_task():
                 peer.stop()
+
+    def _watch_memory(self) -> None:
+        """Follow the core's memory alarm (it changes only in calls whose outbox comes here)."""
+        core = self.core
+        if core.memory_alarm == self._memory_ok.is_set():
+            if core.memory_alarm:
+                self._memory_ok.clear()
+                log.warning(
+                    "STOMP broker: memory alarm: %d of %d bytes of messages held;"
+                    " publishers are not read from until consumers take some",
+                    core.memory_used,
+                    core.memory_limit,
+                )
+            else:
+                self._memory_ok.set()
+                log.info(
+                    "STOMP broker: memory alarm cleared: %d bytes of messages held",
+                    core.memory_used,
+                )
 
     async def _resume_when_drained(self, peer: _Peer) -> None:
         session = peer.session
