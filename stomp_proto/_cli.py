@@ -26,15 +26,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
+import signal
 import ssl
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from . import __version__
 from ._build import describe as describe_build
@@ -54,6 +56,9 @@ from .broker._core import (
     DEFAULT_MAX_TRANSACTIONS,
     BrokerOptions,
 )
+
+if TYPE_CHECKING:
+    from .broker import Broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -496,7 +501,33 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         # so that the line is printed once whatever the level.
         if not logging.getLogger("stomp_proto").isEnabledFor(logging.INFO):
             print(f"STOMP broker listening on {broker.listening_on}", file=err, flush=True)
-        await broker.serve_forever()
+        with _closed_on_sigterm(broker):
+            await broker.serve_forever()
+
+
+@contextlib.contextmanager
+def _closed_on_sigterm(broker: Broker) -> Iterator[None]:
+    """While inside, SIGTERM closes ``broker`` as SIGINT does (every client told why);
+    ``serve_forever`` then returns, and the command exits 0: it was asked to stop."""
+    loop = asyncio.get_running_loop()
+    closing: list[asyncio.Task[None]] = []
+
+    def on_sigterm() -> None:
+        if not closing:
+            logging.getLogger("stomp_proto.broker").info(
+                "STOMP broker: SIGTERM: closing %d connection(s)", len(broker.core.sessions)
+            )
+            closing.append(loop.create_task(broker.close()))
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, AttributeError):  # no such signal handling (Windows)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _consume(client: AsyncClient, destination: str, count: int) -> AsyncIterator[float]:

@@ -298,6 +298,7 @@ class Broker:
         self._closing = True
         if self._server is not None:
             self._server.close()
+        told = len(self.core.sessions)
         self._flush(self.core.shut_down())
         for task in self._undecided:
             task.cancel()
@@ -309,7 +310,7 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
         self._closed.set()
-        log.info("STOMP broker closed")
+        log.info("STOMP broker closed: %d session(s) ended with ERROR %r", told, SHUTDOWN_REASON)
 
     # -- connections -------------------------------------------------------------
 
