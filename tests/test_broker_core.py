@@ -162,9 +162,11 @@ def test_connected_names_session_server_and_version(version: Version) -> None:
     assert connected.version == version
     assert connected.session == client.session.id
     assert connected.server is not None and connected.server.startswith("stomp_proto-broker/")
-    # Offered in both directions, since the client asked for both.
-    assert connected.heartbeat == (10000, 10000)
-    assert client.conn.heartbeat == (10000, 10000)
+    # Offered in both directions, since the client asked for both: the broker
+    # sends at the interval asked for, and asks for its own.
+    assert connected.heartbeat == (6000, 10000)
+    # The client's (send every, expect every).
+    assert client.conn.heartbeat == (10000, 6000)
 
 
 def test_heartbeat_not_offered_where_the_client_declined() -> None:
@@ -172,7 +174,30 @@ def test_heartbeat_not_offered_where_the_client_declined() -> None:
     client = net.open()
     client.send(Connect(host="/", heartbeat=(0, 1000)))
     (connected,) = client.take(Connected)
+    # Not more often than the broker's floor; nothing asked of a client that cannot send.
     assert connected.heartbeat == (2000, 0)
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [((0, 1000), (1000, 0)), ((0, 50), (100, 0)), ((5000, 0), (0, 10000)), ((0, 0), (0, 0))],
+)
+def test_the_broker_sends_heart_beats_as_often_as_asked_down_to_its_floor(
+    asked: tuple[int, int], answered: tuple[int, int]
+) -> None:
+    client = Net().open()
+    client.send(Connect(host="/", heartbeat=asked))
+    (connected,) = client.take(Connected)
+    assert connected.heartbeat == answered  # as RabbitMQ answers
+    # What the broker's session does: it sends at the interval it said.
+    expect = max(answered[1], asked[0]) if answered[1] else 0
+    assert client.session.connection.heartbeat == (answered[0], expect)
+
+
+def test_a_broker_with_no_heart_beats_to_send_sends_none() -> None:
+    client = Net(heartbeat=(0, 5000)).open()
+    client.send(Connect(host="/", heartbeat=(1000, 1000)))
+    assert client.take(Connected)[0].heartbeat == (0, 5000)
 
 
 def test_highest_common_version_is_chosen() -> None:

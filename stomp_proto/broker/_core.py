@@ -100,8 +100,9 @@ DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
-#: The heart-beats the broker offers by default, ``(send every ms, receive every ms)``.
-DEFAULT_HEARTBEAT = (10000, 10000)
+#: The broker's heart-beats by default, ``(can send every ms, wants to receive every ms)``:
+#: it sends as often as a client asks, down to every 100 ms, and asks for one every 10 s.
+DEFAULT_HEARTBEAT = (100, 10000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
@@ -127,7 +128,8 @@ class BrokerOptions(TypedDict, total=False):
     users: Mapping[str, str] | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
-    #: What the broker offers, ``(can send every ms, wants to receive every ms)``.
+    #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
+    #: interval the broker sends heart-beats at, if a client asks (0: never); (100, 10000).
     heartbeat: tuple[int, int]
     #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
@@ -507,7 +509,9 @@ class BrokerCore:
     ``users`` maps login to passcode; ``None`` lets anyone in.  ``versions``
     are the protocol versions offered.  ``server_name`` is the CONNECTED
     frame's ``server`` header.  ``heartbeat`` is
-    what the broker offers, ``(can send every ms, wants to receive every ms)``.
+    ``(can send every ms, wants to receive every ms)``: the broker sends
+    heart-beats as often as a client asks, but not more often than the first
+    (0: never), and asks for them every second ms (0: never).
     ``limits`` bounds incoming frames.  ``max_in_flight`` is the default
     in-flight limit of a client-acknowledged subscription, ``max_queue_length``
     the most messages a queue holds, ``output_limit`` the bytes one outbox may
@@ -772,10 +776,12 @@ class BrokerCore:
                 "login_failed",
             )
             return
-        # Offer beats only in the directions the client asked for, so that the
-        # header says what will actually happen.
+        # Offer beats only in the directions the client asked for, and say the
+        # interval they will actually come at (as RabbitMQ does): what the client
+        # wants, but not more often than the broker can.
         can_send, wants = event.heartbeat
-        ours = (self._heartbeat[0] if wants else 0, self._heartbeat[1] if can_send else 0)
+        floor, ours_wanted = self._heartbeat
+        ours = (max(floor, wants) if wants and floor else 0, ours_wanted if can_send else 0)
         connected = Connected(heartbeat=ours, session=session.id, server=self._server_name)
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
