@@ -67,6 +67,7 @@ from .._events import ConnectionClosed, Error, HeartBeatTimeout
 from .._frame import VERSIONS, Version
 from .._state import ConnectionState
 from .._websocket import (
+    CLEAN_CLOSE_MEANING,
     OriginPolicy,
     ServerHandshake,
     WebSocketChannel,
@@ -495,6 +496,13 @@ class Broker:
                 got.error.message,
             )
         if got.closed:
+            if got.error is None and peer.ws.close_code in CLEAN_CLOSE_MEANING:
+                log.debug(
+                    "STOMP broker: connection %s: WebSocket closed by the client: %d (%s)",
+                    peer.session.id,
+                    peer.ws.close_code,
+                    CLEAN_CLOSE_MEANING[peer.ws.close_code],
+                )
             # What came before the close still counts (a DISCONNECT, say); the
             # end follows on the next read.
             if got.data:
