@@ -36,6 +36,10 @@ exposition and the connection is closed.  A WebSocket upgrade goes to
 connection closed, and the negotiated subprotocol caps the session's STOMP
 versions.
 
+TLS (``ssl``): each connection's handshake runs once it is accepted
+(``StreamWriter.start_tls``), within the CONNECT deadline, and a failed one
+is logged; a connection gets its session only once it is secured.
+
 Ending a connection the broker ended (an ERROR, a refused upgrade, shutdown):
 :func:`stomp_proto.asyncio.drain_and_close` half-closes it, reads and discards
 what the client still sends until it closes (at most
@@ -56,7 +60,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as _ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Unpack
 
@@ -97,6 +101,8 @@ READ_SIZE = 64 * 1024
 #: Seconds a connection has, with ``websocket`` on, to send its first bytes and
 #: (for a WebSocket) to complete the upgrade.
 HANDSHAKE_TIMEOUT = 10.0
+#: Seconds a TLS handshake may take when there is no ``connect_timeout``.
+TLS_HANDSHAKE_TIMEOUT = 60.0
 #: Most bytes of an HTTP request head (request line and headers) read before answering.
 MAX_REQUEST_HEAD = 16 * 1024
 _HTTP_GET = b"GET "
@@ -209,6 +215,8 @@ class Broker:
         self._ssl = ssl
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
         connect_timeout = options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        #: Seconds a TLS handshake may take: the CONNECT deadline (asyncio's 60 s without one).
+        self._tls_timeout = connect_timeout or TLS_HANDSHAKE_TIMEOUT
         #: Seconds a connection may stay silent before it is taken for plain STOMP.
         self._silence_limit = min(HANDSHAKE_TIMEOUT, connect_timeout or HANDSHAKE_TIMEOUT)
         self._server: asyncio.Server | None = None
@@ -266,9 +274,9 @@ class Broker:
         """Start listening."""
         if self._server is not None or self._closing:
             raise RuntimeError("a Broker can be started once")
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self._requested_port, ssl=self._ssl
-        )
+        # TLS is started per connection (_secure), so that its handshake has the
+        # CONNECT deadline and its failures are logged.
+        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("STOMP broker listening on %s", self.listening_on)
 
@@ -319,16 +327,53 @@ class Broker:
         if self._closing:
             writer.close()
             return
-        # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
-        writer.transport.set_write_buffer_limits(high=self._output_limit)
         loop = asyncio.get_running_loop()
         accepted = loop.time()
+        if self._ssl is not None:
+            self._undecide(self._secure(reader, writer, accepted), "stomp-broker-tls")
+        else:
+            self._accepted(reader, writer, accepted)
+
+    def _undecide(self, work: Coroutine[None, None, None], name: str) -> None:
+        """Run ``work`` for a connection that has no session yet (close() cancels it)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._undecided.add(task)
+        task.add_done_callback(self._undecided.discard)
+
+    async def _secure(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+    ) -> None:
+        """The TLS handshake, within the CONNECT deadline; then the connection as usual."""
+        assert self._ssl is not None
+        try:
+            await writer.start_tls(self._ssl, ssl_handshake_timeout=self._tls_timeout)
+        except asyncio.CancelledError:
+            writer.transport.abort()  # the broker is closing
+            raise
+        except OSError as exc:
+            # A client that never says ClientHello, one that speaks plain text,
+            # one that refuses the certificate: none costs more than the deadline.
+            log.info(
+                "STOMP broker: TLS handshake with %s failed: %s",
+                _address(writer.get_extra_info("peername")),
+                exc or type(exc).__name__,
+            )
+            writer.transport.abort()
+            return
+        if self._closing:
+            writer.transport.abort()
+            return
+        self._accepted(reader, writer, accepted)
+
+    def _accepted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+    ) -> None:
+        # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
+        writer.transport.set_write_buffer_limits(high=self._output_limit)
         if self.websocket is None and not self.serves_metrics:
             self._start(_Peer(self._open_session(accepted), reader, writer))
             return
-        task = loop.create_task(self._route(reader, writer, accepted), name="stomp-broker-route")
-        self._undecided.add(task)
-        task.add_done_callback(self._undecided.discard)
+        self._undecide(self._route(reader, writer, accepted), "stomp-broker-route")
 
     def _open_session(
         self, accepted: float, versions: tuple[Version, ...] | None = None
