@@ -26,15 +26,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
+import signal
 import ssl
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from . import __version__
 from ._build import describe as describe_build
@@ -45,7 +47,18 @@ from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
 from ._limits import Limits
 from .asyncio import AsyncClient, connect
-from .broker._core import DEFAULT_HEARTBEAT
+from .broker._core import (
+    DEFAULT_HEARTBEAT,
+    DEFAULT_MAX_DESTINATIONS,
+    DEFAULT_MAX_MEMORY,
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_TRANSACTION_BYTES,
+    DEFAULT_MAX_TRANSACTIONS,
+    BrokerOptions,
+)
+
+if TYPE_CHECKING:
+    from .broker import Broker
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -91,6 +104,21 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
     return value
 
+
+#: The broker's resource limits: (BrokerOptions key, default, what it bounds).
+BROKER_LIMITS: tuple[tuple[str, int, str], ...] = (
+    ("max_memory", DEFAULT_MAX_MEMORY,
+     "bytes of messages held at most; from 80 %% of it publishers are not read from "
+     "until consumers bring it down to 60 %%"),
+    ("max_queue_bytes", DEFAULT_MAX_QUEUE_BYTES,
+     "bytes of messages one queue or topic subscription holds at most"),
+    ("max_transaction_bytes", DEFAULT_MAX_TRANSACTION_BYTES,
+     "bytes of messages one transaction buffers at most"),
+    ("max_destinations", DEFAULT_MAX_DESTINATIONS,
+     "queues and subscribed topics kept at most"),
+    ("max_transactions", DEFAULT_MAX_TRANSACTIONS,
+     "transactions one session may have open at once"),
+)  # fmt: skip
 
 #: The broker's --log-level choices, as the logging module names them.
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -255,8 +283,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_heartbeat,
         default=DEFAULT_HEARTBEAT,
         metavar="SEND_MS,RECEIVE_MS",
-        help="heart-beats the broker offers, 0 for none (default {},{})".format(*DEFAULT_HEARTBEAT),
+        help="heart-beats: the broker sends them as often as a client asks but not more often "
+        "than every SEND_MS, and asks for one every RECEIVE_MS; 0 for none "
+        "(default {},{})".format(*DEFAULT_HEARTBEAT),
     )
+    resources = broker.add_argument_group("resource limits (BrokerOptions)")
+    for name, default, bounds in BROKER_LIMITS:
+        resources.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_positive,
+            metavar="N",
+            help=f"{bounds} (default {default})",
+        )
     limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
     for field in dataclasses.fields(Limits):
         limits.add_argument(
@@ -421,6 +459,12 @@ def broker_limits(args: argparse.Namespace) -> Limits | None:
     return Limits(**given) if given else None
 
 
+def broker_resource_limits(args: argparse.Namespace) -> BrokerOptions:
+    """The BrokerOptions the resource-limit options give (the others keep their defaults)."""
+    given = {name: getattr(args, name) for name, _, _ in BROKER_LIMITS}
+    return cast("BrokerOptions", {name: value for name, value in given.items() if value})
+
+
 async def _broker(args: argparse.Namespace, err: TextIO) -> None:
 
     handler = logging.StreamHandler(err)
@@ -441,24 +485,51 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
     if args.certfile:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(args.certfile, args.keyfile)
-    users = dict(args.user) or None
+    options = broker_resource_limits(args)
+    options["users"] = dict(args.user) or None
+    options["strict"] = args.strict
+    options["heartbeat"] = args.heartbeat
+    options["limits"] = broker_limits(args)
     async with Broker(
         args.host,
         args.port,
         ssl=context,
-        users=users,
         websocket=args.websocket,
         allowed_origins=args.allowed_origin,
         metrics=args.metrics,
-        strict=args.strict,
-        heartbeat=args.heartbeat,
-        limits=broker_limits(args),
+        **options,
     ) as broker:
         # The broker's own INFO line says where it listens; below INFO it is said here,
         # so that the line is printed once whatever the level.
         if not logging.getLogger("stomp_proto").isEnabledFor(logging.INFO):
             print(f"STOMP broker listening on {broker.listening_on}", file=err, flush=True)
-        await broker.serve_forever()
+        with _closed_on_sigterm(broker):
+            await broker.serve_forever()
+
+
+@contextlib.contextmanager
+def _closed_on_sigterm(broker: Broker) -> Iterator[None]:
+    """While inside, SIGTERM closes ``broker`` as SIGINT does (every client told why);
+    ``serve_forever`` then returns, and the command exits 0: it was asked to stop."""
+    loop = asyncio.get_running_loop()
+    closing: list[asyncio.Task[None]] = []
+
+    def on_sigterm() -> None:
+        if not closing:
+            logging.getLogger("stomp_proto.broker").info(
+                "STOMP broker: SIGTERM: closing %d connection(s)", len(broker.core.sessions)
+            )
+            closing.append(loop.create_task(broker.close()))
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, AttributeError):  # no such signal handling (Windows)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _consume(client: AsyncClient, destination: str, count: int) -> AsyncIterator[float]:

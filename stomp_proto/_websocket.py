@@ -32,6 +32,7 @@ WebSocket is first used, never by ``import stomp_proto``.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import urllib.parse
 from collections.abc import Iterable
@@ -43,6 +44,7 @@ from ._errors import ErrorKind, RemoteProtocolError
 from ._frame import VERSIONS, Version
 
 __all__ = [
+    "CLEAN_CLOSE_MEANING",
     "SUBPROTOCOLS",
     "ClientHandshake",
     "OriginPolicy",
@@ -59,8 +61,11 @@ __all__ = [
 SUBPROTOCOLS: dict[Version, str] = {"1.0": "v10.stomp", "1.1": "v11.stomp", "1.2": "v12.stomp"}
 _VERSION_OF = {name: version for version, name in SUBPROTOCOLS.items()}
 
-#: Close codes that end a connection normally (1000) or because a side leaves (1001).
-_CLEAN_CLOSE = (1000, 1001)
+#: The close codes that end a connection normally, with what each means for the log:
+#: 1005 is a close frame without a status code, which browsers and stompjs's
+#: forceDisconnect() send (RFC 6455 7.1.5 and 7.4.1).
+CLEAN_CLOSE_MEANING = {1000: "normal", 1001: "going away", 1005: "normal, no status code"}
+_CLEAN_CLOSE = CLEAN_CLOSE_MEANING.keys()
 #: Close code sent when we end the connection.
 _NORMAL_CLOSURE = 1000
 
@@ -342,6 +347,23 @@ class Upgrade:
     status: int | None = None
 
 
+def _key_fault(keys: list[bytes]) -> str | None:
+    """What is wrong with the request's Sec-WebSocket-Key headers; None if nothing.
+
+    RFC 6455 4.2.1: one key, the base64 of 16 bytes.  wsproto answers any
+    value, and a client that sent a broken one is not a WebSocket client.
+    """
+    if len(keys) != 1:
+        return f"{len(keys)} Sec-WebSocket-Key headers (one is needed)"
+    try:
+        nonce = base64.b64decode(keys[0].strip(), validate=True)
+    except ValueError:
+        nonce = b""
+    if len(nonce) != 16:
+        return "Sec-WebSocket-Key is not the base64 of 16 bytes"
+    return None
+
+
 class ServerHandshake:
     """The broker's side of the upgrade (sans-IO).
 
@@ -385,6 +407,9 @@ class ServerHandshake:
             return None
         if request.target != self._path:
             return self._refuse(404, f"no WebSocket endpoint at {request.target!r}")
+        fault = _key_fault([v for n, v in request.extra_headers if n == b"sec-websocket-key"])
+        if fault is not None:
+            return self._refuse(400, fault)
         origin = next(
             (value.decode("latin-1") for name, value in request.extra_headers if name == b"origin"),
             None,

@@ -204,6 +204,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "broker": (
         "test_broker_core",
         "test_broker_metrics",
+        "test_broker_abuse",
         "test_broker_server",
         "test_broker_vectors",
         "test_checker_clauses",

@@ -162,9 +162,11 @@ def test_connected_names_session_server_and_version(version: Version) -> None:
     assert connected.version == version
     assert connected.session == client.session.id
     assert connected.server is not None and connected.server.startswith("stomp_proto-broker/")
-    # Offered in both directions, since the client asked for both.
-    assert connected.heartbeat == (10000, 10000)
-    assert client.conn.heartbeat == (10000, 10000)
+    # Offered in both directions, since the client asked for both: the broker
+    # sends at the interval asked for, and asks for its own.
+    assert connected.heartbeat == (6000, 10000)
+    # The client's (send every, expect every).
+    assert client.conn.heartbeat == (10000, 6000)
 
 
 def test_heartbeat_not_offered_where_the_client_declined() -> None:
@@ -172,7 +174,30 @@ def test_heartbeat_not_offered_where_the_client_declined() -> None:
     client = net.open()
     client.send(Connect(host="/", heartbeat=(0, 1000)))
     (connected,) = client.take(Connected)
+    # Not more often than the broker's floor; nothing asked of a client that cannot send.
     assert connected.heartbeat == (2000, 0)
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [((0, 1000), (1000, 0)), ((0, 50), (100, 0)), ((5000, 0), (0, 10000)), ((0, 0), (0, 0))],
+)
+def test_the_broker_sends_heart_beats_as_often_as_asked_down_to_its_floor(
+    asked: tuple[int, int], answered: tuple[int, int]
+) -> None:
+    client = Net().open()
+    client.send(Connect(host="/", heartbeat=asked))
+    (connected,) = client.take(Connected)
+    assert connected.heartbeat == answered  # as RabbitMQ answers
+    # What the broker's session does: it sends at the interval it said.
+    expect = max(answered[1], asked[0]) if answered[1] else 0
+    assert client.session.connection.heartbeat == (answered[0], expect)
+
+
+def test_a_broker_with_no_heart_beats_to_send_sends_none() -> None:
+    client = Net(heartbeat=(0, 5000)).open()
+    client.send(Connect(host="/", heartbeat=(1000, 1000)))
+    assert client.take(Connected)[0].heartbeat == (0, 5000)
 
 
 def test_highest_common_version_is_chosen() -> None:
@@ -930,3 +955,206 @@ def test_no_message_is_lost_or_acked_twice(
         acked.append(message.body)
     assert sorted(acked) == sorted(sent)
     assert net.core.queued("/queue/c") == 0
+    # Every byte charged to the memory budget was given back.
+    assert net.core.memory_used == 0
+
+
+# -- the memory budget -------------------------------------------------------------
+
+KIB = 1024
+
+
+def flood(client: Client, destination: str, body: bytes, *, until_blocked: bool = True) -> int:
+    """SEND ``body`` until the session is blocked (or ended); how many were sent."""
+    sent = 0
+    while not client.closed and not (until_blocked and client.session.reading_blocked):
+        client.send(Send(destination, body))
+        sent += 1
+        assert sent < 10_000, "the flood was never stopped"
+    return sent
+
+
+def test_the_memory_alarm_blocks_publishers_and_not_consumers() -> None:
+    net = Net(max_memory=200 * KIB)
+    waiting = net.connect()
+    send(waiting, "/queue/elsewhere", b"a", b"b", b"c")
+    flooder = net.connect()
+    flood(flooder, "/queue/nobody", bytes(10 * KIB))
+    assert net.core.memory_alarm
+    assert net.core.memory_used <= 200 * KIB
+    assert not flooder.closed
+    # Every publisher is held, not only the flooder; a consumer is not.
+    assert waiting.session.reading_blocked
+    consumer = net.connect()
+    consumer.subscribe("/queue/elsewhere", "client-individual")
+    messages = consumer.messages()
+    assert [m.body for m in messages] == [b"a", b"b", b"c"]
+    for message in messages:
+        consumer.ack(message)
+    assert not consumer.session.reading_blocked
+    assert consumer.take(Error) == []
+    # Draining the flooded queue lowers the level; publishers go on below 60 %.
+    consumer.subscribe("/queue/nobody", "client-individual")
+    for message in consumer.messages():
+        assert flooder.session.reading_blocked == (net.core.memory_used > 120 * KIB)
+        consumer.ack(message)
+    assert not net.core.memory_alarm
+    assert not flooder.session.reading_blocked
+    assert net.core.memory_used == 0
+
+
+def test_the_budget_is_a_hard_limit_for_publishers_that_outrun_the_alarm() -> None:
+    net = Net(max_memory=100 * KIB)
+    flooder = net.connect()
+    # A transport that kept reading: the SEND that would pass the limit is refused.
+    flood(flooder, "/queue/q", bytes(10 * KIB), until_blocked=False)
+    (error,) = flooder.take(Error)
+    assert error.message == "out of memory"
+    assert b"max_memory" in error.body
+    assert net.core.memory_used <= 100 * KIB
+
+
+def test_a_queue_is_capped_in_bytes() -> None:
+    net = Net(max_queue_bytes=50 * KIB)
+    producer = net.connect()
+    flood(producer, "/queue/q", bytes(10 * KIB))
+    (error,) = producer.take(Error)
+    assert error.message == "queue full"
+    assert b"max_queue_bytes" in error.body
+    assert 40 * KIB < net.core.memory_used <= 50 * KIB
+
+
+def test_a_message_that_can_never_fit_is_refused_naming_the_limit() -> None:
+    net = Net(max_queue_bytes=10 * KIB)
+    producer = net.connect()
+    producer.send(Send("/topic/t", bytes(10 * KIB), receipt="r"))
+    (error,) = producer.take(Error)
+    assert error.message == "message too large"
+    assert error.receipt_id == "r"
+    assert b"max_queue_bytes=10240" in error.body
+
+
+def test_a_topic_subscriber_that_never_reads_holds_at_most_its_queue_bytes() -> None:
+    net = Net(max_queue_bytes=50 * KIB)
+    slow, fast, producer = net.connect(), net.connect(), net.connect()
+    slow.subscribe("/topic/t")
+    fast.subscribe("/topic/t")
+    net.core.pause(slow.session)  # its transport stopped reading
+    for index in range(20):
+        producer.send(Send("/topic/t", bytes(10 * KIB), headers=(("n", str(index)),)))
+    assert len(fast.messages()) == 20
+    assert net.core.memory_used <= 50 * KIB
+    assert not producer.closed
+    net.route(net.core.resume(slow.session))
+    assert 0 < len(slow.messages()) < 20  # it missed the rest
+    assert net.core.memory_used == 0
+
+
+def test_open_transactions_are_charged_and_capped() -> None:
+    net = Net(max_memory=150 * KIB, max_transaction_bytes=50 * KIB, max_transactions=3)
+    producer = net.connect()
+    for name in ("t1", "t2", "t3"):
+        producer.send(Begin(name))
+        for _ in range(4):
+            producer.send(Send("/queue/q", bytes(10 * KIB), transaction=name))
+    assert 120 * KIB < net.core.memory_used <= 150 * KIB
+    assert producer.session.reading_blocked
+    producer.send(Send("/queue/q", bytes(10 * KIB), transaction="t1"))
+    (error,) = producer.take(Error)
+    assert error.message == "transaction too large"
+    assert b"max_transaction_bytes" in error.body
+    # Its end gave the bytes back.
+    assert net.core.memory_used == 0
+
+
+def test_a_session_opens_at_most_max_transactions() -> None:
+    net = Net(max_transactions=2)
+    producer = net.connect()
+    producer.send(Begin("t1"))
+    producer.send(Begin("t2"))
+    producer.send(Begin("t3", receipt="r"))
+    (error,) = producer.take(Error)
+    assert error.message == "too many transactions"
+    assert b"max_transactions" in error.body
+
+
+def test_commit_and_abort_move_and_give_back_the_transaction_bytes() -> None:
+    net = Net()
+    producer, consumer = net.connect(), net.connect()
+    producer.send(Begin("t"))
+    producer.send(Send("/queue/q", b"x" * 100, transaction="t"))
+    held = net.core.memory_used
+    assert held > 100
+    producer.send(Commit("t"))
+    assert net.core.memory_used == held  # now charged to the queue
+    producer.send(Begin("u"))
+    producer.send(Send("/queue/q", b"y", transaction="u"))
+    producer.send(Abort("u"))
+    assert net.core.memory_used == held
+    consumer.subscribe("/queue/q")
+    assert consumer.bodies() == [b"x" * 100]
+    assert net.core.memory_used == 0
+
+
+def test_ends_give_every_byte_back() -> None:
+    """Topic subscriptions with unacked and waiting messages, ACKs in open transactions."""
+    net = Net(max_in_flight=1)
+    consumer, producer = net.connect(), net.connect()
+    consumer.subscribe("/topic/t", "client-individual")
+    consumer.subscribe("/queue/q", "client-individual")
+    send(producer, "/topic/t", b"1", b"2", b"3")
+    send(producer, "/queue/q", b"1", b"2")
+    first_topic, first_queue = consumer.messages()
+    consumer.send(Begin("t"))
+    consumer.ack(first_topic, transaction="t")
+    consumer.ack(first_queue, transaction="t")
+    consumer.send(Unsubscribe(id="sub-1"))  # the topic subscription ends, the ACK is open
+    assert net.core.memory_used > 0
+    consumer.drop()
+    producer.drop()
+    # What was left in /queue/q waits for the next consumer; the topic's messages are gone.
+    last = net.connect()
+    last.subscribe("/queue/q")
+    assert sorted(last.bodies()) == [b"1", b"2"]
+    assert net.core.memory_used == 0
+
+
+def test_destinations_are_capped() -> None:
+    net = Net(max_destinations=2)
+    holder = net.connect()
+    holder.subscribe("/queue/a")
+    holder.subscribe("/topic/b")
+    holder.subscribe("/queue/a")  # known: no new destination
+    holder.send(Send("/topic/nobody", b"x"))  # a topic nobody follows makes none
+    holder.send(Send("/queue/a", b"x"))
+    assert holder.bodies() == [b"x"]
+    sender, subscriber = net.connect(), net.connect()
+    sender.send(Send("/queue/c", b"x", receipt="r"))
+    (error,) = sender.take(Error)
+    assert error.message == "too many destinations"
+    assert b"max_destinations" in error.body
+    subscriber.subscribe("/queue/d")
+    assert subscriber.take(Error)[0].message == "too many destinations"
+    assert holder.take(Error) == []
+
+
+def test_a_blocked_publisher_is_not_timed_out_for_the_data_the_broker_does_not_read() -> None:
+    net = Net(max_memory=100 * KIB, frame_timeout=5)
+    flooder = net.connect(heartbeat=(1000, 0))
+    flood(flooder, "/queue/q", bytes(10 * KIB))
+    session = flooder.session
+    # Half a frame arrived before the broker stopped reading.
+    session.receive_data(b"SEND\ndestination:/queue/q\n")
+    for now in range(0, 100, 1):
+        assert session.handle_timer(float(now)) == b""
+        net.route(net.core.process(session))
+    assert not flooder.closed
+    assert flooder.take(Error) == []
+    # Its deadlines run again once the alarm is down.
+    consumer = net.connect()
+    consumer.subscribe("/queue/q")
+    assert not session.reading_blocked
+    session.handle_timer(100.0)
+    session.handle_timer(106.0)
+    net.route(net.core.process(session))
+    assert flooder.take(Error)[0].message == "frame timeout"

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import importlib.util
+import logging
 import shutil
 import socket
 import ssl
@@ -340,6 +341,36 @@ def test_plain_client_cannot_talk_to_tls_broker(tmp_path: Path) -> None:
             assert broker.core.sessions == ()  # the handshake failed: no session was made
 
     run(body)
+
+
+@pytest.mark.parametrize("client_sends", [b"", b"CONNECT\nhost:/\n\n\x00"], ids=["silent", "plain"])
+def test_a_failed_tls_handshake_is_ended_within_the_connect_timeout_and_logged(
+    tmp_path: Path, client_sends: bytes
+) -> None:
+    cert, key = _self_signed_certificate(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    said = LogRecords("stomp_proto.broker", level=logging.INFO)
+
+    async def body() -> None:
+        async with Broker(ssl=server_context, connect_timeout=0.5) as broker:
+            client = await StreamClient.open(broker)
+            client.writer.write(client_sends)
+            try:
+                # Well below asyncio's own 60 s: the broker's CONNECT deadline holds.
+                data = await asyncio.wait_for(client.reader.read(), 10)
+            except ConnectionResetError:
+                data = b""
+            assert b"CONNECTED" not in data
+            await client.close()
+            assert broker.core.sessions == ()
+
+    with said.installed():
+        run(body)
+    [line] = [m for m in said.messages() if "TLS handshake" in m]
+    assert "failed" in line and "127.0.0.1:" in line, line
+    if not client_sends:
+        assert "0.5 seconds" in line, line
 
 
 def test_silent_client_is_closed_and_its_messages_requeued() -> None:

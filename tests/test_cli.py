@@ -344,6 +344,38 @@ def test_login_required_and_refused() -> None:
     assert " INFO " in refusal and f"from {HOST}:" in refusal, refusal
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_sigterm_shuts_down_as_sigint_does(sig: signal.Signals) -> None:
+    running = start_broker()
+    try:
+        clients = []
+        for _ in range(2):
+            client = socket.create_connection((HOST, running.port), timeout=COMMAND_TIMEOUT)
+            conn = stomp_proto.ClientConnection()
+            client.sendall(conn.send(stomp_proto.Connect(host="/")))
+            clients.append((client, conn))
+        for client, conn in clients:
+            while not any(isinstance(e, stomp_proto.Connected) for e in conn):
+                conn.receive_data(client.recv(65536))
+    finally:
+        code, _, err = stop(running.process, sig)
+    # Every client was told why, then the connection was closed.
+    for client, conn in clients:
+        events = []
+        while data := client.recv(65536):
+            conn.receive_data(data)
+            events.extend(conn)
+        client.close()
+        errors = [e for e in events if isinstance(e, stomp_proto.Error)]
+        assert [e.message for e in errors] == ["broker shutting down"], events
+    assert "closed: 2 session(s) ended with ERROR 'broker shutting down'" in err, err
+    if sig is signal.SIGTERM:
+        assert code == EXIT_OK, err  # asked to stop, and stopped cleanly
+        assert "SIGTERM: closing 2 connection(s)" in err, err
+    else:
+        assert code == EXIT_INTERRUPTED, err
+
+
 def test_a_url_as_host() -> None:
     secured = start_broker("--user", "alice:s3cret")
     try:

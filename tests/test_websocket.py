@@ -331,16 +331,19 @@ async def test_client_reads_text_fragments_pings_and_batched_frames(h: Harness) 
 
 
 @pytest.mark.parametrize(
-    ("code", "clean"), [(1000, True), (1011, False)], ids=["normal-close", "error-close"]
+    ("code", "clean"),
+    [(1000, True), (None, True), (1011, False)],
+    ids=["normal-close", "no-status-close", "error-close"],
 )
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_client_sees_the_servers_close_frame(adapter: str, code: int, clean: bool) -> None:
+def test_client_sees_the_servers_close_frame(adapter: str, code: int | None, clean: bool) -> None:
     async def scenario(h: Harness) -> None:
         async def script(ws: WsServerConnection, peer: StompPeer) -> None:
             await peer.connected()
             subscribe = await peer.frame()
             await peer.receipt_for(subscribe)
-            await ws.close(code, "bye")
+            # None: a close frame without a status code (1005 as received), a normal close.
+            await ws.close(code, "bye" if code else "")  # type: ignore[arg-type]
 
         server, port = await start_ws_server(h, script)
         try:
@@ -526,8 +529,22 @@ def raw_exchange(port: int, request: bytes) -> bytes:
         ),
         # Not HTTP at all after "GET ".
         (b"GET \x00\x01\x02\r\n\r\n", b"400"),
+        # Sec-WebSocket-Key must be the base64 of 16 bytes, and one (RFC 6455 4.2.1).
+        *(
+            (
+                b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                + key
+                + b"Sec-WebSocket-Version: 13\r\n\r\n",
+                b"400",
+            )
+            for key in (
+                b"Sec-WebSocket-Key: not base64!\r\n",
+                b"Sec-WebSocket-Key: c2hvcnQ=\r\n",
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" * 2,
+            )
+        ),
     ],
-    ids=["no-upgrade", "no-version", "wrong-path", "garbage"],
+    ids=["no-upgrade", "no-version", "wrong-path", "garbage", "bad-key", "short-key", "two-keys"],
 )
 def test_bad_upgrade_requests_are_refused(
     broker: Broker, caplog: pytest.LogCaptureFixture, request_bytes: bytes, status: bytes
@@ -542,6 +559,30 @@ def test_bad_upgrade_requests_are_refused(
         stomp_bytes("CONNECT", ("accept-version", "1.2"), ("host", "/"))
         + stomp_bytes("DISCONNECT", ("receipt", "x")),
     ).startswith(b"CONNECTED")
+
+
+def test_a_close_without_status_code_is_a_normal_close(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="stomp_proto.broker")
+    with socket.create_connection((HOST, broker.port), timeout=WAIT) as sock:
+        sock.sendall(
+            b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 101"), answer
+        # A masked close frame with no payload: no status code (browsers, stompjs).
+        sock.sendall(b"\x88\x80" + b"\x01\x02\x03\x04")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    # Answered with a close frame without a status code either (1005 is never sent).
+    assert reply == b"\x88\x00"
+    assert "BAD_WEBSOCKET" not in caplog.text
+    assert "WebSocket closed by the client: 1005 (normal, no status code)" in caplog.text
 
 
 def test_silent_or_slow_handshake_times_out(

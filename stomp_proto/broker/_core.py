@@ -85,6 +85,7 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
+from ._budget import MemoryBudget, message_size
 from ._metrics import Counters
 
 __all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
@@ -99,12 +100,23 @@ DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
-#: The heart-beats the broker offers by default, ``(send every ms, receive every ms)``.
-DEFAULT_HEARTBEAT = (10000, 10000)
+#: The broker's heart-beats by default, ``(can send every ms, wants to receive every ms)``:
+#: it sends as often as a client asks, down to every 100 ms, and asks for one every 10 s.
+DEFAULT_HEARTBEAT = (100, 10000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
 DEFAULT_SLOW_CONSUMER_TIMEOUT = 60.0
+#: Bytes of messages the broker holds at most, by default (see ``_budget``).
+DEFAULT_MAX_MEMORY = 512 * 1024 * 1024
+#: Bytes of messages one queue (or topic subscription) holds at most, by default.
+DEFAULT_MAX_QUEUE_BYTES = 128 * 1024 * 1024
+#: Bytes of messages one transaction buffers at most, by default.
+DEFAULT_MAX_TRANSACTION_BYTES = 128 * 1024 * 1024
+#: Destinations (queues and subscribed topics) the broker keeps at most, by default.
+DEFAULT_MAX_DESTINATIONS = 10_000
+#: Transactions one session may have open at once, by default.
+DEFAULT_MAX_TRANSACTIONS = 100
 #: The ERROR message every client gets when the broker shuts down.
 SHUTDOWN_REASON = "broker shutting down"
 
@@ -116,7 +128,8 @@ class BrokerOptions(TypedDict, total=False):
     users: Mapping[str, str] | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
-    #: What the broker offers, ``(can send every ms, wants to receive every ms)``.
+    #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
+    #: interval the broker sends heart-beats at, if a client asks (0: never); (100, 10000).
     heartbeat: tuple[int, int]
     #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
@@ -124,6 +137,16 @@ class BrokerOptions(TypedDict, total=False):
     max_in_flight: int
     #: The most messages a queue holds; 100,000.
     max_queue_length: int
+    #: Bytes of messages the broker holds at most (the memory budget); 512 MiB.
+    max_memory: int
+    #: Bytes of messages one queue or topic subscription holds at most; 128 MiB.
+    max_queue_bytes: int
+    #: Bytes of messages one transaction buffers at most; 128 MiB.
+    max_transaction_bytes: int
+    #: Destinations (queues, subscribed topics) the broker keeps at most; 10,000.
+    max_destinations: int
+    #: Transactions one session may have open at once; 100.
+    max_transactions: int
     #: The CONNECTED ``server`` header.
     server_name: str
     #: Bytes one outbox may hold for a session before deliveries to it pause.
@@ -180,10 +203,12 @@ class Outbox:
 
 @dataclass(slots=True, eq=False)
 class _StoredMessage:
-    """A message in the broker's care: the SEND it came from and its broker-wide id."""
+    """A message in the broker's care: the SEND it came from, its broker-wide id, its bytes."""
 
     id: str
     send: Send
+    #: What it is charged to the memory budget (:func:`message_size`).
+    size: int
     redelivered: bool = False
 
 
@@ -194,29 +219,59 @@ class _Queue:
     subscription has a ``private`` one of its own.
     """
 
-    __slots__ = ("_next", "closed", "consumers", "destination", "held", "private", "ready")
+    __slots__ = (
+        "_budget",
+        "_next",
+        "closed",
+        "consumers",
+        "destination",
+        "held",
+        "held_bytes",
+        "private",
+        "ready",
+    )
 
-    def __init__(self, destination: str, *, private: bool) -> None:
+    def __init__(self, destination: str, budget: MemoryBudget, *, private: bool) -> None:
         self.destination = destination
         self.private = private
         self.ready: deque[_StoredMessage] = deque()
         self.consumers: list[_Subscription] = []
         #: Messages in the queue's care: waiting, or delivered and not yet settled.
         self.held = 0
+        #: Their bytes, as charged to ``budget``.
+        self.held_bytes = 0
         #: A private queue whose subscription has ended: what comes back is dropped.
         self.closed = False
+        self._budget = budget
         self._next = 0
 
     def put(self, message: _StoredMessage) -> None:
         self.ready.append(message)
         self.held += 1
+        self.held_bytes += message.size
+        self._budget.take(message.size)
 
-    def settle(self, count: int) -> None:
-        self.held -= count
+    def settle(self, messages: list[_StoredMessage]) -> None:
+        """The queue is done with ``messages`` (acknowledged, or dropped)."""
+        size = sum(message.size for message in messages)
+        self.held -= len(messages)
+        self.held_bytes -= size
+        self._budget.give(size)
+
+    def close(self, unacked: list[_StoredMessage]) -> None:
+        """A private queue's subscription ended: drop what it holds (and ``unacked``).
+
+        Messages settled in an open transaction are still held; they are
+        dropped when it ends.
+        """
+        self.closed = True
+        self.settle([*self.ready, *unacked])
+        self.ready.clear()
 
     def requeue(self, messages: list[_StoredMessage]) -> None:
         """Put delivered messages back at the front, in their order, to be delivered again."""
         if self.closed:
+            self.settle(messages)
             return
         for message in messages:
             message.redelivered = True
@@ -261,6 +316,8 @@ class _Transaction:
     """What a transaction will do on COMMIT."""
 
     sends: list[Send] = field(default_factory=list)
+    #: What ``sends`` are charged to the memory budget until the transaction ends.
+    held_bytes: int = 0
     #: (N)ACKed messages: their queue, the message, and whether it is to be delivered again.
     settlements: list[tuple[_Queue, _StoredMessage, bool]] = field(default_factory=list)
 
@@ -294,6 +351,8 @@ class Session:
         self._core = core
         self._paused = False
         self._closed = False
+        #: It has sent a SEND: the memory alarm stops reading from it.
+        self._publisher = False
         # Deadline bookkeeping, in the caller's clock (learned through handle_timer).
         self._opened_at: float | None = None
         self._frame_started: float | None = None
@@ -317,6 +376,15 @@ class Session:
     def paused(self) -> bool:
         """True while deliveries to the session are held back (see :meth:`BrokerCore.pause`)."""
         return self._paused
+
+    @property
+    def reading_blocked(self) -> bool:
+        """True while the transport must not read from the client: the memory alarm is up
+        and the client publishes (see :attr:`BrokerCore.memory_alarm`).
+
+        Deliveries to it go on; its heart-beat and frame deadlines do not run meanwhile.
+        """
+        return self._publisher and self._core._budget.alarm and not self._closed
 
     @property
     def accepts_deliveries(self) -> bool:
@@ -349,9 +417,10 @@ class Session:
             return 0.0
         due = [] if (beat := self.connection.get_timer()) is None else [beat]
         core = self._core
+        blocked = self.reading_blocked
         if core._connect_timeout is not None and self._handshaking:
             due.append(self._deadline(self._opened_at, core._connect_timeout))
-        if core._frame_timeout is not None and self.connection.buffered:
+        if core._frame_timeout is not None and self.connection.buffered and not blocked:
             due.append(self._deadline(self._frame_started, core._frame_timeout))
         if core._slow_consumer_timeout is not None and self._paused:
             due.append(self._deadline(self._paused_since, core._slow_consumer_timeout))
@@ -377,9 +446,11 @@ class Session:
         core = self._core
         if self._opened_at is None:
             self._opened_at = now
+        reading = not self.reading_blocked
         # A frame's clock starts at the first check that finds it incomplete, and
-        # restarts whenever frames were completed since the previous check.
-        if not self.connection.buffered:
+        # restarts whenever frames were completed since the previous check (or
+        # the broker was not reading it).
+        if not self.connection.buffered or not reading:
             self._frame_started = None
         elif self._frame_started is None or self._progress:
             self._frame_started = now
@@ -390,7 +461,7 @@ class Session:
             self._paused_since = now
         if self._expired is None:
             self._expired = self._expiry(now, core)
-        return self.connection.handle_timer(now)
+        return self.connection.handle_timer(now, reading=reading)
 
     def _expiry(self, now: float, core: BrokerCore) -> tuple[str, str] | None:
         """(message, detail) of the first deadline passed at ``now``; None if none."""
@@ -438,7 +509,9 @@ class BrokerCore:
     ``users`` maps login to passcode; ``None`` lets anyone in.  ``versions``
     are the protocol versions offered.  ``server_name`` is the CONNECTED
     frame's ``server`` header.  ``heartbeat`` is
-    what the broker offers, ``(can send every ms, wants to receive every ms)``.
+    ``(can send every ms, wants to receive every ms)``: the broker sends
+    heart-beats as often as a client asks, but not more often than the first
+    (0: never), and asks for them every second ms (0: never).
     ``limits`` bounds incoming frames.  ``max_in_flight`` is the default
     in-flight limit of a client-acknowledged subscription, ``max_queue_length``
     the most messages a queue holds, ``output_limit`` the bytes one outbox may
@@ -459,6 +532,11 @@ class BrokerCore:
         limits: Limits | None = None,
         max_in_flight: int = 1000,
         max_queue_length: int = 100_000,
+        max_memory: int = DEFAULT_MAX_MEMORY,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES,
+        max_destinations: int = DEFAULT_MAX_DESTINATIONS,
+        max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
         server_name: str = DEFAULT_SERVER_NAME,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
@@ -473,6 +551,11 @@ class BrokerCore:
         for name, value in (
             ("max_in_flight", max_in_flight),
             ("max_queue_length", max_queue_length),
+            ("max_memory", max_memory),
+            ("max_queue_bytes", max_queue_bytes),
+            ("max_transaction_bytes", max_transaction_bytes),
+            ("max_destinations", max_destinations),
+            ("max_transactions", max_transactions),
             ("output_limit", output_limit),
         ):
             if value < 1:
@@ -494,6 +577,11 @@ class BrokerCore:
         self._limits = limits
         self._max_in_flight = max_in_flight
         self._max_queue_length = max_queue_length
+        self._max_queue_bytes = max_queue_bytes
+        self._max_transaction_bytes = max_transaction_bytes
+        self._max_destinations = max_destinations
+        self._max_transactions = max_transactions
+        self._budget = MemoryBudget(max_memory)
         self._server_name = server_name
         self._output_limit = output_limit
         self._sessions: dict[str, Session] = {}
@@ -512,6 +600,25 @@ class BrokerCore:
     def strict(self) -> bool:
         """Whether client frames are checked to the letter of the specs (not the default)."""
         return self._strict
+
+    @property
+    def memory_used(self) -> int:
+        """Bytes of messages the broker holds now, as charged to its ``max_memory`` budget."""
+        return self._budget.used
+
+    @property
+    def memory_limit(self) -> int:
+        """The memory budget: bytes of messages the broker holds at most (``max_memory``)."""
+        return self._budget.limit
+
+    @property
+    def memory_alarm(self) -> bool:
+        """True while publishers are held back: from 80 % of ``max_memory`` down to 60 %.
+
+        Meanwhile :attr:`Session.reading_blocked` is true for every session that
+        has published; consumers go on.
+        """
+        return self._budget.alarm
 
     @property
     def sessions(self) -> tuple[Session, ...]:
@@ -646,11 +753,11 @@ class BrokerCore:
         elif isinstance(event, (Ack, Nack)):
             self._on_ack(session, event, outbox)
         elif isinstance(event, Begin):
-            self._books[session].transactions[event.transaction] = _Transaction()
+            self._on_begin(session, event, outbox)
         elif isinstance(event, Commit):
             self._on_commit(session, event, outbox)
         elif isinstance(event, Abort):
-            self._abort(self._books[session].transactions.pop(event.transaction), outbox)
+            self._end_transaction(self._books[session].transactions.pop(event.transaction), outbox)
         # Anything else (a heart-beat, DISCONNECT) needs no action before its receipt.
         receipt: str | None = getattr(event, "receipt", None)
         if receipt is not None and not session.closed:
@@ -669,10 +776,12 @@ class BrokerCore:
                 "login_failed",
             )
             return
-        # Offer beats only in the directions the client asked for, so that the
-        # header says what will actually happen.
+        # Offer beats only in the directions the client asked for, and say the
+        # interval they will actually come at (as RabbitMQ does): what the client
+        # wants, but not more often than the broker can.
         can_send, wants = event.heartbeat
-        ours = (self._heartbeat[0] if wants else 0, self._heartbeat[1] if can_send else 0)
+        floor, ours_wanted = self._heartbeat
+        ours = (max(floor, wants) if wants and floor else 0, ours_wanted if can_send else 0)
         connected = Connected(heartbeat=ours, session=session.id, server=self._server_name)
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
@@ -687,19 +796,47 @@ class BrokerCore:
 
     def _on_send(self, session: Session, event: Send, outbox: Outbox) -> None:
         if event.transaction is None:
+            session._publisher = True
             if self._has_room(session, event, [event], outbox):
                 self._publish([event], outbox)
             return
+        session._publisher = True
         transaction = self._books[session].transactions[event.transaction]
-        # A transaction is buffered in memory: bound it like a queue.
+        # A transaction is buffered in memory: bound it like a queue, and charge the budget.
+        size = message_size(event)
         if len(transaction.sends) >= self._max_queue_length:
             detail = f"a transaction holds at most {self._max_queue_length} messages"
+        elif transaction.held_bytes + size > self._max_transaction_bytes:
+            detail = (
+                f"a transaction holds at most {self._max_transaction_bytes} bytes"
+                " of messages (max_transaction_bytes)"
+            )
+        elif not self._budget.fits(size):
+            self._refuse_over_budget(session, event, outbox)
+            return
+        else:
+            transaction.sends.append(event)
+            transaction.held_bytes += size
+            self._budget.take(size)
+            return
+        self._refuse(
+            session, event.receipt, "transaction too large", detail, outbox,
+            "transaction_too_large",
+        )  # fmt: skip
+
+    def _on_begin(self, session: Session, event: Begin, outbox: Outbox) -> None:
+        transactions = self._books[session].transactions
+        if len(transactions) >= self._max_transactions:
+            detail = (
+                f"a session has at most {self._max_transactions} open transactions"
+                " (max_transactions)"
+            )
             self._refuse(
-                session, event.receipt, "transaction too large", detail, outbox,
-                "transaction_too_large",
+                session, event.receipt, "too many transactions", detail, outbox,
+                "too_many_transactions",
             )  # fmt: skip
             return
-        transaction.sends.append(event)
+        transactions[event.transaction] = _Transaction()
 
     def _on_subscribe(self, session: Session, event: Subscribe, outbox: Outbox) -> None:
         prefetch = self._prefetch(event)
@@ -708,10 +845,14 @@ class BrokerCore:
             self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox, "bad_subscribe")
             return
         destination = event.destination
+        known = destination in self._queues or destination in self._topics
+        if not known and self._destination_count() >= self._max_destinations:
+            self._refuse_destination(session, event.receipt, outbox)
+            return
         if destination.startswith(TOPIC_PREFIX):
-            queue = _Queue(destination, private=True)
+            queue = _Queue(destination, self._budget, private=True)
         else:
-            queue = self._queues.setdefault(destination, _Queue(destination, private=False))
+            queue = self._queue(destination)
         subscription = _Subscription(session, event, queue, prefetch)
         queue.consumers.append(subscription)
         if queue.private:
@@ -764,8 +905,11 @@ class BrokerCore:
 
     def _on_commit(self, session: Session, event: Commit, outbox: Outbox) -> None:
         transaction = self._books[session].transactions.pop(event.transaction)
+        # Its messages move from the transaction's charge to their queues'.
+        self._budget.give(transaction.held_bytes)
+        transaction.held_bytes = 0
         if not self._has_room(session, event, transaction.sends, outbox):
-            self._abort(transaction, outbox)
+            self._end_transaction(transaction, outbox)
             return
         for queue, message, again in transaction.settlements:
             self._count_settled(1, again)
@@ -778,7 +922,10 @@ class BrokerCore:
         else:
             self.counters.messages_acked += count
 
-    def _abort(self, transaction: _Transaction, outbox: Outbox) -> None:
+    def _end_transaction(self, transaction: _Transaction, outbox: Outbox) -> None:
+        """Abort: forget its messages, put back what it settled."""
+        self._budget.give(transaction.held_bytes)
+        transaction.held_bytes = 0
         # The client cannot ACK these again (its connection counts them as
         # settled), so they go back to their queues like unacknowledged ones.
         for queue, message, _ in transaction.settlements:
@@ -791,34 +938,100 @@ class BrokerCore:
         for send in sends:
             destination = send.destination
             if destination.startswith(TOPIC_PREFIX):
+                size = message_size(send)
                 for subscription in list(self._topics.get(destination, ())):
                     queue = subscription.queue
-                    if queue.held < self._max_queue_length:  # else this subscriber misses it
-                        queue.put(self._stored(send))
+                    # A subscription without room misses the message.
+                    if self._queue_takes(queue, size) and self._budget.fits(size):
+                        queue.put(self._stored(send, size))
                         self._dispatch(queue, outbox)
             else:
-                queue = self._queues.setdefault(destination, _Queue(destination, private=False))
-                queue.put(self._stored(send))
+                queue = self._queue(destination)
+                queue.put(self._stored(send, message_size(send)))
                 self._dispatch(queue, outbox)
+
+    def _queue_takes(self, queue: _Queue, size: int) -> bool:
+        return (
+            queue.held < self._max_queue_length and queue.held_bytes + size <= self._max_queue_bytes
+        )
+
+    def _queue(self, destination: str) -> _Queue:
+        """The named queue ``destination``, made if it does not exist."""
+        queue = self._queues.get(destination)
+        if queue is None:
+            queue = self._queues[destination] = _Queue(destination, self._budget, private=False)
+        return queue
+
+    def _destination_count(self) -> int:
+        return len(self._queues) + len(self._topics)
 
     def _has_room(
         self, session: Session, cause: Send | Commit, sends: list[Send], outbox: Outbox
     ) -> bool:
-        """Whether every queue ``sends`` go to can take them; if not, refuse ``cause``."""
-        adding: dict[str, int] = {}
+        """Whether every queue ``sends`` go to can take them; if not, refuse ``cause``.
+
+        Checked before any of them is published: a COMMIT is all or nothing.
+        """
+        adding: dict[str, tuple[int, int]] = {}
+        total = 0
         for send in sends:
-            if not send.destination.startswith(TOPIC_PREFIX):
-                adding[send.destination] = adding.get(send.destination, 0) + 1
-        for destination, count in adding.items():
-            queue = self._queues.get(destination)
-            if (queue.held if queue is not None else 0) + count > self._max_queue_length:
-                detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
-                self._refuse(session, cause.receipt, "queue full", detail, outbox, "queue_full")
+            size = message_size(send)
+            if size > self._max_queue_bytes or size > self._budget.limit:
+                option, limit = min(
+                    ("max_queue_bytes", self._max_queue_bytes),
+                    ("max_memory", self._budget.limit),
+                    key=lambda pair: pair[1],
+                )
+                detail = f"a message takes {size} bytes here, more than {option}={limit}"
+                self._refuse(
+                    session, cause.receipt, "message too large", detail, outbox,
+                    "message_too_large",
+                )  # fmt: skip
                 return False
+            if not send.destination.startswith(TOPIC_PREFIX):
+                count, nbytes = adding.get(send.destination, (0, 0))
+                adding[send.destination] = (count + 1, nbytes + size)
+                total += size
+        new = sum(destination not in self._queues for destination in adding)
+        if new and self._destination_count() + new > self._max_destinations:
+            self._refuse_destination(session, cause.receipt, outbox)
+            return False
+        for destination, (count, nbytes) in adding.items():
+            queue = self._queues.get(destination)
+            held, held_bytes = (queue.held, queue.held_bytes) if queue is not None else (0, 0)
+            if held + count > self._max_queue_length:
+                detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
+            elif held_bytes + nbytes > self._max_queue_bytes:
+                detail = (
+                    f"queue {destination!r} holds at most {self._max_queue_bytes} bytes"
+                    " of messages (max_queue_bytes)"
+                )
+            else:
+                continue
+            self._refuse(session, cause.receipt, "queue full", detail, outbox, "queue_full")
+            return False
+        if not self._budget.fits(total):
+            self._refuse_over_budget(session, cause, outbox)
+            return False
         return True
 
-    def _stored(self, send: Send) -> _StoredMessage:
-        return _StoredMessage(f"m-{next(self._message_ids)}", send)
+    def _refuse_over_budget(self, session: Session, cause: Send | Commit, outbox: Outbox) -> None:
+        # Only when publishers outran the alarm (it goes up well below the limit).
+        detail = (
+            f"the broker holds at most {self._budget.limit} bytes of messages (max_memory)"
+            f" and holds {self._budget.used}"
+        )
+        self._refuse(session, cause.receipt, "out of memory", detail, outbox, "out_of_memory")
+
+    def _refuse_destination(self, session: Session, receipt: str | None, outbox: Outbox) -> None:
+        limit = self._max_destinations
+        detail = f"the broker keeps at most {limit} destinations (max_destinations)"
+        self._refuse(
+            session, receipt, "too many destinations", detail, outbox, "too_many_destinations"
+        )
+
+    def _stored(self, send: Send, size: int) -> _StoredMessage:
+        return _StoredMessage(f"m-{next(self._message_ids)}", send, size)
 
     def _dispatch(self, queue: _Queue, outbox: Outbox) -> None:
         """Deliver waiting messages while some subscription can take one."""
@@ -869,7 +1082,7 @@ class BrokerCore:
         outbox.write(session, data)
         self.counters.messages_delivered += 1
         if subscription.ack == "auto":
-            subscription.queue.settle(1)
+            subscription.queue.settle([message])
         else:
             # Named as the version's ACK names it: the ack header in 1.2, message-id before.
             subscription.unacked[ack_id or message.id] = message
@@ -884,7 +1097,7 @@ class BrokerCore:
             queue.requeue(messages)
             self._dispatch(queue, outbox)
         else:
-            queue.settle(len(messages))
+            queue.settle(messages)
             self._forget_if_unused(queue)
 
     # -- ending ----------------------------------------------------------------
@@ -895,7 +1108,7 @@ class BrokerCore:
         unacked = list(subscription.unacked.values())
         subscription.unacked.clear()
         if queue.private:
-            queue.closed = True
+            queue.close(unacked)
             subscribers = self._topics[queue.destination]
             subscribers.remove(subscription)
             if not subscribers:
@@ -944,7 +1157,7 @@ class BrokerCore:
         for subscription in books.subscriptions.values():
             self._drop_subscription(subscription, outbox)
         for transaction in books.transactions.values():
-            self._abort(transaction, outbox)
+            self._end_transaction(transaction, outbox)
         self._sessions.pop(session.id, None)
 
 

@@ -36,6 +36,10 @@ exposition and the connection is closed.  A WebSocket upgrade goes to
 connection closed, and the negotiated subprotocol caps the session's STOMP
 versions.
 
+TLS (``ssl``): each connection's handshake runs once it is accepted
+(``StreamWriter.start_tls``), within the CONNECT deadline, and a failed one
+is logged; a connection gets its session only once it is secured.
+
 Ending a connection the broker ended (an ERROR, a refused upgrade, shutdown):
 :func:`stomp_proto.asyncio.drain_and_close` half-closes it, reads and discards
 what the client still sends until it closes (at most
@@ -56,7 +60,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as _ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Unpack
 
@@ -67,6 +71,7 @@ from .._events import ConnectionClosed, Error, HeartBeatTimeout
 from .._frame import VERSIONS, Version
 from .._state import ConnectionState
 from .._websocket import (
+    CLEAN_CLOSE_MEANING,
     OriginPolicy,
     ServerHandshake,
     WebSocketChannel,
@@ -96,6 +101,8 @@ READ_SIZE = 64 * 1024
 #: Seconds a connection has, with ``websocket`` on, to send its first bytes and
 #: (for a WebSocket) to complete the upgrade.
 HANDSHAKE_TIMEOUT = 10.0
+#: Seconds a TLS handshake may take when there is no ``connect_timeout``.
+TLS_HANDSHAKE_TIMEOUT = 60.0
 #: Most bytes of an HTTP request head (request line and headers) read before answering.
 MAX_REQUEST_HEAD = 16 * 1024
 _HTTP_GET = b"GET "
@@ -208,6 +215,8 @@ class Broker:
         self._ssl = ssl
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
         connect_timeout = options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        #: Seconds a TLS handshake may take: the CONNECT deadline (asyncio's 60 s without one).
+        self._tls_timeout = connect_timeout or TLS_HANDSHAKE_TIMEOUT
         #: Seconds a connection may stay silent before it is taken for plain STOMP.
         self._silence_limit = min(HANDSHAKE_TIMEOUT, connect_timeout or HANDSHAKE_TIMEOUT)
         self._server: asyncio.Server | None = None
@@ -216,6 +225,9 @@ class Broker:
         self._undecided: set[asyncio.Task[None]] = set()
         self._closing = False
         self._closed = asyncio.Event()
+        #: Set while the core's memory alarm is down: blocked publishers wait for it.
+        self._memory_ok = asyncio.Event()
+        self._memory_ok.set()
 
     @property
     def port(self) -> int:
@@ -262,9 +274,9 @@ class Broker:
         """Start listening."""
         if self._server is not None or self._closing:
             raise RuntimeError("a Broker can be started once")
-        self._server = await asyncio.start_server(
-            self._accept, self.host, self._requested_port, ssl=self._ssl
-        )
+        # TLS is started per connection (_secure), so that its handshake has the
+        # CONNECT deadline and its failures are logged.
+        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("STOMP broker listening on %s", self.listening_on)
 
@@ -295,6 +307,7 @@ class Broker:
         self._closing = True
         if self._server is not None:
             self._server.close()
+        told = len(self.core.sessions)
         self._flush(self.core.shut_down())
         for task in self._undecided:
             task.cancel()
@@ -306,7 +319,7 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
         self._closed.set()
-        log.info("STOMP broker closed")
+        log.info("STOMP broker closed: %d session(s) ended with ERROR %r", told, SHUTDOWN_REASON)
 
     # -- connections -------------------------------------------------------------
 
@@ -314,16 +327,53 @@ class Broker:
         if self._closing:
             writer.close()
             return
-        # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
-        writer.transport.set_write_buffer_limits(high=self._output_limit)
         loop = asyncio.get_running_loop()
         accepted = loop.time()
+        if self._ssl is not None:
+            self._undecide(self._secure(reader, writer, accepted), "stomp-broker-tls")
+        else:
+            self._accepted(reader, writer, accepted)
+
+    def _undecide(self, work: Coroutine[None, None, None], name: str) -> None:
+        """Run ``work`` for a connection that has no session yet (close() cancels it)."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._undecided.add(task)
+        task.add_done_callback(self._undecided.discard)
+
+    async def _secure(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+    ) -> None:
+        """The TLS handshake, within the CONNECT deadline; then the connection as usual."""
+        assert self._ssl is not None
+        try:
+            await writer.start_tls(self._ssl, ssl_handshake_timeout=self._tls_timeout)
+        except asyncio.CancelledError:
+            writer.transport.abort()  # the broker is closing
+            raise
+        except OSError as exc:
+            # A client that never says ClientHello, one that speaks plain text,
+            # one that refuses the certificate: none costs more than the deadline.
+            log.info(
+                "STOMP broker: TLS handshake with %s failed: %s",
+                _address(writer.get_extra_info("peername")),
+                exc or type(exc).__name__,
+            )
+            writer.transport.abort()
+            return
+        if self._closing:
+            writer.transport.abort()
+            return
+        self._accepted(reader, writer, accepted)
+
+    def _accepted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, accepted: float
+    ) -> None:
+        # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
+        writer.transport.set_write_buffer_limits(high=self._output_limit)
         if self.websocket is None and not self.serves_metrics:
             self._start(_Peer(self._open_session(accepted), reader, writer))
             return
-        task = loop.create_task(self._route(reader, writer, accepted), name="stomp-broker-route")
-        self._undecided.add(task)
-        task.add_done_callback(self._undecided.discard)
+        self._undecide(self._route(reader, writer, accepted), "stomp-broker-route")
 
     def _open_session(
         self, accepted: float, versions: tuple[Version, ...] | None = None
@@ -465,6 +515,10 @@ class Broker:
             deadline = peer.session.get_timer()
             try:
                 async with asyncio.timeout_at(deadline):
+                    # The memory alarm: a publisher is not read from (TCP slows it
+                    # down) until consumers have brought the level down.
+                    while peer.session.reading_blocked:
+                        await self._memory_ok.wait()
                     # While the client's send buffer is over its high-water mark, do not
                     # read from it: TCP then slows down a client that does not read.
                     await peer.writer.drain()
@@ -487,6 +541,13 @@ class Broker:
                 got.error.message,
             )
         if got.closed:
+            if got.error is None and peer.ws.close_code in CLEAN_CLOSE_MEANING:
+                log.debug(
+                    "STOMP broker: connection %s: WebSocket closed by the client: %d (%s)",
+                    peer.session.id,
+                    peer.ws.close_code,
+                    CLEAN_CLOSE_MEANING[peer.ws.close_code],
+                )
             # What came before the close still counts (a DISCONNECT, say); the
             # end follows on the next read.
             if got.data:
@@ -498,6 +559,7 @@ class Broker:
 
     def _flush(self, outbox: Outbox) -> None:
         """Write what the core asked for, pausing clients that do not keep up."""
+        self._watch_memory()
         for session, data in outbox.data.items():
             peer = self._peers.get(session)
             if peer is None:
@@ -517,6 +579,25 @@ class Broker:
             # The session's own task ends by itself: it sees the session closed.
             if peer is not None and peer.task is not asyncio.current_task():
                 peer.stop()
+
+    def _watch_memory(self) -> None:
+        """Follow the core's memory alarm (it changes only in calls whose outbox comes here)."""
+        core = self.core
+        if core.memory_alarm == self._memory_ok.is_set():
+            if core.memory_alarm:
+                self._memory_ok.clear()
+                log.warning(
+                    "STOMP broker: memory alarm: %d of %d bytes of messages held;"
+                    " publishers are not read from until consumers take some",
+                    core.memory_used,
+                    core.memory_limit,
+                )
+            else:
+                self._memory_ok.set()
+                log.info(
+                    "STOMP broker: memory alarm cleared: %d bytes of messages held",
+                    core.memory_used,
+                )
 
     async def _resume_when_drained(self, peer: _Peer) -> None:
         session = peer.session
