@@ -707,3 +707,113 @@ def test_trio_a_websocket_frame_made_is_taken_even_when_its_sender_is_cancelled(
         assert received.data == b"SEND\ndestination:/q\n\nfirst\x00ACK\nid:1\n\n\x00"
 
     trio.run(scenario)
+
+
+def test_trio_a_websocket_reader_cancelled_while_answering_a_close_keeps_what_came_before() -> None:
+    # The broker's ERROR and its close frame come in one read, while a big frame
+    # being written fills the socket: the answer to the close waits for room.  The
+    # reader's heart-beat timer cancels it there; the ERROR read with the close
+    # once went with the cancelled call, and the client saw a bare end of stream
+    # ("the broker closed the connection") instead of the broker's ERROR.
+    import trio
+    import trio.testing
+
+    from stomp_proto._client._websocket_stream import WebSocketStream
+    from stomp_proto._websocket import ClientHandshake, ServerHandshake
+
+    client = ClientHandshake("127.0.0.1", 1, "/ws", ("1.2",))
+    upgrade = ServerHandshake("/ws").receive_data(client.request)
+    assert upgrade is not None and upgrade.channel is not None
+    server = upgrade.channel
+    channel = client.receive_data(upgrade.to_send)
+    assert channel is not None
+    error = b"ERROR\nmessage:too large\n\n\x00"
+
+    class FullInner:
+        """Gives the ERROR and the close in one read; takes what is sent, then waits."""
+
+        def __init__(self) -> None:
+            self.incoming = [server.send(error) + server.close()]
+            self.taken: list[bytes] = []
+            self.room = trio.Event()
+
+        async def send(self, data: bytes) -> None:
+            self.taken.append(data)
+            await self.room.wait()
+
+        async def receive(self) -> bytes:
+            if self.incoming:
+                return self.incoming.pop(0)
+            await trio.sleep_forever()
+            return b""
+
+        async def aclose(self) -> None:
+            pass
+
+    async def scenario() -> list[bytes]:
+        inner = FullInner()
+        stream = WebSocketStream(inner, channel)
+        got: list[bytes] = []
+
+        async def read(scope: trio.CancelScope) -> None:
+            with scope:
+                while data := await stream.receive():
+                    got.append(data)
+
+        async with trio.open_nursery() as nursery:
+            timer = trio.CancelScope()
+            nursery.start_soon(read, timer)
+            await trio.testing.wait_all_tasks_blocked()  # waiting for room, or done
+            timer.cancel()  # the heart-beat timer
+        inner.room.set()
+        while data := await stream.receive():
+            got.append(data)
+        # The answer to the close went out: the broker's side sees its close answered.
+        answer = server.receive_data(b"".join(inner.taken))
+        assert answer.closed and answer.error is None, answer
+        return got
+
+    assert b"".join(trio.run(scenario)) == error
+
+
+def test_threads_a_websocket_close_that_cannot_be_answered_keeps_what_came_before() -> None:
+    # The broker's ERROR and its close frame come in one read, and the connection
+    # breaks before the close is answered (the broker reset it): the ERROR read
+    # with the close must still reach the client, not an OSError in its place.
+    from stomp_proto._client._blocking import WebSocketStream
+    from stomp_proto._websocket import ClientHandshake, ServerHandshake
+
+    client = ClientHandshake("127.0.0.1", 1, "/ws", ("1.2",))
+    upgrade = ServerHandshake("/ws").receive_data(client.request)
+    assert upgrade is not None and upgrade.channel is not None
+    server = upgrade.channel
+    channel = client.receive_data(upgrade.to_send)
+    assert channel is not None
+    error = b"ERROR\nmessage:too large\n\n\x00"
+
+    class BrokenInner:
+        """Gives the ERROR and the close in one read; every send fails."""
+
+        def __init__(self) -> None:
+            self.incoming = [server.send(error) + server.close()]
+
+        def wait_readable(self, timeout: float | None) -> bool:
+            return True
+
+        def receive(self) -> bytes | None:
+            return self.incoming.pop(0) if self.incoming else None
+
+        def send(self, data: bytes) -> None:
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+        def shutdown(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    stream = WebSocketStream(BrokenInner(), channel)  # type: ignore[arg-type]
+    got = []
+    while (data := stream.receive()) is not None:
+        got.append(data)
+    assert b"".join(got) == error

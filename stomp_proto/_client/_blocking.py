@@ -219,7 +219,10 @@ class WebSocketStream:
         with self._channel_lock:
             got = self._channel.receive_data(data)
         if got.to_send:
-            with self._send_lock:
+            # A pong or the answer to a close.  A broken connection must not lose
+            # what came with it (a broker's ERROR, then its close): the next read
+            # or write sees the failure.
+            with self._send_lock, contextlib.suppress(OSError):
                 self._inner.send(got.to_send)
         if got.closed:
             # Data that came before the close is returned first, the end next time.

@@ -34,6 +34,9 @@ class WebSocketStream:
         self._channel = channel
         self._ended = False
         self._error: RemoteProtocolError | None = None
+        #: What the channel answered the peer with (a pong, the reply to its close),
+        #: sent before the next read: see :meth:`receive`.
+        self._reply = b""
 
     @property
     def subprotocol(self) -> str | None:
@@ -57,29 +60,45 @@ class WebSocketStream:
                 return cls(inner, channel)
 
     async def receive(self) -> bytes:
-        """STOMP bytes; b"" once the WebSocket has closed cleanly (else RemoteProtocolError)."""
+        """STOMP bytes; b"" once the WebSocket has closed cleanly (else RemoteProtocolError).
+
+        The data that came with a pong or a close is returned before the answer
+        is sent, which happens at the next call, before reading on.  Sending may
+        wait (for room behind a big frame being written, the broker's ERROR and
+        close coming meanwhile), and the reader's heart-beat timer cancels it
+        there: data kept only in this call would be lost, and the client would
+        see a bare end of stream instead of the ERROR.
+        """
         # b"" first: wsproto may hold messages that came with the handshake answer.
         data: bytes | None = b""
-        while not self._ended:
+        while True:
+            if self._reply:
+                await self._send_reply()
+            if self._ended:
+                break
             got = self._channel.receive_data(data)
-            if got.to_send:
-                # A pong or the answer to a close.  A broken connection must not
-                # lose what came with it (a broker's ERROR, then its close): the
-                # next read or write sees the failure.
-                with suppress(OSError):
-                    await self._inner.send(got.to_send)
+            self._reply = got.to_send
             if got.closed:
                 # Data that came before the close is returned first, the end next time.
                 self._ended = True
                 self._error = got.error
             if got.data:
                 return got.data
-            if not self._ended:
-                data = await self._inner.receive() or None
+            # The answer to send (or the end) first; then read on.
+            data = b"" if self._reply or self._ended else (await self._inner.receive() or None)
         error, self._error = self._error, None
         if error is not None:
             raise error
         return b""
+
+    async def _send_reply(self) -> None:
+        """Send the pending answer; the inner stream takes its bytes when called, so
+        a cancel during the wait that may follow loses nothing."""
+        reply, self._reply = self._reply, b""
+        # A broken connection must not lose what came with it (a broker's ERROR,
+        # then its close): the next read or write sees the failure.
+        with suppress(OSError):
+            await self._inner.send(reply)
 
     async def send(self, data: bytes) -> None:
         wire = self._channel.send(data)
@@ -90,7 +109,9 @@ class WebSocketStream:
     async def aclose(self) -> None:
         """Send a close frame (when still open), then close the transport."""
         try:
-            wire = self._channel.close()
+            # The answer to the peer's close, when the session ended on what came before it.
+            wire = self._reply + self._channel.close()
+            self._reply = b""
             if wire:
                 await self._inner.send(wire)
         except OSError:
