@@ -33,6 +33,12 @@ ROOT=$PWD
 # shellcheck source=scripts/_venv.sh
 source scripts/_venv.sh
 ensure_venv '.[dev]'
+# The satellite distributions of this repository (each in its folder, on the core's
+# public names only) are linted, type-checked and documented from .venv too.
+SATELLITES=(stomp-proto-kombu)
+for satellite in "${SATELLITES[@]}"; do
+    "$VENV_BIN/python" -m pip install --quiet --disable-pip-version-check -e "./$satellite[test]"
+done
 
 # Real brokers (RabbitMQ, ActiveMQ) for tests/test_interop_brokers.py: installed when
 # run as root on Debian, booting in the background while the checks below run, and
@@ -221,10 +227,15 @@ finish_job() {
 # beside the venvs and the accelerated wheels.
 docs_checks() {
     section "ruff check"
-    "$VENV_BIN/ruff" check stomp_proto tests benchmarks examples
+    "$VENV_BIN/ruff" check stomp_proto tests benchmarks examples "${SATELLITES[@]}"
 
     section "mypy --strict"
     "$VENV_BIN/mypy" --strict stomp_proto
+    local satellite
+    for satellite in "${SATELLITES[@]}"; do
+        # (each with its own settings, from its pyproject.toml)
+        (cd "$satellite" && "$ROOT/$VENV_BIN/mypy" "${satellite//-/_}")
+    done
 
     # -E: a fresh environment every time.  An earlier build's pickled one kept objects
     # that pages no longer define, and warned about duplicates that a clean clone never
@@ -568,6 +579,18 @@ for name in "${SERIAL_RUNS_alone[@]}"; do
 done
 while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
 stop_if_failed
+
+# Each satellite distribution installed from its folder into 3.11's venv, beside the
+# core's wheel, and its own tests run there against the shared brokers (Kombu's suite
+# on the embedded broker, RabbitMQ and ActiveMQ), with nothing else running.
+for satellite in "${SATELLITES[@]}"; do
+    section "$satellite: installed from its folder, its tests"
+    ".venv-3.11/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --no-build-isolation "./$satellite[test]"
+    (cd "$satellite/tests" && STOMP_PROTO_EXPECT_BUILD="$DEFAULT_BUILD" \
+        "$ROOT/.venv-3.11/bin/python" -m pytest -p no:cacheprovider -q -rs .) \
+        || { echo "error: the tests of $satellite failed" >&2; exit 1; }
+done
 
 # summary NAME: pytest's closing counts ("2024 passed, 3 skipped").
 summary() {
