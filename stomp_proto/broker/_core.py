@@ -521,6 +521,13 @@ class BrokerCore:
     refuses every client frame the specs forbid; by default the broker is
     lenient as RabbitMQ and ActiveMQ are: its sessions are
     ``ServerConnection(strict=False)`` (see :ref:`broker-strict-and-lenient`).
+    ``max_memory`` is the budget in bytes for every message the broker holds:
+    from 80 % of it publishers are held back (the memory alarm), at it a SEND
+    is refused.  ``max_queue_bytes`` bounds the bytes one queue (or one topic
+    subscription) holds, ``max_transaction_bytes`` those one open transaction
+    holds; ``max_destinations`` is the most queues and topics the broker keeps,
+    ``max_transactions`` the most transactions one session may have open.  See
+    :doc:`security` for the defaults.
     """
 
     def __init__(
