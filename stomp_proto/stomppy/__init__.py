@@ -16,8 +16,16 @@ default; frames are logged at DEBUG to the ``stomp_proto.stomppy`` logger.
 
 from __future__ import annotations
 
-from . import adapter, connect, constants, exception, listener, log, protocol, transport, utils
+from . import adapter as adapter
+from . import connect as connect
+from . import constants as constants
+from . import exception as exception
+from . import listener as listener
+from . import log as log
 from . import logging as logging  # stomp.py 8's name for log
+from . import protocol as protocol
+from . import transport as transport
+from . import utils as utils
 
 __version__ = "9.0.0"
 
@@ -36,16 +44,6 @@ __all__ = [
     "WSConnection",
     "WSStompConnection",
     "WaitingListener",
-    "adapter",
-    "connect",
-    "constants",
-    "exception",
-    "listener",
-    "log",
-    "logging",
-    "protocol",
-    "transport",
-    "utils",
 ]
 
 Connection10 = StompConnection10 = connect.StompConnection10

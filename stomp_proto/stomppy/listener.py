@@ -85,10 +85,15 @@ class WaitingListener(ConnectionListener):
     """Lets a thread wait for one receipt, or for the disconnection."""
 
     def __init__(self, receipt: str | None) -> None:
+        #: Notified when the awaited receipt arrives.
         self.receipt_condition = threading.Condition()
+        #: Notified on ``on_disconnected``.
         self.disconnect_condition = threading.Condition()
+        #: The receipt id waited for.
         self.receipt = receipt
+        #: Whether the receipt arrived (and was not waited for yet).
         self.received = False
+        #: Whether ``on_disconnected`` was called.
         self.disconnected = False
 
     def on_receipt(self, frame: Frame) -> None:
@@ -119,12 +124,19 @@ class StatsListener(ConnectionListener):
     """Counts connections, disconnections, messages, errors and heart-beats."""
 
     def __init__(self) -> None:
+        #: ERROR frames received.
         self.errors = 0
+        #: Sockets opened (``on_connecting`` calls): 2 after one reconnect.
         self.connections = 0
+        #: ``on_disconnected`` calls.
         self.disconnects = 0
+        #: MESSAGE frames received.
         self.messages = 0
+        #: Frames sent (``on_send`` calls).
         self.messages_sent = 0
+        #: Heart-beat deadlines missed by the broker.
         self.heartbeat_timeouts = 0
+        #: Heart-beats received.
         self.heartbeat_count = 0
 
     def on_disconnected(self) -> None:
@@ -160,6 +172,7 @@ class PrintingListener(ConnectionListener):
     """Prints every callback (or logs it at INFO with ``print_to_log=True``)."""
 
     def __init__(self, print_to_log: bool = False) -> None:
+        #: Log at INFO instead of printing.
         self.print_to_log = print_to_log
 
     def _print(self, text: str, *args: Any) -> None:
@@ -208,11 +221,17 @@ class TestListener(StatsListener, WaitingListener, PrintingListener):
         StatsListener.__init__(self)
         PrintingListener.__init__(self, print_to_log)
         WaitingListener.__init__(self, receipt)
+        #: Every message's ``(headers, body)``, in order.
         self.message_list: list[tuple[dict[str, Any], Any]] = []
+        #: Notified on each message.
         self.message_condition = threading.Condition()
+        #: A message arrived that was not waited for yet.
         self.message_received = False
+        #: Notified on each heart-beat.
         self.heartbeat_condition = threading.Condition()
+        #: A heart-beat arrived that was not waited for yet.
         self.heartbeat_received = False
+        #: When the listener was made (``YYYYmmddHHMMSS``), for unique names.
         self.timestamp = time.strftime("%Y%m%d%H%M%S")
 
     def wait_for_message(self, timeout: float | None = None) -> bool:

@@ -49,10 +49,13 @@ Headers = dict[str, Any] | None
 class Protocol10:
     """STOMP 1.0's calls."""
 
+    #: The STOMP version the connection asks for.
     version = "1.0"
 
     def __init__(self, transport: Transport, auto_content_length: bool = True) -> None:
+        #: The connection's engine (socket, reader thread, heart-beats, reconnects).
         self.transport = transport
+        #: Whether frames with a body get a ``content-length`` header.
         self.auto_content_length = auto_content_length
         transport.auto_content_length = auto_content_length
 

@@ -80,7 +80,17 @@ def _host_list(
 
 
 def _wire_headers(headers: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple((str(name), str(value)) for name, value in headers.items() if value is not None)
+    # stomp.py programs pass ints (id=1) and leave out a header with None.
+    return tuple(
+        [
+            (
+                name if name.__class__ is str else str(name),
+                value if value.__class__ is str else str(value),
+            )
+            for name, value in headers.items()
+            if value is not None
+        ]
+    )
 
 
 class Transport(Publisher):
@@ -131,13 +141,14 @@ class Transport(Publisher):
         self.heart_beat_receive_scale = 1.5
         self.current_host_and_port: tuple[str, int] | None = None
         self.listeners: dict[str, ConnectionListener] = {}
+        self._callbacks: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
         self.connection_error = False
         self._ssl: dict[tuple[str, int], dict[str, Any]] = {}
         self._create_thread: Callable[[Callable[[], None]], Any] = _default_create_thread
         self._state = threading.Condition()
         self._write_lock = threading.Lock()
         self._stream: BlockingStream | None = None
-        self._decoder = FrameDecoder(version, strict=False)
+        self._decoder = FrameDecoder(version)
         self._encoder = FrameEncoder(version)
         self._connected = False
         self._running = False
@@ -162,10 +173,12 @@ class Transport(Publisher):
             raise TypeError(f"set_listener({name!r}, None): a listener is required")
         with self._state:
             self.listeners[name] = listener
+            self._callbacks = {}
 
     def remove_listener(self, name: str) -> None:
         with self._state:
             self.listeners.pop(name, None)
+            self._callbacks = {}
 
     def get_listener(self, name: str) -> ConnectionListener | None:
         with self._state:
@@ -181,16 +194,29 @@ class Transport(Publisher):
         A listener that raises is logged with the frame's command and does not
         stop the others or the reader.
         """
-        with self._state:
-            listeners = sorted(self.listeners.items())
-        for name, listener in listeners:
-            callback = getattr(listener, f"on_{event}", None)
-            if callback is None:
-                continue
+        callbacks = self._callbacks.get(event)
+        if callbacks is None:
+            callbacks = self._callbacks_for(event)
+        for name, callback in callbacks:
             try:
                 callback(*args)
             except Exception:
                 log.error("listener %r raised in on_%s", name, event, exc_info=True)
+
+    def _callbacks_for(self, event: str) -> list[tuple[str, Callable[..., Any]]]:
+        # Kept until the listeners change: looked up per frame, it is a good part of
+        # the layer's cost per message.  A listener's inherited no-op is left out.
+        method = f"on_{event}"
+        inherited = getattr(ConnectionListener, method, None)
+        with self._state:
+            callbacks = [
+                (name, getattr(listener, method))
+                for name, listener in sorted(self.listeners.items())
+                if getattr(type(listener), method, inherited) is not inherited
+                or method in vars(listener)
+            ]
+            self._callbacks[event] = callbacks
+        return callbacks
 
     # -- TLS -------------------------------------------------------------------
 
@@ -295,7 +321,7 @@ class Transport(Publisher):
     def _use_stream(self, stream: BlockingStream, host_and_port: tuple[str, int]) -> None:
         with self._state:
             self._stream = stream
-            self._decoder = FrameDecoder(self.version, strict=False)
+            self._decoder = FrameDecoder(self.version)
             self._encoder = FrameEncoder(self.version)
             self._connected = False
             self._notified_disconnect = False
@@ -352,7 +378,9 @@ class Transport(Publisher):
 
     def disconnect_socket(self) -> None:
         """Close the socket; the reader sees the end (and reconnects unless stopped)."""
-        stream = self._stream
+        with self._state:
+            stream = self._stream
+            self._connected = False
         if stream is not None:
             stream.shutdown()
 
@@ -397,9 +425,7 @@ class Transport(Publisher):
         # Not encode(""): in UTF-16 that is a byte-order mark, a body of two bytes.
         body = encode(frame.body, self.encoding) if frame.body else b""
         wire = WireFrame(command, headers, body)
-        with self._state:
-            encoder = self._encoder
-        data = encoder.encode(wire, content_length=self.auto_content_length and bool(body))
+        data = self._encoder.encode(wire, content_length=self.auto_content_length and bool(body))
         if command in (CMD_CONNECT, CMD_STOMP):
             self._connect_frame = data  # sent again by each reconnect
         if log.isEnabledFor(log.DEBUG):

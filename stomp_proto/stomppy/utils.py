@@ -8,7 +8,6 @@ headers as received, before an ``on_before_message`` changed them).
 
 from __future__ import annotations
 
-import copy
 import re as re
 import socket as socket
 import threading as threading
@@ -30,9 +29,13 @@ class Frame:
     """A STOMP frame as a stomp.py listener sees it: ``cmd``, ``headers``, ``body``."""
 
     def __init__(self, cmd: str | None, headers: dict[str, Any] | None = None, body: Any = None):
+        #: The command (``"MESSAGE"`` ...); None for a heart-beat.
         self.cmd = cmd
+        #: The headers by name (the first of repeated ones).
         self.headers: dict[str, Any] = headers if headers is not None else {}
-        self.original_headers: dict[str, Any] = copy.copy(self.headers)
+        #: The headers as they were made or received.
+        self.original_headers: dict[str, Any] = dict(self.headers)
+        #: ``str`` when the connection decodes bodies (``auto_decode``), else ``bytes``.
         self.body = body
 
     def __str__(self) -> str:
