@@ -35,12 +35,14 @@ __all__ = [
     "Connection11",
     "Connection12",
     "ConnectionListener",
+    "Frame",
     "PrintingListener",
     "StatsListener",
     "StompConnection10",
     "StompConnection11",
     "StompConnection12",
     "TestListener",
+    "Transport",
     "WSConnection",
     "WSStompConnection",
     "WaitingListener",
@@ -58,3 +60,7 @@ StatsListener = listener.StatsListener
 WaitingListener = listener.WaitingListener
 PrintingListener = listener.PrintingListener
 TestListener = listener.TestListener
+#: What listeners receive (:class:`stomp_proto.stomppy.utils.Frame`).
+Frame = utils.Frame
+#: The engine under every connection (:class:`stomp_proto.stomppy.transport.Transport`).
+Transport = transport.Transport

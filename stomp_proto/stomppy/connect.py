@@ -23,6 +23,7 @@ __all__ = ["BaseConnection", "StompConnection10", "StompConnection11", "StompCon
 class BaseConnection(Publisher):
     """What every connection has besides its version's calls."""
 
+    #: The connection's engine: socket, reader thread, heart-beats, reconnects.
     transport: Transport
 
     def __enter__(self) -> BaseConnection:

@@ -43,8 +43,6 @@ from .utils import Frame, get_uuid, merge_headers
 
 __all__ = ["Protocol10", "Protocol11", "Protocol12"]
 
-Headers = dict[str, Any] | None
-
 
 class Protocol10:
     """STOMP 1.0's calls."""
@@ -59,7 +57,7 @@ class Protocol10:
         self.auto_content_length = auto_content_length
         transport.auto_content_length = auto_content_length
 
-    def send_frame(self, cmd: str, headers: Headers = None, body: Any = "") -> None:
+    def send_frame(self, cmd: str, headers: dict[str, Any] | None = None, body: Any = "") -> None:
         """Send one frame of ``cmd``, ``headers`` and ``body``."""
         self.transport.transmit(Frame(cmd, headers if headers is not None else {}, body))
 
@@ -96,7 +94,7 @@ class Protocol10:
         username: str | None = None,
         passcode: str | None = None,
         wait: bool = False,
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """Open the connection and log in; with ``wait=True`` return once the broker
@@ -106,7 +104,10 @@ class Protocol10:
         self._login(CMD_CONNECT, merged, wait)
 
     def disconnect(
-        self, receipt: str | None = None, headers: Headers = None, **keyword_headers: Any
+        self,
+        receipt: str | None = None,
+        headers: dict[str, Any] | None = None,
+        **keyword_headers: Any,
     ) -> None:
         """Send DISCONNECT and wait (10 s at most) for its receipt; no reconnect follows."""
         transport = self.transport
@@ -129,7 +130,7 @@ class Protocol10:
         destination: str,
         body: Any,
         content_type: str | None = None,
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """Send a message to ``destination``."""
@@ -146,7 +147,7 @@ class Protocol10:
         destination: str,
         id: str | None = None,
         ack: str = "auto",
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """Subscribe to ``destination``; the subscription survives reconnects."""
@@ -163,7 +164,7 @@ class Protocol10:
         self,
         destination: str | None = None,
         id: str | None = None,
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """End the subscription named by ``id`` (or ``destination``, in 1.0)."""
@@ -190,7 +191,10 @@ class Protocol10:
         self._settle(CMD_ACK, {HDR_MESSAGE_ID: id}, transaction, receipt)
 
     def begin(
-        self, transaction: str | None = None, headers: Headers = None, **keyword_headers: Any
+        self,
+        transaction: str | None = None,
+        headers: dict[str, Any] | None = None,
+        **keyword_headers: Any,
     ) -> str:
         """Begin a transaction (named ``transaction``, else a fresh id); returns its id."""
         merged = merge_headers([headers, keyword_headers])
@@ -200,7 +204,10 @@ class Protocol10:
         return name
 
     def commit(
-        self, transaction: str | None = None, headers: Headers = None, **keyword_headers: Any
+        self,
+        transaction: str | None = None,
+        headers: dict[str, Any] | None = None,
+        **keyword_headers: Any,
     ) -> None:
         """Commit ``transaction``."""
         if transaction is None:
@@ -209,7 +216,9 @@ class Protocol10:
         merged[HDR_TRANSACTION] = transaction
         self.send_frame(CMD_COMMIT, merged)
 
-    def abort(self, transaction: str, headers: Headers = None, **keyword_headers: Any) -> None:
+    def abort(
+        self, transaction: str, headers: dict[str, Any] | None = None, **keyword_headers: Any
+    ) -> None:
         """Abort ``transaction``: the broker drops what was sent and acked in it."""
         if transaction is None:
             raise ValueError("abort() needs the transaction's id")
@@ -258,7 +267,7 @@ class Protocol11(Protocol10):
         username: str | None = None,
         passcode: str | None = None,
         wait: bool = False,
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         with_connect_command: bool = False,
         **keyword_headers: Any,
     ) -> None:
@@ -273,7 +282,7 @@ class Protocol11(Protocol10):
         destination: str,
         id: str | None = None,
         ack: str = "auto",
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """Subscribe to ``destination`` under ``id`` (required from 1.1)."""
@@ -284,7 +293,7 @@ class Protocol11(Protocol10):
     def unsubscribe(  # type: ignore[override]
         self,
         id: str,
-        headers: Headers = None,
+        headers: dict[str, Any] | None = None,
         **keyword_headers: Any,
     ) -> None:
         """End the subscription ``id`` (other keywords are headers, ``destination`` too)."""

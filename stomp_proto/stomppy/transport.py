@@ -119,29 +119,48 @@ class Transport(Publisher):
         version: Version = "1.1",
         ws_path: str | None = None,
     ) -> None:
+        #: The brokers tried, in order (local ones first with ``prefer_localhost``).
         self.host_and_ports = _host_list(host_and_ports, prefer_localhost, try_loopback_connect)
+        #: The first wait before a new attempt (seconds).
         self.reconnect_sleep_initial = reconnect_sleep_initial
+        #: How much each wait grows (0.5: by half).
         self.reconnect_sleep_increase = reconnect_sleep_increase
+        #: Randomness added to each wait (0.1: up to 10 % either way).
         self.reconnect_sleep_jitter = reconnect_sleep_jitter
+        #: The longest wait (seconds).
         self.reconnect_sleep_max = reconnect_sleep_max
+        #: Rounds over every host before giving up; -1: never give up.
         self.reconnect_attempts_max = reconnect_attempts_max
+        #: Seconds a TCP connect may take (None: the system's).
         self.timeout = timeout
+        #: TCP keep-alive on the socket when true.
         self.keepalive = keepalive
+        #: The ``host`` header of the login (the broker's virtual host).
         self.vhost = vhost
+        #: Bodies given to listeners as ``str`` (else ``bytes``).
         self.auto_decode = auto_decode
+        #: The text encoding of bodies, both ways.
         self.encoding = encoding
+        #: The local address to connect from, if any.
         self.bind_host_port = bind_host_port
+        #: The STOMP version asked for.
         self.version: Version = version
+        #: The WebSocket path; None for plain STOMP over TCP.
         self.ws_path = ws_path
         #: Adds ``content-length`` to frames with a body (the connection sets it).
         self.auto_content_length = True
         #: What the connection asks for, then (once CONNECTED) what was agreed (ms).
         self.heartbeats: tuple[int, int] = (0, 0)
+        #: The heart-beats asked for, ``(send, receive)`` ms.
         self.requested_heartbeats: tuple[int, int] = (0, 0)
+        #: The broker's heart-beat deadline is its interval times this.
         self.heart_beat_receive_scale = 1.5
+        #: The broker of the current (or last) socket.
         self.current_host_and_port: tuple[str, int] | None = None
+        #: The listeners by name.
         self.listeners: dict[str, ConnectionListener] = {}
         self._callbacks: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+        #: True once the broker refused the login (an ERROR before CONNECTED).
         self.connection_error = False
         self._ssl: dict[tuple[str, int], dict[str, Any]] = {}
         self._create_thread: Callable[[Callable[[], None]], Any] = _default_create_thread
@@ -169,6 +188,7 @@ class Transport(Publisher):
     # -- listeners -------------------------------------------------------------
 
     def set_listener(self, name: str, listener: ConnectionListener | None) -> None:
+        """Register ``listener`` under ``name``; TypeError for None."""
         if listener is None:
             raise TypeError(f"set_listener({name!r}, None): a listener is required")
         with self._state:
@@ -176,11 +196,13 @@ class Transport(Publisher):
             self._callbacks = {}
 
     def remove_listener(self, name: str) -> None:
+        """Forget the listener registered under ``name``."""
         with self._state:
             self.listeners.pop(name, None)
             self._callbacks = {}
 
     def get_listener(self, name: str) -> ConnectionListener | None:
+        """The listener registered under ``name``, or None."""
         with self._state:
             return self.listeners.get(name)
 
@@ -362,6 +384,7 @@ class Transport(Publisher):
             return self._reader_alive and self._running and self._had_session
 
     def on_reader_thread(self) -> bool:
+        """True when called from the reader thread (a listener's callback)."""
         return threading.get_ident() == self._reader_ident
 
     def stop(self) -> None:
@@ -385,10 +408,12 @@ class Transport(Publisher):
             stream.shutdown()
 
     def is_connected(self) -> bool:
+        """True while logged in: CONNECTED received and the socket open."""
         with self._state:
             return self._connected and self._stream is not None
 
     def set_connected(self, connected: bool) -> None:
+        """Mark the connection logged in or not (and wake ``connect(wait=True)``)."""
         with self._state:
             self._connected = connected
             self._state.notify_all()
@@ -411,6 +436,7 @@ class Transport(Publisher):
 
     @property
     def heart_beating(self) -> bool:
+        """True while heart-beats are exchanged on a logged-in connection."""
         with self._state:
             return self._connected and self._reader_alive and self.heartbeats != (0, 0)
 
