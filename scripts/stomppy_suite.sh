@@ -47,6 +47,7 @@ cat > "$scratch/baseline/sitecustomize.py" <<'PY'
 import sys
 import stomp.log
 sys.modules.setdefault("stomp.logging", stomp.log)
+stomp.logging = stomp.log
 PY
 
 run() {  # run NAME: one pytest run with the suite's STD_/RABBITMQ_ variables set by the caller

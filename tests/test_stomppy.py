@@ -399,3 +399,17 @@ def test_websocket_connection(broker: BrokerThread) -> None:
 def test_a_missing_listener_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         stomp.Connection().set_listener("x", None)
+
+
+def test_process_frame_dispatches_by_command(caplog: pytest.LogCaptureFixture) -> None:
+    transport = stomp.Transport()
+    listener = TestListener()
+    transport.set_listener("test", listener)
+    assert transport.process_frame(Frame("MESSAGE", {"destination": "/queue/a"}, "body"))
+    assert transport.process_frame(Frame("heartbeat"))
+    assert transport.process_frame(Frame("ERROR", {}, None))
+    assert transport.process_frame(Frame("NOT-A-COMMAND", {}, "x"))
+    assert listener.get_latest_message() == ({"destination": "/queue/a"}, "body")
+    assert (listener.heartbeat_count, listener.errors) == (1, 1)
+    assert transport.connection_error  # an ERROR before CONNECTED: the login was refused
+    assert "unknown frame from the broker: NOT-A-COMMAND" in caplog.text

@@ -17,6 +17,7 @@ default; frames are logged at DEBUG to the ``stomp_proto.stomppy`` logger.
 from __future__ import annotations
 
 from . import adapter as adapter
+from . import colours as colours
 from . import connect as connect
 from . import constants as constants
 from . import exception as exception

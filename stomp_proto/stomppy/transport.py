@@ -630,9 +630,12 @@ class Transport(Publisher):
         return Frame(wire.command, headers, body)
 
     def _process(self, wire: WireFrame) -> bool:
-        """Dispatch one frame; False when the connection is to end after it."""
-        frame = self._frame_of(wire)
-        command = wire.command
+        return self.process_frame(self._frame_of(wire))
+
+    def process_frame(self, frame: Frame, frame_str: bytes | None = None) -> bool:
+        """Give a received frame to the listeners (``frame_str``, its bytes, is not
+        needed); False when the connection ends after it (our DISCONNECT's receipt)."""
+        command = (frame.cmd or "").upper()
         if log.isEnabledFor(log.DEBUG):
             log.debug("received frame: %s %s", command, frame.headers)
         if command == "MESSAGE":
@@ -645,6 +648,8 @@ class Transport(Publisher):
             ends = self._on_receipt(frame)
             self.notify("receipt", frame)
             return not ends
+        elif command == "HEARTBEAT":
+            self.notify("heartbeat")
         elif command == "ERROR":
             with self._state:
                 if not self._connected:
