@@ -413,3 +413,50 @@ def test_process_frame_dispatches_by_command(caplog: pytest.LogCaptureFixture) -
     assert (listener.heartbeat_count, listener.errors) == (1, 1)
     assert transport.connection_error  # an ERROR before CONNECTED: the login was refused
     assert "unknown frame from the broker: NOT-A-COMMAND" in caplog.text
+
+
+def test_a_slow_listener_does_not_stop_our_heartbeats() -> None:
+    # The broker wants a heart-beat every 200 ms (1.1 "Heart-beating"); a listener
+    # that takes 1.5 s must not keep them from going out meanwhile.
+    server = socket.create_server((HOST, 0))
+    port = server.getsockname()[1]
+    beats: list[float] = []
+    callback_window: list[float] = []
+
+    def serve() -> None:
+        peer, _ = server.accept()
+        with peer:
+            peer.recv(4096)
+            peer.sendall(b"CONNECTED\nversion:1.1\nheart-beat:0,200\n\n\x00")
+            peer.sendall(b"MESSAGE\ndestination:/queue/slow\nmessage-id:1\nsubscription:1\n\nx\x00")
+            peer.settimeout(WAIT)
+            while True:
+                try:
+                    data = peer.recv(4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                beats.extend(time.monotonic() for _ in range(data.count(b"\n")))  # heart-beats only
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    class Slow(stomp.ConnectionListener):
+        def on_message(self, frame: Frame) -> None:
+            callback_window.append(time.monotonic())
+            time.sleep(1.5)
+            callback_window.append(time.monotonic())
+
+    conn = stomp.Connection([(HOST, port)], heartbeats=(200, 0))
+    conn.set_listener("slow", Slow())
+    conn.connect(wait=True)
+    deadline = time.monotonic() + WAIT
+    while len(callback_window) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(callback_window) == 2
+    start, end = callback_window
+    during = [beat for beat in beats if start <= beat <= end]
+    assert len(during) >= 3, (beats, callback_window)
+    conn.transport.stop()
+    server.close()

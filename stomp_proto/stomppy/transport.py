@@ -1,9 +1,11 @@
 """The connection's engine: socket, reader thread, heart-beats, reconnects.
 
 One :class:`Transport` per connection.  Frames go out from the caller's thread
-(a lock keeps each frame whole); one reader thread per connection reads, runs
-the heart-beat timers between reads, calls the listeners, and reconnects when
-the connection is lost.  Bytes are turned into frames and back by the sans-IO
+(a lock keeps each frame whole); one reader thread per connection reads,
+watches the broker's heart-beat deadline between reads, calls the listeners,
+and reconnects when the connection is lost.  Our heart-beats go out from a
+thread of their own while they are on, so that a slow listener cannot delay
+them.  Bytes are turned into frames and back by the sans-IO
 codec of :mod:`stomp_proto` (:class:`~stomp_proto.FrameDecoder`,
 :class:`~stomp_proto.FrameEncoder`), the accelerated build where it is loaded.
 
@@ -548,27 +550,36 @@ class Transport(Publisher):
             self.notify("disconnected")
 
     def _next_timer(self) -> float | None:
-        send_ms, receive_ms = self.heartbeats
-        if not self._connected or (send_ms, receive_ms) == (0, 0):
+        receive_ms = self.heartbeats[1]
+        if not self._connected or not receive_ms:
             return None
-        now = time.monotonic()
-        waits = []
-        if send_ms:
-            waits.append(self._last_sent + send_ms / 1000.0 - now)
-        if receive_ms:
-            grace = receive_ms / 1000.0 * self.heart_beat_receive_scale
-            waits.append(self._last_received + grace - now)
-        return max(0.001, min(waits))
+        grace = receive_ms / 1000.0 * self.heart_beat_receive_scale
+        return max(0.001, self._last_received + grace - time.monotonic())
 
-    def _timers(self) -> bool:
-        """Send a due heart-beat; False when the broker has been silent too long."""
-        send_ms, receive_ms = self.heartbeats
-        now = time.monotonic()
-        if send_ms and now - self._last_sent >= send_ms / 1000.0:
+    def _keep_sending_heartbeats(self, stream: BlockingStream, interval: float) -> None:
+        """Send a heart-beat whenever nothing was written for ``interval`` seconds.
+
+        A thread of its own, while the connection on ``stream`` lasts: the reader
+        thread runs the listeners, and a slow one must not make the broker think
+        this side is gone (1.1 "Heart-beating").
+        """
+        while True:
+            with self._state:
+                if self._stream is not stream or not self._running:
+                    return
+                wait = self._last_sent + interval - time.monotonic()
+                if wait > 0:
+                    self._state.wait(wait)  # woken early by any change of state
+                    continue
             try:
                 self.send(b"\n")
             except NotConnectedException:
-                return False
+                return
+
+    def _timers(self) -> bool:
+        """False when the broker has been silent past its heart-beat deadline."""
+        receive_ms = self.heartbeats[1]
+        now = time.monotonic()
         grace = receive_ms / 1000.0 * self.heart_beat_receive_scale
         if receive_ms and now - self._last_received > grace:
             log.warning(
@@ -617,7 +628,7 @@ class Transport(Publisher):
                     if not self._connected:
                         self.connection_error = True
                 return
-            if self._connected and self.heartbeats != (0, 0) and not self._timers():
+            if self._connected and self.heartbeats[1] and not self._timers():
                 return
 
     def _frame_of(self, wire: WireFrame) -> Frame:
@@ -681,6 +692,15 @@ class Transport(Publisher):
             self._had_session = True
             self._failed_attempts = 0
             self._state.notify_all()
+            stream = self._stream
+            send_ms = self.heartbeats[0]
+        if send_ms and stream is not None:
+            threading.Thread(
+                target=self._keep_sending_heartbeats,
+                args=(stream, send_ms / 1000.0),
+                name="stomp_proto.stomppy heart-beats",
+                daemon=True,
+            ).start()
         for data in replay:
             try:
                 self.send(data)
