@@ -49,6 +49,9 @@ from ._limits import Limits
 from .asyncio import AsyncClient, connect
 from .broker._core import (
     DEFAULT_HEARTBEAT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
     DEFAULT_MAX_DESTINATIONS,
     DEFAULT_MAX_MEMORY,
     DEFAULT_MAX_QUEUE_BYTES,
@@ -95,6 +98,16 @@ def _heartbeat(text: str) -> tuple[int, int]:
     return beats
 
 
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds (0 for none), not {text!r}")
+    return value or None
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -118,6 +131,10 @@ BROKER_LIMITS: tuple[tuple[str, int, str], ...] = (
      "queues and subscribed topics kept at most"),
     ("max_transactions", DEFAULT_MAX_TRANSACTIONS,
      "transactions one session may have open at once"),
+    ("max_connections", DEFAULT_MAX_CONNECTIONS,
+     "client connections served at once; one more gets ERROR 'too many connections'"),
+    ("max_connections_per_login", DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
+     "sessions one login may have open at once"),
 )  # fmt: skip
 
 #: The broker's --log-level choices, as the logging module names them.
@@ -295,6 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"{bounds} (default {default})",
         )
+    resources.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="end a session whose client sends no heart-beats once no frame went either way "
+        f"for this long; 0 for never (default {DEFAULT_IDLE_TIMEOUT:g})",
+    )
     limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
     for field in dataclasses.fields(Limits):
         limits.add_argument(
@@ -489,6 +514,7 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
     options["users"] = dict(args.user) or None
     options["strict"] = args.strict
     options["heartbeat"] = args.heartbeat
+    options["idle_timeout"] = args.idle_timeout
     options["limits"] = broker_limits(args)
     async with Broker(
         args.host,

@@ -52,7 +52,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -117,6 +117,14 @@ DEFAULT_MAX_TRANSACTION_BYTES = 128 * 1024 * 1024
 DEFAULT_MAX_DESTINATIONS = 10_000
 #: Transactions one session may have open at once, by default.
 DEFAULT_MAX_TRANSACTIONS = 100
+#: Client connections the broker serves at once, by default (ActiveMQ's default too).
+DEFAULT_MAX_CONNECTIONS = 1000
+#: Sessions one login may have open at once, by default.
+DEFAULT_MAX_CONNECTIONS_PER_LOGIN = 100
+#: Seconds a session whose client sends no heart-beats may go without traffic, by default.
+DEFAULT_IDLE_TIMEOUT = 600.0
+#: The ERROR message of a connection refused by ``max_connections`` or its per-login cap.
+TOO_MANY_CONNECTIONS = "too many connections"
 #: The ERROR message every client gets when the broker shuts down.
 SHUTDOWN_REASON = "broker shutting down"
 
@@ -157,6 +165,13 @@ class BrokerOptions(TypedDict, total=False):
     frame_timeout: float | None
     #: Seconds a session may stay paused before it is ended; ``None``: no limit.
     slow_consumer_timeout: float | None
+    #: Client connections served at once; 1000.
+    max_connections: int
+    #: Sessions one login may have open at once; 100.
+    max_connections_per_login: int
+    #: Seconds a session without heart-beats from its client may go without a frame
+    #: either way; 600 s; ``None``: no limit.
+    idle_timeout: float | None
     #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
 
@@ -357,8 +372,13 @@ class Session:
         self._opened_at: float | None = None
         self._frame_started: float | None = None
         self._paused_since: float | None = None
+        self._idle_since: float | None = None
         #: Events were consumed since the last handle_timer: a frame completed.
         self._progress = False
+        #: Bytes came from the client, or a message went to it, since the last handle_timer.
+        self._active = False
+        #: The login it is counted under (``max_connections_per_login``), once CONNECTED.
+        self._login: str | None = None
         #: Why a deadline ended the session, until process() sends the ERROR.
         self._expired: tuple[str, str] | None = None
 
@@ -399,6 +419,8 @@ class Session:
         """``data``, the bytes read from the client; ``None`` when it closed the stream."""
         # After the broker ended the session, whatever is still in flight is moot.
         if not self._closed:
+            if data:
+                self._active = True
             self.connection.receive_data(data)
 
     def process(self) -> Outbox:
@@ -424,11 +446,25 @@ class Session:
             due.append(self._deadline(self._frame_started, core._frame_timeout))
         if core._slow_consumer_timeout is not None and self._paused:
             due.append(self._deadline(self._paused_since, core._slow_consumer_timeout))
+        if core._idle_timeout is not None and self._idle_watched:
+            due.append(self._deadline(self._idle_since, core._idle_timeout))
         return min(due) if due else None
 
     @staticmethod
     def _deadline(start: float | None, timeout: float) -> float:
         return 0.0 if start is None else start + timeout
+
+    @property
+    def _idle_watched(self) -> bool:
+        """Whether the idle timeout applies: connected, and no heart-beats expected
+        from the client (they would end a silent one sooner), and read from."""
+        beats = self.connection.heartbeat
+        return (
+            beats is not None
+            and beats[1] == 0
+            and self.connection.state is ConnectionState.CONNECTED
+            and not self.reading_blocked
+        )
 
     @property
     def _handshaking(self) -> bool:
@@ -459,6 +495,9 @@ class Session:
             self._paused_since = None
         elif self._paused_since is None:
             self._paused_since = now
+        if self._active or self._idle_since is None or not self._idle_watched:
+            self._idle_since = now
+        self._active = False
         if self._expired is None:
             self._expired = self._expiry(now, core)
         return self.connection.handle_timer(now, reading=reading)
@@ -472,6 +511,8 @@ class Session:
              "frame timeout", "frame not completed within {} s of its start"),
             (self._paused, self._paused_since, core._slow_consumer_timeout,
              "slow consumer", "output not read for {} s"),
+            (self._idle_watched, self._idle_since, core._idle_timeout,
+             "idle timeout", "no frame either way for {} s, and no heart-beats"),
         ]  # fmt: skip
         for applies, start, timeout, message, detail in checks:
             if applies and start is not None and timeout is not None and now >= start + timeout:
@@ -526,8 +567,14 @@ class BrokerCore:
     is refused.  ``max_queue_bytes`` bounds the bytes one queue (or one topic
     subscription) holds, ``max_transaction_bytes`` those one open transaction
     holds; ``max_destinations`` is the most queues and topics the broker keeps,
-    ``max_transactions`` the most transactions one session may have open.  See
-    :doc:`security` for the defaults.
+    ``max_transactions`` the most transactions one session may have open.
+    ``max_connections`` is the most client connections served at once (one
+    more gets ERROR ``too many connections`` before anything else),
+    ``max_connections_per_login`` the most sessions one login may have open
+    (a CONNECT beyond it gets the same ERROR); ``idle_timeout`` ends, with
+    ERROR ``idle timeout``, a session whose client sends no heart-beats once no
+    frame has gone either way for that many seconds.  See :doc:`security` for
+    the defaults.
     """
 
     def __init__(
@@ -549,6 +596,9 @@ class BrokerCore:
         connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
         slow_consumer_timeout: float | None = DEFAULT_SLOW_CONSUMER_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections_per_login: int = DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         strict: bool = False,
     ) -> None:
         if not versions or any(v not in VERSIONS for v in versions):
@@ -564,6 +614,8 @@ class BrokerCore:
             ("max_destinations", max_destinations),
             ("max_transactions", max_transactions),
             ("output_limit", output_limit),
+            ("max_connections", max_connections),
+            ("max_connections_per_login", max_connections_per_login),
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -571,12 +623,18 @@ class BrokerCore:
             ("connect_timeout", connect_timeout),
             ("frame_timeout", frame_timeout),
             ("slow_consumer_timeout", slow_consumer_timeout),
+            ("idle_timeout", idle_timeout),
         ):
             if timeout is not None and not timeout > 0:
                 raise ValueError(f"{name} must be positive, or None")
         self._connect_timeout = connect_timeout
         self._frame_timeout = frame_timeout
         self._slow_consumer_timeout = slow_consumer_timeout
+        self._idle_timeout = idle_timeout
+        self._max_connections = max_connections
+        self._max_connections_per_login = max_connections_per_login
+        #: Sessions past CONNECTED, by login (sessions without one are not counted).
+        self._logins: Counter[str] = Counter()
         self._users = dict(users) if users is not None else None
         self._strict = strict
         self._versions = versions
@@ -668,6 +726,13 @@ class BrokerCore:
         session_id = f"s{next(self._session_ids)}"
         connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
+        if len(self._sessions) >= self._max_connections:
+            # Told at its first process(), before anything it sends is read.
+            limit = self._max_connections
+            session._expired = (
+                TOO_MANY_CONNECTIONS,
+                f"the broker serves at most {limit} connections (max_connections)",
+            )
         self._sessions[session_id] = session
         self._books[session] = _Books()
         return session
@@ -783,6 +848,16 @@ class BrokerCore:
                 "login_failed",
             )
             return
+        login = event.login
+        if login is not None and self._logins[login] >= self._max_connections_per_login:
+            limit = self._max_connections_per_login
+            detail = f"login {login!r} has {limit} sessions open (max_connections_per_login)"
+            reason = "too_many_connections_for_login"
+            self._refuse(session, None, TOO_MANY_CONNECTIONS, detail, outbox, reason)
+            return
+        if login is not None:
+            self._logins[login] += 1
+            session._login = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
         # wants, but not more often than the broker can.
@@ -1087,6 +1162,7 @@ class BrokerCore:
             )
             data = connection.send(delivery)
         outbox.write(session, data)
+        session._active = True
         self.counters.messages_delivered += 1
         if subscription.ack == "auto":
             subscription.queue.settle([message])
@@ -1160,6 +1236,11 @@ class BrokerCore:
         # Closed first, so that what is requeued below is not delivered back to it.
         session.end()
         outbox.to_close.add(session)
+        if session._login is not None:
+            self._logins[session._login] -= 1
+            if not self._logins[session._login]:
+                del self._logins[session._login]
+            session._login = None
         books = self._books.pop(session)
         for subscription in books.subscriptions.values():
             self._drop_subscription(subscription, outbox)

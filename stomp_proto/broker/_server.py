@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl as _ssl
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
@@ -87,6 +88,7 @@ from ._core import (
     Outbox,
     Session,
 )
+from ._listen import accept_forever, listen
 from ._metrics import CONTENT_TYPE, METRICS_PATH, exposition
 
 __all__ = ["Broker", "run_broker"]
@@ -219,7 +221,9 @@ class Broker:
         self._tls_timeout = connect_timeout or TLS_HANDSHAKE_TIMEOUT
         #: Seconds a connection may stay silent before it is taken for plain STOMP.
         self._silence_limit = min(HANDSHAKE_TIMEOUT, connect_timeout or HANDSHAKE_TIMEOUT)
-        self._server: asyncio.Server | None = None
+        #: The listening sockets, and the task accepting on each (``_listen``).
+        self._listeners: list[socket.socket] | None = None
+        self._acceptors: list[asyncio.Task[None]] = []
         self._peers: dict[Session, _Peer] = {}
         #: Connections not yet known to be WebSocket or plain STOMP.
         self._undecided: set[asyncio.Task[None]] = set()
@@ -272,12 +276,18 @@ class Broker:
 
     async def start(self) -> None:
         """Start listening."""
-        if self._server is not None or self._closing:
+        if self._listeners is not None or self._closing:
             raise RuntimeError("a Broker can be started once")
-        # TLS is started per connection (_secure), so that its handshake has the
-        # CONNECT deadline and its failures are logged.
-        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
-        self._port = self._server.sockets[0].getsockname()[1]
+        # The broker's own accept loop, not asyncio.start_server's, which floods the
+        # log at the descriptor limit; TLS is started per connection (_secure), so
+        # that its handshake has the CONNECT deadline and its failures are logged.
+        self._listeners = await listen(self.host, self._requested_port)
+        self._port = self._listeners[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._acceptors = [
+            loop.create_task(accept_forever(sock, self._connected), name="stomp-broker-accept")
+            for sock in self._listeners
+        ]
         log.info("STOMP broker listening on %s", self.listening_on)
 
     @property
@@ -295,7 +305,7 @@ class Broker:
 
     async def serve_forever(self) -> None:
         """Wait until the broker is closed (by :meth:`close`, or by cancelling this)."""
-        if self._server is None:
+        if self._listeners is None:
             await self.start()
         await self._closed.wait()
 
@@ -305,8 +315,11 @@ class Broker:
             await self._closed.wait()
             return
         self._closing = True
-        if self._server is not None:
-            self._server.close()
+        for acceptor in self._acceptors:
+            acceptor.cancel()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        for sock in self._listeners or ():
+            sock.close()
         told = len(self.core.sessions)
         self._flush(self.core.shut_down())
         for task in self._undecided:
@@ -316,12 +329,18 @@ class Broker:
         for peer in peers:
             peer.stop()
         await asyncio.gather(*(p.task for p in peers if p.task is not None), return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
         self._closed.set()
         log.info("STOMP broker closed: %d session(s) ended with ERROR %r", told, SHUTDOWN_REASON)
 
     # -- connections -------------------------------------------------------------
+
+    async def _connected(self, client: socket.socket) -> None:
+        """A connection ``accept_forever`` took: streams around it, then ``_accept``."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_SIZE, loop=loop)
+        # With a client_connected_cb the protocol is server-side (start_tls needs it).
+        protocol = asyncio.StreamReaderProtocol(reader, self._accept, loop=loop)
+        await loop.connect_accepted_socket(lambda: protocol, client)
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
