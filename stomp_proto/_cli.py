@@ -59,6 +59,7 @@ from .broker._core import (
     DEFAULT_MAX_TRANSACTIONS,
     BrokerOptions,
 )
+from .broker._metrics import DEFAULT_TOP_DESTINATIONS
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -106,6 +107,12 @@ def _seconds(text: str) -> float | None:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected seconds (0 for none), not {text!r}")
     return value or None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a count (0 or more), not {text!r}")
+    return int(text)
 
 
 def _positive(text: str) -> int:
@@ -288,6 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
         dest="metrics",
         action="store_false",
         help="do not serve GET /metrics (Prometheus text format) on the broker's port",
+    )
+    broker.add_argument(
+        "--metrics-token",
+        metavar="TOKEN",
+        help="serve GET /metrics only to requests with 'Authorization: Bearer TOKEN' (or, "
+        "with --user, HTTP Basic with one of the users)",
+    )
+    broker.add_argument(
+        "--metrics-destinations",
+        type=_count,
+        default=DEFAULT_TOP_DESTINATIONS,
+        metavar="N",
+        help="list the N deepest destinations one by one in GET /metrics, beside the totals; "
+        "0 for every destination (default %(default)s)",
     )
     broker.add_argument(
         "--strict",
@@ -523,6 +544,8 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         websocket=args.websocket,
         allowed_origins=args.allowed_origin,
         metrics=args.metrics,
+        metrics_token=args.metrics_token,
+        metrics_destinations=args.metrics_destinations or None,
         **options,
     ) as broker:
         # The broker's own INFO line says where it listens; below INFO it is said here,

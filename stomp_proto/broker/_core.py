@@ -55,6 +55,7 @@ import itertools
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TypedDict
 
 from .. import (
@@ -667,6 +668,19 @@ class BrokerCore:
         return self._strict
 
     @property
+    def users(self) -> Mapping[str, str] | None:
+        """The logins admitted and their passcodes; ``None`` when anyone is let in."""
+        return MappingProxyType(self._users) if self._users is not None else None
+
+    def authenticate(self, login: str | None, passcode: str | None) -> bool:
+        """Whether ``users`` admits ``login`` with ``passcode`` (anyone, without ``users``).
+
+        The check a CONNECT gets, in constant time whether or not the login
+        exists; for a transport's other doors (``Broker``'s ``/metrics``).
+        """
+        return self._users is None or self._login_ok(login, passcode)
+
+    @property
     def memory_used(self) -> int:
         """Bytes of messages the broker holds now, as charged to its ``max_memory`` budget."""
         return self._budget.used
@@ -700,15 +714,26 @@ class BrokerCore:
 
         For a topic, the sums over its subscriptions' private queues.
         """
-        found: dict[str, tuple[int, int, int]] = {}
-        for destination, queue in self._queues.items():
-            unacked = sum(len(s.unacked) for s in queue.consumers)
-            found[destination] = (len(queue.ready), unacked, len(queue.consumers))
-        for destination, subscriptions in self._topics.items():
-            queued = sum(len(s.queue.ready) for s in subscriptions)
-            unacked = sum(len(s.unacked) for s in subscriptions)
-            found[destination] = (queued, unacked, len(subscriptions))
-        return dict(sorted(found.items()))
+        return dict(sorted(self.each_destination()))
+
+    def each_destination(self) -> Iterator[tuple[str, tuple[int, int, int]]]:
+        """Each destination in use and its ``(queued, unacked, subscribers)``, one at a time.
+
+        The names are those in use at the call; one gone by the time the
+        iteration reaches it is skipped.  So a transport can look at 100,000
+        destinations a slice at a time, letting clients be served in between.
+        """
+        for destination in list(self._queues):
+            queue = self._queues.get(destination)
+            if queue is not None:
+                unacked = sum(len(s.unacked) for s in queue.consumers)
+                yield destination, (len(queue.ready), unacked, len(queue.consumers))
+        for destination in list(self._topics):
+            subscriptions = self._topics.get(destination)
+            if subscriptions:
+                queued = sum(len(s.queue.ready) for s in subscriptions)
+                unacked = sum(len(s.unacked) for s in subscriptions)
+                yield destination, (queued, unacked, len(subscriptions))
 
     # -- driving ---------------------------------------------------------------
 

@@ -58,6 +58,8 @@ more, then it is aborted), and wait for every task.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
 import logging
 import socket
 import ssl as _ssl
@@ -89,7 +91,15 @@ from ._core import (
     Session,
 )
 from ._listen import accept_forever, listen
-from ._metrics import CONTENT_TYPE, METRICS_PATH, exposition
+from ._metrics import (
+    CONTENT_TYPE,
+    DEFAULT_TOP_DESTINATIONS,
+    METRICS_PATH,
+    SCRAPE_SLICE,
+    DestinationSummary,
+    exposition,
+    exposition_lines,
+)
 
 __all__ = ["Broker", "run_broker"]
 
@@ -176,8 +186,12 @@ class Broker:
     the broker's own origin or one of ``allowed_origins``
     (``"scheme://host[:port]"``, ``"*"`` for any; see :doc:`/security`);
     ``metrics`` serves ``GET /metrics`` (the Prometheus text format, see
-    :meth:`metrics`) on the same port; the other keywords, ``options``, are
-    the :class:`BrokerCore` options (:class:`BrokerOptions`).
+    :meth:`metrics`) on the same port: with ``users``, only to a request
+    carrying one of their logins (HTTP Basic), or ``metrics_token``
+    (``Authorization: Bearer TOKEN``; required with or without ``users``), and
+    with only the ``metrics_destinations`` deepest destinations listed one by
+    one (``None``: every one) beside the totals; the other keywords,
+    ``options``, are the :class:`BrokerCore` options (:class:`BrokerOptions`).
     Use it as an async context manager::
 
         async with Broker() as broker:
@@ -195,8 +209,13 @@ class Broker:
         websocket: str | None = None,
         allowed_origins: Iterable[str] = (),
         metrics: bool = True,
+        metrics_token: str | None = None,
+        metrics_destinations: int | None = DEFAULT_TOP_DESTINATIONS,
         **options: Unpack[BrokerOptions],
     ) -> None:
+        if metrics_token is not None and not metrics_token:
+            raise ValueError("metrics_token must not be empty")
+        DestinationSummary(metrics_destinations)  # checks it
         if websocket is not None:
             check_path(websocket)
             require_wsproto()
@@ -205,6 +224,10 @@ class Broker:
         self._origins = OriginPolicy(allowed_origins, secure=ssl is not None)
         #: Whether ``GET /metrics`` is served.
         self.serves_metrics = metrics
+        self._metrics_token = metrics_token
+        self._metrics_destinations = metrics_destinations
+        #: Whether a scrape needs credentials: a login of ``users``, or the token.
+        self._metrics_guarded = metrics_token is not None or options.get("users") is not None
         #: The :class:`BrokerCore` that does the work (inspect queues and sessions there).
         self.core = BrokerCore(**options)
         #: The WebSocket path served beside plain STOMP; ``None``: plain STOMP only.
@@ -251,16 +274,65 @@ class Broker:
         Counters (``stomp_broker_*_total``): connections opened by transport,
         sessions opened, messages received, delivered, acked and nacked,
         sessions refused by reason, WebSocket upgrades refused by status, bytes
-        received and sent.  Gauges: open connections and sessions, and per
-        destination the messages queued, the unacknowledged ones and the
-        subscribers.  See :doc:`/metrics`.
+        received and sent.  Gauges: open connections and sessions, memory
+        used, its limit and alarm, totals over every destination, and for the
+        ``metrics_destinations`` deepest destinations (every one if ``None``)
+        the messages queued, the unacknowledged ones and the subscribers.  See
+        :doc:`/metrics`.  This builds it in one go; a scrape builds it a slice
+        at a time, letting clients be served in between.
         """
-        open_sessions = sum(
-            session.connection.state is ConnectionState.CONNECTED for session in self.core.sessions
-        )
-        return exposition(
-            self.core.counters, len(self._peers), open_sessions, self.core.destinations()
-        )
+        summary = DestinationSummary(self._metrics_destinations)
+        for name, stats in self.core.each_destination():
+            summary.add(name, stats)
+        return exposition(self.core.counters, self._gauges(), summary)
+
+    def _gauges(self) -> dict[str, int]:
+        core = self.core
+        return {
+            "connections_open": len(self._peers),
+            "sessions_open": sum(
+                session.connection.state is ConnectionState.CONNECTED for session in core.sessions
+            ),
+            "memory_used_bytes": core.memory_used,
+            "memory_limit_bytes": core.memory_limit,
+            "memory_alarm": int(core.memory_alarm),
+        }
+
+    async def _scrape(self) -> bytes:
+        """What ``GET /metrics`` answers, built :data:`SCRAPE_SLICE` steps at a time."""
+        summary = DestinationSummary(self._metrics_destinations)
+        for index, (name, stats) in enumerate(self.core.each_destination(), 1):
+            summary.add(name, stats)
+            if index % SCRAPE_SLICE == 0:
+                await asyncio.sleep(0)
+        body = bytearray()
+        lines = exposition_lines(self.core.counters, self._gauges(), summary)
+        for index, line in enumerate(lines, 1):
+            body += line.encode("utf-8") + b"\n"
+            if index % SCRAPE_SLICE == 0:
+                await asyncio.sleep(0)
+        return bytes(body)
+
+    def _may_scrape(self, head: bytes) -> bool:
+        """Whether the request ``head`` carries the credentials a scrape needs, if any.
+
+        HTTP Basic with a login and passcode of ``users``, or ``Authorization:
+        Bearer`` with ``metrics_token``.
+        """
+        if not self._metrics_guarded:
+            return True
+        scheme, _, credentials = _header_value(head, b"authorization").partition(" ")
+        scheme = scheme.lower()
+        if scheme == "bearer" and self._metrics_token is not None:
+            return hmac.compare_digest(credentials.strip().encode(), self._metrics_token.encode())
+        if scheme == "basic" and self.core.users is not None:
+            try:
+                decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
+            except ValueError:
+                return False
+            login, sep, passcode = decoded.partition(":")
+            return bool(sep) and self.core.authenticate(login, passcode)
+        return False
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -478,7 +550,16 @@ class Broker:
         request_line = data.split(b"\r\n", 1)[0].split(b" ")
         target = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
         if self.serves_metrics and target.partition("?")[0] == METRICS_PATH:
-            writer.write(_http_answer(200, "OK", CONTENT_TYPE, self.metrics()))
+            if not self._may_scrape(data.partition(b"\r\n\r\n")[0]):
+                log.info("STOMP broker: %s asked for %s: no valid credentials", peername, target)
+                scheme = "Basic" if self.core.users is not None else "Bearer"
+                challenge = (("WWW-Authenticate", f'{scheme} realm="stomp_proto broker"'),)
+                writer.write(
+                    _http_answer(401, "Unauthorized", "text/plain", "credentials required\n",
+                                 challenge)
+                )  # fmt: skip
+                return False
+            writer.write(_http_answer(200, "OK", CONTENT_TYPE, await self._scrape()))
             return False
         if self.websocket is None:
             log.info("STOMP broker: %s asked for %r: not found", peername, target)
@@ -689,14 +770,30 @@ def _log_ending(peer: _Peer, shutting_down: bool) -> None:
         log.info("%s lost: closed without DISCONNECT", where)
 
 
-def _http_answer(status: int, reason: str, content_type: str, body: str) -> bytes:
+def _http_answer(
+    status: int,
+    reason: str,
+    content_type: str,
+    body: str | bytes,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> bytes:
     """A complete HTTP/1.1 answer that closes the connection."""
-    payload = body.encode("utf-8")
+    payload = body.encode("utf-8") if isinstance(body, str) else body
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
     head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n{extra}"
         f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + payload
+
+
+def _header_value(head: bytes, name: bytes) -> str:
+    """The value of the first header ``name`` (lower case) in a request head; ``""`` if none."""
+    for line in head.split(b"\r\n")[1:]:
+        field, sep, value = line.partition(b":")
+        if sep and field.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
 
 
 def _log_refusal(peer: str, error: RemoteProtocolError) -> None:
@@ -714,6 +811,8 @@ async def run_broker(
     websocket: str | None = None,
     allowed_origins: Iterable[str] = (),
     metrics: bool = True,
+    metrics_token: str | None = None,
+    metrics_destinations: int | None = DEFAULT_TOP_DESTINATIONS,
     on_listening: Callable[[Broker], object] | None = None,
     **options: Unpack[BrokerOptions],
 ) -> None:
@@ -722,7 +821,9 @@ async def run_broker(
     ``ssl`` (a server-side :class:`ssl.SSLContext`) makes it a TLS server;
     ``websocket``: also serve STOMP over WebSocket at this path, to the
     ``allowed_origins`` (see :class:`Broker`); ``metrics``: serve ``GET
-    /metrics``; ``options`` are the :class:`BrokerCore` options.
+    /metrics``, guarded and bounded by ``metrics_token`` and
+    ``metrics_destinations`` as for :class:`Broker`; ``options`` are the
+    :class:`BrokerCore` options.
 
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).
@@ -734,6 +835,8 @@ async def run_broker(
         websocket=websocket,
         allowed_origins=allowed_origins,
         metrics=metrics,
+        metrics_token=metrics_token,
+        metrics_destinations=metrics_destinations,
         **options,
     ) as broker:
         if on_listening is not None:
