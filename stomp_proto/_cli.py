@@ -47,7 +47,9 @@ from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
 from ._limits import Limits
 from .asyncio import AsyncClient, connect
+from .broker._access import Permissions, load_permissions
 from .broker._core import (
+    DEFAULT_FAILED_LOGIN_RATE,
     DEFAULT_HEARTBEAT,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -107,6 +109,23 @@ def _seconds(text: str) -> float | None:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected seconds (0 for none), not {text!r}")
     return value or None
+
+
+def _rate(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a rate (0 for none), not {text!r}")
+    return value or None
+
+
+def _permissions(text: str) -> dict[str, Permissions]:
+    try:
+        return load_permissions(text)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _count(text: str) -> int:
@@ -274,6 +293,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument("--certfile", help="serve TLS with this certificate (PEM)")
     broker.add_argument("--keyfile", help="private key for --certfile")
+    broker.add_argument(
+        "--cafile",
+        help="with --certfile: require a client certificate signed by these CAs (PEM), mutual TLS",
+    )
+    broker.add_argument(
+        "--permissions",
+        type=_permissions,
+        metavar="FILE",
+        help="what each login may send to and subscribe to: a TOML file of [login] tables "
+        "with write and read patterns (regular expressions for whole destinations)",
+    )
+    broker.add_argument(
+        "--failed-login-rate",
+        type=_rate,
+        default=DEFAULT_FAILED_LOGIN_RATE,
+        metavar="PER_SECOND",
+        help="failed logins a second one client address may go on making after 10; then "
+        "its CONNECTs wait their turn; 0 for no limit (default %(default)s)",
+    )
     broker.add_argument(
         "--websocket",
         type=_websocket_path,
@@ -511,6 +549,18 @@ def broker_resource_limits(args: argparse.Namespace) -> BrokerOptions:
     return cast("BrokerOptions", {name: value for name, value in given.items() if value})
 
 
+def broker_tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The broker's TLS context from --certfile/--keyfile, and --cafile for client certificates."""
+    if not args.certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.certfile, args.keyfile)
+    if args.cafile:
+        context.load_verify_locations(cafile=args.cafile)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 async def _broker(args: argparse.Namespace, err: TextIO) -> None:
 
     handler = logging.StreamHandler(err)
@@ -527,15 +577,14 @@ async def _broker(args: argparse.Namespace, err: TextIO) -> None:
 async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
     from .broker import Broker
 
-    context = None
-    if args.certfile:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(args.certfile, args.keyfile)
+    context = broker_tls_context(args)
     options = broker_resource_limits(args)
     options["users"] = dict(args.user) or None
     options["strict"] = args.strict
     options["heartbeat"] = args.heartbeat
     options["idle_timeout"] = args.idle_timeout
+    options["permissions"] = args.permissions
+    options["failed_login_rate"] = args.failed_login_rate
     options["limits"] = broker_limits(args)
     async with Broker(
         args.host,
@@ -645,6 +694,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return (check_main if args.command == "check" else client_main)(args, out, err)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
+    if args.command == "broker" and args.cafile and not args.certfile:
+        parser.error("broker: --cafile needs --certfile")
     if hasattr(args, "tls"):  # a command that connects
         problem = check_connection_arguments(args)
         if problem is not None:

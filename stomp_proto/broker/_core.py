@@ -56,7 +56,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from .. import (
     Abort,
@@ -86,8 +86,10 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
+from ._access import AccessRules, Permissions
 from ._budget import MemoryBudget, message_size
 from ._metrics import Counters
+from ._throttle import LoginThrottle
 
 __all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
 
@@ -124,6 +126,10 @@ DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_MAX_CONNECTIONS_PER_LOGIN = 100
 #: Seconds a session whose client sends no heart-beats may go without traffic, by default.
 DEFAULT_IDLE_TIMEOUT = 600.0
+#: Failed logins per second one client address may go on making, by default (after 10).
+DEFAULT_FAILED_LOGIN_RATE = 2.0
+#: The ERROR message of a SEND or SUBSCRIBE the login's ``permissions`` do not allow.
+ACCESS_REFUSED = "access refused"
 #: The ERROR message of a connection refused by ``max_connections`` or its per-login cap.
 TOO_MANY_CONNECTIONS = "too many connections"
 #: The ERROR message every client gets when the broker shuts down.
@@ -135,6 +141,12 @@ class BrokerOptions(TypedDict, total=False):
 
     #: Login to passcode; ``None`` (the default) lets anyone in.
     users: Mapping[str, str] | None
+    #: Login to the destinations it may write to and read (:class:`Permissions`);
+    #: ``None`` (the default): every login may do everything.
+    permissions: Mapping[str, Permissions] | None
+    #: Failed logins per second a client address may go on making after 10; 2.0;
+    #: ``None``: no limit.
+    failed_login_rate: float | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
     #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
@@ -380,6 +392,14 @@ class Session:
         self._active = False
         #: The login it is counted under (``max_connections_per_login``), once CONNECTED.
         self._login: str | None = None
+        #: The login its CONNECT gave (whether or not ``users`` checked it), for ``permissions``.
+        self._claimed_login: str | None = None
+        #: Where the client connects from (a host), for the failed-login throttle.
+        self._address: str | None = None
+        #: The time of the last handle_timer, in the caller's clock.
+        self._now: float | None = None
+        #: A CONNECT waiting for the failed-login throttle to let its address try again.
+        self._waiting_connect: Connect | None = None
         #: Why a deadline ended the session, until process() sends the ERROR.
         self._expired: tuple[str, str] | None = None
 
@@ -449,6 +469,8 @@ class Session:
             due.append(self._deadline(self._paused_since, core._slow_consumer_timeout))
         if core._idle_timeout is not None and self._idle_watched:
             due.append(self._deadline(self._idle_since, core._idle_timeout))
+        if self._waiting_connect is not None:
+            due.append(core._login_ready_at(self))
         return min(due) if due else None
 
     @staticmethod
@@ -481,6 +503,7 @@ class Session:
         if self._closed:
             return b""
         core = self._core
+        self._now = now
         if self._opened_at is None:
             self._opened_at = now
         reading = not self.reading_blocked
@@ -574,14 +597,20 @@ class BrokerCore:
     ``max_connections_per_login`` the most sessions one login may have open
     (a CONNECT beyond it gets the same ERROR); ``idle_timeout`` ends, with
     ERROR ``idle timeout``, a session whose client sends no heart-beats once no
-    frame has gone either way for that many seconds.  See :doc:`security` for
-    the defaults.
+    frame has gone either way for that many seconds.  ``permissions`` maps
+    each login to the destinations it may write to and read
+    (:class:`Permissions`; a SEND or SUBSCRIBE beyond them gets ERROR ``access
+    refused``).  ``failed_login_rate`` bounds the failed logins per second of
+    one client address (the ``address`` of :meth:`open_session`): after 10,
+    its CONNECTs wait their turn.  See :doc:`security` for the defaults.
     """
 
     def __init__(
         self,
         *,
         users: Mapping[str, str] | None = None,
+        permissions: Mapping[str, Permissions] | None = None,
+        failed_login_rate: float | None = DEFAULT_FAILED_LOGIN_RATE,
         versions: tuple[Version, ...] = VERSIONS,
         heartbeat: tuple[int, int] = DEFAULT_HEARTBEAT,
         limits: Limits | None = None,
@@ -637,6 +666,10 @@ class BrokerCore:
         #: Sessions past CONNECTED, by login (sessions without one are not counted).
         self._logins: Counter[str] = Counter()
         self._users = dict(users) if users is not None else None
+        self._access = AccessRules(permissions) if permissions is not None else None
+        if failed_login_rate is not None and not failed_login_rate > 0:
+            raise ValueError("failed_login_rate must be positive, or None")
+        self._throttle = LoginThrottle(failed_login_rate) if failed_login_rate else None
         self._strict = strict
         self._versions = versions
         self._heartbeat = heartbeat
@@ -671,6 +704,11 @@ class BrokerCore:
     def users(self) -> Mapping[str, str] | None:
         """The logins admitted and their passcodes; ``None`` when anyone is let in."""
         return MappingProxyType(self._users) if self._users is not None else None
+
+    @property
+    def login_throttle(self) -> LoginThrottle | None:
+        """The failed-login throttle (``failed_login_rate``), for a transport's other doors."""
+        return self._throttle
 
     def authenticate(self, login: str | None, passcode: str | None) -> bool:
         """Whether ``users`` admits ``login`` with ``passcode`` (anyone, without ``users``).
@@ -737,11 +775,15 @@ class BrokerCore:
 
     # -- driving ---------------------------------------------------------------
 
-    def open_session(self, versions: tuple[Version, ...] | None = None) -> Session:
+    def open_session(
+        self, versions: tuple[Version, ...] | None = None, address: str | None = None
+    ) -> Session:
         """A session for a new client connection.
 
         ``versions`` narrows the broker's versions for this session (a
         WebSocket subprotocol caps them); it must keep at least one of them.
+        ``address`` is where the client connects from (its host, without the
+        port): failed logins are throttled per address.
         """
         allowed = self._versions
         if versions is not None:
@@ -751,6 +793,7 @@ class BrokerCore:
         session_id = f"s{next(self._session_ids)}"
         connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
+        session._address = address
         if len(self._sessions) >= self._max_connections:
             # Told at its first process(), before anything it sends is read.
             limit = self._max_connections
@@ -773,7 +816,11 @@ class BrokerCore:
                 self._end_session(session, outbox)
             else:
                 self._refuse(session, None, message, detail, outbox, _reason(message))
-        while not session.closed:
+        if session._waiting_connect is not None and not session.closed:
+            waiting, session._waiting_connect = session._waiting_connect, None
+            self._on_connect(session, waiting, outbox)
+        # Nothing after a waiting CONNECT is looked at before it is answered.
+        while not session.closed and session._waiting_connect is None:
             try:
                 event = connection.next_event()
             except RemoteProtocolError as exc:
@@ -862,8 +909,22 @@ class BrokerCore:
         if isinstance(event, Disconnect):
             self._end_session(session, outbox)
 
+    def _login_ready_at(self, session: Session) -> float:
+        """When the throttle lets ``session``'s address try a login (``now`` if it may)."""
+        now, address = session._now, session._address
+        if self._throttle is None or now is None or address is None:
+            return now or 0.0
+        return self._throttle.ready_at(address, now)
+
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
-        if self._users is not None and not self._login_ok(event.login, event.passcode):
+        if self._users is None:
+            pass
+        elif session._now is not None and self._login_ready_at(session) > session._now:
+            session._waiting_connect = event  # until the throttle lets it try
+            return
+        elif not self._login_ok(event.login, event.passcode):
+            if self._throttle is not None and session._address and session._now is not None:
+                self._throttle.failed(session._address, session._now)
             self._refuse(
                 session,
                 None,
@@ -883,6 +944,7 @@ class BrokerCore:
         if login is not None:
             self._logins[login] += 1
             session._login = login
+        session._claimed_login = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
         # wants, but not more often than the broker can.
@@ -901,7 +963,26 @@ class BrokerCore:
         matches = hmac.compare_digest((passcode or "").encode(), reference)
         return matches and expected is not None
 
+    def _allowed(
+        self,
+        session: Session,
+        access: Literal["write", "read"],
+        event: Send | Subscribe,
+        outbox: Outbox,
+    ) -> bool:
+        """Whether the login may ``access`` the destination; if not, refuse ``event``."""
+        if self._access is None or self._access.allows(
+            session._claimed_login, access, event.destination
+        ):
+            return True
+        verb = "send to" if access == "write" else "subscribe to"
+        detail = f"not allowed to {verb} {event.destination!r}"
+        self._refuse(session, event.receipt, ACCESS_REFUSED, detail, outbox, "access_refused")
+        return False
+
     def _on_send(self, session: Session, event: Send, outbox: Outbox) -> None:
+        if not self._allowed(session, "write", event, outbox):
+            return
         if event.transaction is None:
             session._publisher = True
             if self._has_room(session, event, [event], outbox):
@@ -946,6 +1027,8 @@ class BrokerCore:
         transactions[event.transaction] = _Transaction()
 
     def _on_subscribe(self, session: Session, event: Subscribe, outbox: Outbox) -> None:
+        if not self._allowed(session, "read", event, outbox):
+            return
         prefetch = self._prefetch(event)
         if prefetch is None:
             detail = "prefetch-count and activemq.prefetchSize must be non-negative integers"

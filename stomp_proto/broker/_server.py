@@ -313,12 +313,23 @@ class Broker:
                 await asyncio.sleep(0)
         return bytes(body)
 
-    def _may_scrape(self, head: bytes) -> bool:
+    async def _may_scrape(self, head: bytes, writer: asyncio.StreamWriter) -> bool:
         """Whether the request ``head`` carries the credentials a scrape needs, if any.
 
         HTTP Basic with a login and passcode of ``users``, or ``Authorization:
-        Bearer`` with ``metrics_token``.
+        Bearer`` with ``metrics_token``.  Failed tries count towards the
+        client's failed-login throttle, and wait for it, as a CONNECT does.
         """
+        throttle, host = self.core.login_throttle, _host(writer)
+        loop = asyncio.get_running_loop()
+        if self._metrics_guarded and throttle is not None and host is not None:
+            await asyncio.sleep(throttle.ready_at(host, loop.time()) - loop.time())
+        allowed = self._credentials_ok(head)
+        if not allowed and throttle is not None and host is not None:
+            throttle.failed(host, loop.time())
+        return allowed
+
+    def _credentials_ok(self, head: bytes) -> bool:
         if not self._metrics_guarded:
             return True
         scheme, _, credentials = _header_value(head, b"authorization").partition(" ")
@@ -462,14 +473,17 @@ class Broker:
         # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
         writer.transport.set_write_buffer_limits(high=self._output_limit)
         if self.websocket is None and not self.serves_metrics:
-            self._start(_Peer(self._open_session(accepted), reader, writer))
+            self._start(_Peer(self._open_session(accepted, writer), reader, writer))
             return
         self._undecide(self._route(reader, writer, accepted), "stomp-broker-route")
 
     def _open_session(
-        self, accepted: float, versions: tuple[Version, ...] | None = None
+        self,
+        accepted: float,
+        writer: asyncio.StreamWriter,
+        versions: tuple[Version, ...] | None = None,
     ) -> Session:
-        session = self.core.open_session(versions)
+        session = self.core.open_session(versions, _host(writer))
         # Its CONNECT deadline counts from the connection, not from when it was routed.
         session.handle_timer(accepted)
         return session
@@ -498,7 +512,7 @@ class Broker:
             except TimeoutError:
                 # Silent: no browser and no scraper (they speak first), so STOMP.
                 if not self._closing:
-                    self._start(_Peer(self._open_session(accepted), reader, writer))
+                    self._start(_Peer(self._open_session(accepted, writer), reader, writer))
                     return
                 data = b""
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
@@ -509,7 +523,7 @@ class Broker:
                     data += chunk
                 if not data.startswith(_HTTP_GET):
                     if data and not self._closing:
-                        session = self._open_session(accepted)
+                        session = self._open_session(accepted, writer)
                         self._start(_Peer(session, reader, writer, pending=data))
                         return
                 elif await self._answer_http(reader, writer, data, peername, accepted):
@@ -550,7 +564,7 @@ class Broker:
         request_line = data.split(b"\r\n", 1)[0].split(b" ")
         target = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
         if self.serves_metrics and target.partition("?")[0] == METRICS_PATH:
-            if not self._may_scrape(data.partition(b"\r\n\r\n")[0]):
+            if not await self._may_scrape(data.partition(b"\r\n\r\n")[0], writer):
                 log.info("STOMP broker: %s asked for %s: no valid credentials", peername, target)
                 scheme = "Basic" if self.core.users is not None else "Bearer"
                 challenge = (("WWW-Authenticate", f'{scheme} realm="stomp_proto broker"'),)
@@ -576,7 +590,7 @@ class Broker:
         writer.write(upgrade.to_send)
         if upgrade.channel is None or self._closing:
             return False
-        session = self._open_session(accepted, upgrade.versions)
+        session = self._open_session(accepted, writer, upgrade.versions)
         self._start(_Peer(session, reader, writer, upgrade.channel, b""))
         return True
 
@@ -731,6 +745,14 @@ class Broker:
             await close_writer(writer, CLOSE_TIMEOUT)
         else:
             await asyncio_drain_and_close(peer.reader, writer)
+
+
+def _host(writer: asyncio.StreamWriter) -> str | None:
+    """The client's host (without the port), for the failed-login throttle."""
+    peername = writer.get_extra_info("peername")
+    if isinstance(peername, tuple) and peername:
+        return str(peername[0])
+    return None
 
 
 def _address(peername: object) -> str:
