@@ -237,4 +237,6 @@ def test_at_the_descriptor_limit_the_log_stays_small_and_clients_are_served_late
     # One line at the first failure, then at most one per 10 s (LOG_INTERVAL).
     assert 1 <= reports <= 1 + elapsed / 10, err
     assert "accepting connections again" in err
-    assert len(err) < 5000, err[-2000:]
+    # Beside those, at most a line per connection (a CONNECT timeout, if the machine is
+    # slow enough): asyncio's server wrote a traceback per failed accept, thousands.
+    assert len(err.splitlines()) < DESCRIPTORS + 60, err[-2000:]

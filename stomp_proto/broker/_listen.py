@@ -39,7 +39,9 @@ async def listen(host: str, port: int) -> list[socket.socket]:
     With ``port`` 0, the first address gets a free port and the others the same one.
     """
     loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    # "" means every interface, as for asyncio's servers.
+    passive = socket.AI_PASSIVE
+    infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=passive)
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(infos):
