@@ -917,23 +917,14 @@ class BrokerCore:
         return self._throttle.ready_at(address, now)
 
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
-        if self._users is None:
-            pass
-        elif session._now is not None and self._login_ready_at(session) > session._now:
-            session._waiting_connect = event  # until the throttle lets it try
-            return
-        elif not self._login_ok(event.login, event.passcode):
-            if self._throttle is not None and session._address and session._now is not None:
-                self._throttle.failed(session._address, session._now)
-            self._refuse(
-                session,
-                None,
-                LOGIN_FAILED,
-                "the login or the passcode is wrong",
-                outbox,
-                "login_failed",
-            )
-            return
+        if self._users is not None:
+            if session._now is not None and self._login_ready_at(session) > session._now:
+                session._waiting_connect = event  # until the throttle lets its address try
+                return
+            if not self._login_ok(event.login, event.passcode):
+                self._count_failed_login(session)
+                self._refuse_login(session, outbox)
+                return
         login = event.login
         if login is not None and self._logins[login] >= self._max_connections_per_login:
             limit = self._max_connections_per_login
@@ -954,6 +945,16 @@ class BrokerCore:
         connected = Connected(heartbeat=ours, session=session.id, server=self._server_name)
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
+
+    def _count_failed_login(self, session: Session) -> None:
+        if self._throttle is not None and session._address and session._now is not None:
+            self._throttle.failed(session._address, session._now)
+
+    def _refuse_login(self, session: Session, outbox: Outbox) -> None:
+        self._refuse(
+            session, None, LOGIN_FAILED, "the login or the passcode is wrong", outbox,
+            "login_failed",
+        )  # fmt: skip
 
     def _login_ok(self, login: str | None, passcode: str | None) -> bool:
         assert self._users is not None
