@@ -240,3 +240,23 @@ def test_at_the_descriptor_limit_the_log_stays_small_and_clients_are_served_late
     # Beside those, at most a line per connection (a CONNECT timeout, if the machine is
     # slow enough): asyncio's server wrote a traceback per failed accept, thousands.
     assert len(err.splitlines()) < DESCRIPTORS + 60, err[-2000:]
+
+
+def test_over_tcp_an_idle_session_gets_its_error() -> None:
+    async def body() -> None:
+        async with Broker(idle_timeout=0.2, metrics=False) as broker:
+            reader, writer = await asyncio.open_connection(broker.host, broker.port)
+            conn = ClientConnection()
+            writer.write(conn.send(Connect(host="/", heartbeat=(0, 0))))
+            events = []
+            while not any(isinstance(event, Error) for event in events):
+                data = await asyncio.wait_for(reader.read(4096), 30)
+                conn.receive_data(data or None)
+                events.extend(conn)
+                assert data, events
+            assert isinstance(events[0], Connected)
+            error = next(event for event in events if isinstance(event, Error))
+            assert error.message == "idle timeout"
+            writer.close()
+
+    asyncio.run(body())
