@@ -862,7 +862,12 @@ class Message(FrameEvent):
 @_wire("RECEIPT", typed=("receipt-id",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
-    """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
+    """RECEIPT: the server processed the client frame that asked for ``receipt_id``.
+
+    What that promises is the server's: the embedded broker keeps messages in
+    memory only, so its RECEIPT for a SEND means "accepted into memory", lost
+    if the broker stops (see :ref:`broker-durability`).
+    """
 
     #: The ``receipt`` of the client frame this confirms.
     receipt_id: str

@@ -205,6 +205,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_broker_core",
         "test_broker_metrics",
         "test_broker_abuse",
+        "test_broker_connections",
+        "test_broker_access",
         "test_broker_server",
         "test_broker_vectors",
         "test_checker_clauses",
