@@ -43,6 +43,7 @@ from ._events import (
     Unsubscribe,
 )
 from ._frame import Frame, Version
+from ._header_map import HeaderMap
 from ._limits import Limits
 from ._public import present_as
 from ._state import ConnectionState
@@ -108,6 +109,7 @@ present_as(
     Event,
     FrameDecoder,
     FrameEncoder,
+    HeaderMap,
     LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
@@ -149,6 +151,7 @@ __all__ = [
     "FrameDecoder",
     "FrameEncoder",
     "FrameEvent",
+    "HeaderMap",
     "Headers",
     "HeartBeat",
     "HeartBeatLost",
