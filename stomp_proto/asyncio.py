@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Unpack
 
-from ._client._async import AsyncClient, AsyncSubscription, open_client
+from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
 from ._client._asyncio import AsyncioBackend
 from ._client._backoff import Backoff
 from ._client._errors import (
@@ -40,6 +40,7 @@ from ._public import present_as
 __all__ = [
     "AsyncClient",
     "AsyncSubscription",
+    "AsyncTransaction",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 # Shared with the trio adapter (which names them the same way); documented here.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction)
 
 
 @asynccontextmanager

@@ -25,7 +25,7 @@ from typing import Unpack
 
 import trio
 
-from ._client._async import AsyncClient, AsyncSubscription, open_client
+from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
 from ._client._backoff import Backoff
 from ._client._errors import (
     BrokerError,
@@ -43,6 +43,7 @@ from ._public import present_as
 __all__ = [
     "AsyncClient",
     "AsyncSubscription",
+    "AsyncTransaction",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 # The classes are the asyncio adapter's, and documented there.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction)
 
 
 @asynccontextmanager

@@ -192,6 +192,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_refusals",
         "test_threads_concurrency",
         "test_on_message",
+        "test_native_api",
         "test_threads_read_role",
         "test_tracing",
         "test_url",

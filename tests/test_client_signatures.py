@@ -17,10 +17,14 @@ import pytest
 import stomp_proto.asyncio
 import stomp_proto.threads
 import stomp_proto.trio
-from stomp_proto._client._async import AsyncClient, AsyncSubscription
-from stomp_proto.threads import Client, Subscription
+from stomp_proto._client._async import AsyncClient, AsyncSubscription, AsyncTransaction
+from stomp_proto.threads import Client, Subscription, Transaction
 
-PAIRS = [(Client, AsyncClient), (Subscription, AsyncSubscription)]
+PAIRS = [
+    (Client, AsyncClient),
+    (Subscription, AsyncSubscription),
+    (Transaction, AsyncTransaction),
+]
 
 
 def _public(cls: type) -> set[str]:

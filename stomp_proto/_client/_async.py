@@ -52,12 +52,13 @@ from ._errors import (
     reason,
 )
 from ._options import ConnectOptions, TracingHook
+from ._transaction import TransactionBase
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 log = logging.getLogger("stomp_proto.client")
 
-__all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
+__all__ = ["AsyncClient", "AsyncSubscription", "AsyncTransaction", "Backend"]
 
 #: Names the waits of writes that failed (see AsyncClient._why_send_failed).
 _write_failures = itertools.count()
@@ -274,6 +275,78 @@ class AsyncSubscription:
         self._active = False
         self._arrived.set()  # wakes waiting consumers
         self._room.set()  # and a reader waiting for room: its message is dropped
+
+
+class AsyncTransaction(TransactionBase):
+    """A transaction from ``await client.begin()``: what is sent, acknowledged or
+    rejected through it takes effect at :meth:`commit`, and not at all after
+    :meth:`abort`.  Ended once; a frame after that is a LocalProtocolError.
+    A transaction still open when its session is lost is gone (STOMP 1.2 §BEGIN).
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: AsyncClient, transaction: str) -> None:
+        super().__init__(transaction)
+        self._client = client
+
+    async def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """:meth:`AsyncClient.send` within the transaction; ``destination``, ``body``,
+        ``content_type``, ``headers``, ``receipt`` and ``content_length`` as there."""
+        await self._client.send(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=self._use(),
+            receipt=receipt,
+            content_length=content_length,
+        )
+
+    async def ack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`AsyncClient.ack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        await self._client.ack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    async def nack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`AsyncClient.nack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        await self._client.nack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    async def commit(self) -> None:
+        """COMMIT: what the transaction holds takes effect; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        await client._send(*client._core.commit_event(self._use("committed")))
+
+    async def abort(self) -> None:
+        """ABORT: what the transaction holds is dropped; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        await client._send(*client._core.abort_event(self._use("aborted")))
 
 
 class AsyncClient(ClientView):
@@ -947,6 +1020,14 @@ class AsyncClient(ClientView):
     ) -> None:
         with tracing.settling(message, nack, self.broker, self.version):
             await self._send(event, receipt_id, message)
+
+    async def begin(self) -> AsyncTransaction:
+        """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
+        :meth:`transaction` block does the same around a block)."""
+        self._core.take_refusal()
+        tx = self._core.next_id("tx")
+        await self._send(Begin(tx))
+        return AsyncTransaction(self, tx)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

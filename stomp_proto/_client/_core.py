@@ -25,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection, SendParts
 from .._events import (
+    Abort,
     Ack,
     AckMode,
     Commit,
@@ -595,6 +596,12 @@ class ClientCore(Generic[S]):
         """The COMMIT that ends a ``transaction()`` block; it always asks for a receipt."""
         receipt = self.next_id("receipt")
         return Commit(transaction, receipt=receipt), receipt
+
+    def abort_event(self, transaction: str) -> tuple[Abort, str]:
+        """The ABORT of a transaction object's ``abort()``; it asks for a receipt, so
+        that the call returns once the broker has dropped what the transaction held."""
+        receipt = self.next_id("receipt")
+        return Abort(transaction, receipt=receipt), receipt
 
     # -- the registry of subscriptions -------------------------------------------
 

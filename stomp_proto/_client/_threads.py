@@ -70,9 +70,18 @@ from ._errors import (
     reason,
 )
 from ._options import ConnectOptions
+from ._transaction import TransactionBase
 from ._view import ClientView
 
-__all__ = ["DISPATCH_THREAD", "IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
+__all__ = [
+    "DISPATCH_THREAD",
+    "IDLE_READ",
+    "READER_THREAD",
+    "Client",
+    "Subscription",
+    "Transaction",
+    "open_client",
+]
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -303,6 +312,78 @@ class Subscription:
                 if not client._overflowing:
                     client._hand_on()
             self._arrived.notify_all()
+
+
+class Transaction(TransactionBase):
+    """A transaction from ``client.begin()``: what is sent, acknowledged or rejected
+    through it takes effect at :meth:`commit`, and not at all after :meth:`abort`.
+    Ended once; a frame after that is a LocalProtocolError.  A transaction still
+    open when its session is lost is gone (STOMP 1.2 §BEGIN).
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client, transaction: str) -> None:
+        super().__init__(transaction)
+        self._client = client
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """:meth:`Client.send` within the transaction; ``destination``, ``body``,
+        ``content_type``, ``headers``, ``receipt`` and ``content_length`` as there."""
+        self._client.send(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=self._use(),
+            receipt=receipt,
+            content_length=content_length,
+        )
+
+    def ack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`Client.ack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        self._client.ack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    def nack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`Client.nack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        self._client.nack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    def commit(self) -> None:
+        """COMMIT: what the transaction holds takes effect; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        client._send(*client._core.commit_event(self._use("committed")))
+
+    def abort(self) -> None:
+        """ABORT: what the transaction holds is dropped; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        client._send(*client._core.abort_event(self._use("aborted")))
 
 
 class Client(ClientView):
@@ -1137,6 +1218,14 @@ class Client(ClientView):
             return
         with tracing.settling(message, nack, self.broker, self.version):
             self._send(event, receipt_id, message, hold=hold)
+
+    def begin(self) -> Transaction:
+        """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
+        :meth:`transaction` block does the same around a block)."""
+        self._core.take_refusal()
+        tx = self._core.next_id("tx")
+        self._send(Begin(tx))
+        return Transaction(self, tx)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:
