@@ -183,6 +183,9 @@ class _Connection:
     _sends: Transitions
     _receives: Transitions
     _peer_role: str
+    #: Whether an UNSUBSCRIBE with headers of its own may name a subscription that
+    #: is not open (see _check_unsubscribe): a client's may.
+    _removes_durable: bool = False
     #: The accelerated build's ``next_event`` for an open session (a method), or None.
     _fast_receive: Callable[[], Event | None] | None = None
     #: The accelerated build's ``send`` of a plain SEND (a method), or None.
@@ -600,7 +603,13 @@ class _Connection:
             )
 
     def _check_unsubscribe(self, event: Unsubscribe) -> None:
-        if event.key not in self._subscriptions:
+        # 1.2 §UNSUBSCRIBE: the id names an existing subscription.  A durable one
+        # exists at the broker after the connection's has ended, and brokers
+        # remove it by an UNSUBSCRIBE naming it in a header of theirs (ActiveMQ's
+        # activemq.subscriptionName, after its consumer has gone): a client's with
+        # headers of its own is let through.  A server still refuses it: it has
+        # no such subscription.
+        if event.key not in self._subscriptions and not (event.headers and self._removes_durable):
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
 
     def _check_ack(self, event: Ack | Nack) -> None:
@@ -615,8 +624,8 @@ class _Connection:
     def _book_unsubscribe(self, event: Unsubscribe, next_state: ConnectionState) -> ConnectionState:
         key = event.key
         assert key is not None
-        del self._subscriptions[key]
-        self._pending.forget(key)
+        if self._subscriptions.pop(key, None) is not None:
+            self._pending.forget(key)
         return next_state
 
     def _book_ack(self, event: Ack | Nack, next_state: ConnectionState) -> ConnectionState:
@@ -721,6 +730,7 @@ class ClientConnection(_Connection):
 
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
+    _removes_durable = True
     _peer_role = "server"
     if _native is not None:
         _fast_receive = _native.client_next_event

@@ -168,7 +168,23 @@ class AsyncSubscription:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._client._unsubscribe(self)
+        await self.unsubscribe()
+
+    async def unsubscribe(
+        self,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE now, before the ``async with`` block ends (which then does
+        nothing more): the messages buffered still come, then the end.
+
+        :param headers: more headers, sent as given: ActiveMQ's
+            ``activemq.subscriptionName`` removes a durable subscription (see
+            :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        await self._client._unsubscribe(self, headers, receipt)
         if self._dispatcher is not None:
             await self._dispatcher.join()  # it ends after the messages buffered
 
@@ -935,12 +951,46 @@ class AsyncClient(ClientView):
             raise
         self._core.subscribe_done(subscription, ok=True)
 
-    async def _unsubscribe(self, subscription: AsyncSubscription) -> None:
-        unsubscribe = self._core.unsubscribing(subscription)
-        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
-            with suppress(ClientError, ProtocolError, OSError):
-                await self._send(unsubscribe)
-        subscription._end(None)
+    async def unsubscribe(
+        self,
+        id: str,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE the subscription ``id``: one of this client's open
+        subscriptions (as its :meth:`AsyncSubscription.unsubscribe`) or, with
+        ``headers``, a durable one that outlives its subscription at the broker.
+
+        :param id: the subscription's id (``subscribe(..., id=...)``).
+        :param headers: more headers, sent as given: ActiveMQ removes a durable
+            subscription, once its consumer is gone, by an UNSUBSCRIBE with
+            ``activemq.subscriptionName`` (see :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        subscription = self._core.subscriptions.get(id)
+        if subscription is not None:
+            await subscription.unsubscribe(headers=headers, receipt=receipt)
+            return
+        self._core.take_refusal()
+        await self._send(*self._core.removal_event(id, headers, receipt))
+
+    async def _unsubscribe(
+        self,
+        subscription: AsyncSubscription,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        receipt: bool,
+    ) -> None:
+        unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
+        try:
+            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+                if unsubscribe.receipt is not None:  # asked for: what fails is raised
+                    await self._send(unsubscribe, unsubscribe.receipt)
+                    return
+                with suppress(ClientError, ProtocolError, OSError):
+                    await self._send(unsubscribe)
+        finally:
+            subscription._end(None)
 
     async def ack(
         self,

@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection, SendParts
+from .._errors import LocalProtocolError
 from .._events import (
     Abort,
     Ack,
@@ -44,6 +45,7 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
+from .._protocol_errors import ErrorKind
 from ._backoff import Backoff
 from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
@@ -624,8 +626,15 @@ class ClientCore(Generic[S]):
         else:
             self.subscriptions.pop(handle._event.key, None)
 
-    def unsubscribing(self, handle: S) -> Unsubscribe | None:
-        """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it."""
+    def unsubscribing(
+        self,
+        handle: S,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> Unsubscribe | None:
+        """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it, with
+        ``headers`` (ActiveMQ's ``activemq.subscriptionName`` ends a durable
+        subscription) and, with ``receipt``, a receipt id."""
         key = handle._event.key
         self.subscriptions.pop(key, None)
         if not handle._active:
@@ -635,7 +644,31 @@ class ClientCore(Generic[S]):
         self._left[key] = handle
         if len(self._left) > LEFT_REMEMBERED:
             del self._left[next(iter(self._left))]
-        return Unsubscribe(id=handle._event.id)
+        return Unsubscribe(
+            id=handle._event.id,
+            receipt=self._receipt(receipt),
+            headers=_header_pairs(headers) if headers else (),
+        )
+
+    def removal_event(
+        self,
+        subscription_id: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        receipt: bool,
+    ) -> tuple[Unsubscribe, str | None]:
+        """The UNSUBSCRIBE of ``client.unsubscribe(id)`` for an id with no open
+        subscription: the removal of a durable subscription by ``headers`` (its
+        receipt id, if one is wanted)."""
+        check_bool("unsubscribe() receipt", receipt)
+        if not headers:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"no subscription {subscription_id!r} is open; to remove a durable one, "
+                "give the headers that name it (ActiveMQ: activemq.subscriptionName)",
+            )
+        receipt_id = self._receipt(receipt)
+        event = Unsubscribe(id=subscription_id, receipt=receipt_id, headers=_header_pairs(headers))
+        return event, receipt_id
 
     def target(self, message: Message) -> tuple[S | None, str | None]:
         """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.

@@ -207,6 +207,8 @@ class Subscription:
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
         self._tracing = client._options.tracing
+        #: The thread that calls ``on_message`` (while the subscription is open).
+        self._dispatcher: threading.Thread | None = None
 
     @property
     def id(self) -> str:
@@ -291,6 +293,25 @@ class Subscription:
     def __iter__(self) -> Iterator[Message]:
         while (message := self.get()) is not None:
             yield message
+
+    def unsubscribe(
+        self,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE now, before the ``with`` block ends (which then does nothing
+        more): the messages buffered still come, then the end.
+
+        :param headers: more headers, sent as given: ActiveMQ's
+            ``activemq.subscriptionName`` removes a durable subscription (see
+            :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        self._client._unsubscribe(self, headers, receipt)
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher is not threading.current_thread():
+            dispatcher.join()
 
     def _needs_data(self) -> bool:
         return self._takers > 0 and not self._messages and not self._ended
@@ -1127,21 +1148,18 @@ class Client(ClientView):
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
-        dispatcher = None
         if on_message is not None:
-            dispatcher = threading.Thread(
+            subscription._dispatcher = threading.Thread(
                 target=_dispatch,
                 args=(subscription, on_message),
                 name=DISPATCH_THREAD,
                 daemon=True,
             )
-            dispatcher.start()
+            subscription._dispatcher.start()
         try:
             yield subscription
         finally:
-            self._unsubscribe(subscription)
-            if dispatcher is not None and dispatcher is not threading.current_thread():
-                dispatcher.join()
+            subscription.unsubscribe()
 
     def _subscribe(self, subscription: Subscription) -> None:
         self._core.take_refusal()
@@ -1153,12 +1171,46 @@ class Client(ClientView):
             raise
         self._core.subscribe_done(subscription, ok=True)
 
-    def _unsubscribe(self, subscription: Subscription) -> None:
-        unsubscribe = self._core.unsubscribing(subscription)
-        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
-            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                self._send(unsubscribe)
-        subscription._end(None)
+    def unsubscribe(
+        self,
+        id: str,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE the subscription ``id``: one of this client's open
+        subscriptions (as its :meth:`Subscription.unsubscribe`) or, with
+        ``headers``, a durable one that outlives its subscription at the broker.
+
+        :param id: the subscription's id (``subscribe(..., id=...)``).
+        :param headers: more headers, sent as given: ActiveMQ removes a durable
+            subscription, once its consumer is gone, by an UNSUBSCRIBE with
+            ``activemq.subscriptionName`` (see :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        subscription = self._core.subscriptions.get(id)
+        if subscription is not None:
+            subscription.unsubscribe(headers=headers, receipt=receipt)
+            return
+        self._core.take_refusal()
+        self._send(*self._core.removal_event(id, headers, receipt))
+
+    def _unsubscribe(
+        self,
+        subscription: Subscription,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
+        try:
+            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+                if unsubscribe.receipt is not None:  # asked for: what fails is raised
+                    self._send(unsubscribe, unsubscribe.receipt)
+                    return
+                with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                    self._send(unsubscribe)
+        finally:
+            subscription._end(None)
 
     def ack(
         self,
