@@ -9,6 +9,7 @@ body can check all three the same way.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -100,3 +101,60 @@ def test_begin_commit_and_abort_threads(broker: BrokerThread) -> None:
         settle.ack(message)
         settle.commit()
         assert "committed" in repr(settle)
+
+
+# -- the frame trace at DEBUG -------------------------------------------------------
+
+SECRET = "s3cret-passcode"
+TOKEN = "Bearer t0ken-value"
+
+
+def _exchange_threads(port: int) -> None:
+    with (
+        stomp_proto.threads.connect(
+            HOST, port, login="guest", passcode=SECRET, headers={"Authorization": TOKEN}
+        ) as client,
+        client.subscribe("/queue/traced", ack="client-individual") as subscription,
+    ):
+        client.send("/queue/traced", "x" * 1000, receipt=True)
+        message = subscription.get(timeout=20)
+        assert message is not None
+        client.ack(message)
+
+
+async def _exchange_async(module: Any, port: int) -> None:
+    async with (
+        module.connect(
+            HOST, port, login="guest", passcode=SECRET, headers={"Authorization": TOKEN}
+        ) as client,
+        client.subscribe("/queue/traced", ack="client-individual") as subscription,
+    ):
+        await client.send("/queue/traced", "x" * 1000, receipt=True)
+        message = await subscription.get(timeout=20)
+        assert message is not None
+        await client.ack(message)
+
+
+@pytest.mark.parametrize("adapter", ["threads", *ASYNC])
+def test_every_frame_is_logged_at_debug_with_secrets_masked(
+    broker: BrokerThread, adapter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="stomp_proto.client.frames")
+    if adapter == "threads":
+        _exchange_threads(broker.port)
+    else:
+        run_async(adapter, lambda module: _exchange_async(module, broker.port))
+    lines = [r.getMessage() for r in caplog.records if r.name == "stomp_proto.client.frames"]
+    commands = [line.split()[2] for line in lines]
+    outgoing = {line.split()[2] for line in lines if line.startswith(">>>")}
+    incoming = {line.split()[2] for line in lines if line.startswith("<<<")}
+    assert {"CONNECT", "SUBSCRIBE", "SEND", "ACK", "UNSUBSCRIBE", "DISCONNECT"} <= outgoing
+    assert {"CONNECTED", "RECEIPT", "MESSAGE"} <= incoming
+    assert commands[0] == "CONNECT" and commands[1] == "CONNECTED"
+    text = "\n".join(lines)
+    assert SECRET not in text and TOKEN not in text and "t0ken" not in text
+    assert "passcode:******" in text and "Authorization:******" in text
+    assert "login:guest" in text
+    send = next(line for line in lines if " SEND " in line)
+    assert "destination:/queue/traced" in send and "(1000 bytes)" in send
+    assert "x" * 101 not in send  # the body is cut short

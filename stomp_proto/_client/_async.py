@@ -428,7 +428,7 @@ class AsyncClient(ClientView):
             versions = accepted_versions(stream.subprotocol, versions)
         if isinstance(stream, WritingStream):
             session.write = stream.write
-        await stream.send(conn.send(options.connect_event(versions)))
+        await stream.send(self._core.encode(conn, options.connect_event(versions)))
         session.reader = self._backend.spawn(lambda: self._read_loop(session))
         await session.connected.wait()  # the reader's error if it ended first
         # No await between CONNECTED and this: the session becomes the client's,
@@ -439,7 +439,7 @@ class AsyncClient(ClientView):
             raise session.error  # it ended in the same read as CONNECTED
         async with self._write_lock:
             for subscribe in self._core.restore_subscriptions():
-                await stream.send(conn.send(subscribe))
+                await stream.send(self._core.encode(conn, subscribe))
         if session.error is not None:
             raise session.error  # _lost() left it to this attempt
 

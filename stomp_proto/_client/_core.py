@@ -51,6 +51,8 @@ from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
+from ._trace import frame_in, frame_out
+from ._trace import log as frame_log
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -302,6 +304,10 @@ def _new_send(
 
 _new_object = object.__new__
 
+#: Whether the frame trace is on (``stomp_proto.client.frames`` at DEBUG).
+_tracing_frames = frame_log.isEnabledFor
+_DEBUG = logging.DEBUG
+
 
 def _header_pairs(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -363,6 +369,8 @@ class ClientCore(Generic[S]):
         self._strangers: set[str] = set()
         #: The ``server`` header of the current session's CONNECTED (None before it).
         self.server: str | None = None
+        #: Whether each frame is logged (:mod:`._trace`); asked again in :meth:`route`.
+        self.trace_frames = _tracing_frames(_DEBUG)
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -382,6 +390,7 @@ class ClientCore(Generic[S]):
         self.refused = False
         self._unvouched = False
         self.server = None
+        self.trace_frames = _tracing_frames(_DEBUG)
         return self.conn
 
     # -- ids and events --------------------------------------------------------
@@ -524,6 +533,8 @@ class ClientCore(Generic[S]):
         parts=True)``) are made into bytes natively where that can be done, and
         otherwise made the Send they stand for and sent as such.
         """
+        if self.trace_frames:
+            self._trace_out(event)
         if isinstance(event, tuple):  # (events are not tuples)
             send = conn._fast_send_parts
             data = None if send is None else send(event)
@@ -551,6 +562,24 @@ class ClientCore(Generic[S]):
         data = conn.send(event)
         self.written(event)  # before the write: its answer may come during it
         return data
+
+    def encode(self, conn: ClientConnection, event: FrameEvent) -> bytes:
+        """``conn.send(event)``, traced: for the frames an adapter writes itself (the
+        CONNECT, the SUBSCRIBEs that restore a session)."""
+        if self.trace_frames:
+            self._trace_out(event)
+        return conn.send(event)
+
+    def _trace_out(self, event: FrameEvent | PlainSettle | SendParts) -> None:
+        """Log the frame ``event`` stands for (see :mod:`._trace`)."""
+        if isinstance(event, tuple):
+            destination, body, content_type, transaction, headers, content_length = event
+            event = _new_send(
+                destination, body, content_type, transaction, None, headers, content_length
+            )
+        elif isinstance(event, PlainSettle):
+            event = (Nack if event.nack else Ack).of(event.message)
+        frame_out(event, self.conn.version, self.brokers.current)
 
     @staticmethod
     def may_hold(receipt: str | None, buffered: int, wide_window: bool) -> bool:
@@ -684,6 +713,8 @@ class ClientCore(Generic[S]):
         # Every message read passes here once, in every adapter (the asyncio and
         # trio readers hand a MESSAGE over without routing it).
         self.stats.received += 1
+        if self.trace_frames:
+            frame_in(message, self.conn.version, self.brokers.current)
         handle = self.subscriptions.get(message.key)
         if handle is None:
             left = self._left.get(message.key)
@@ -791,6 +822,11 @@ class ClientCore(Generic[S]):
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if type(event) is Message:
             return event
+        # Asked here, not per frame (a MESSAGE skips this): turned on or off, the
+        # trace follows at the next other event read - a heart-beat, a receipt.
+        self.trace_frames = trace = _tracing_frames(_DEBUG)
+        if trace and isinstance(event, FrameEvent):
+            frame_in(event, self.conn.version, self.brokers.current)
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it
             restored = self._restoring.pop(event.receipt_id, None)

@@ -506,7 +506,7 @@ class Client(ClientView):
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
-                data = conn.send(self._options.connect_event(versions))
+                data = self._core.encode(conn, self._options.connect_event(versions))
             stream.send(data)
         except BaseException:
             stream.close()
@@ -525,7 +525,7 @@ class Client(ClientView):
         with self._write_lock:
             for subscribe in self._core.restore_subscriptions():
                 with self._state_lock:
-                    data = conn.send(subscribe)
+                    data = self._core.encode(conn, subscribe)
                 stream.send(data)
         self._session_connected = True
         self._connect_deadline = None
