@@ -22,7 +22,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Unpack
 
-from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
+from ._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+    open_client,
+)
 from ._client._asyncio import AsyncioBackend
 from ._client._backoff import Backoff
 from ._client._errors import (
@@ -41,6 +47,7 @@ __all__ = [
     "AsyncClient",
     "AsyncSubscription",
     "AsyncTransaction",
+    "AsyncUnsolicited",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -54,7 +61,9 @@ __all__ = [
 ]
 
 # Shared with the trio adapter (which names them the same way); documented here.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction)
+present_as(
+    "stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction, AsyncUnsolicited
+)
 
 
 @asynccontextmanager

@@ -35,7 +35,7 @@ from ._client._lifecycle import ClientState, ClientStats
 from ._client._options import ClientOptions, ConnectOptions
 from ._client._threads import DISPATCH_THREAD as DISPATCH_THREAD  # on_message's threads
 from ._client._threads import READER_THREAD as READER_THREAD  # the background thread's name
-from ._client._threads import Client, Subscription, Transaction, open_client
+from ._client._threads import Client, Subscription, Transaction, Unsolicited, open_client
 from ._public import present_as
 
 __all__ = [
@@ -50,10 +50,11 @@ __all__ = [
     "ReconnectExhausted",
     "Subscription",
     "Transaction",
+    "Unsolicited",
     "connect",
 ]
 
-present_as("stomp_proto.threads", Client, Subscription, Transaction)
+present_as("stomp_proto.threads", Client, Subscription, Transaction, Unsolicited)
 
 
 def connect(

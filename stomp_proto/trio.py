@@ -25,7 +25,13 @@ from typing import Unpack
 
 import trio
 
-from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
+from ._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+    open_client,
+)
 from ._client._backoff import Backoff
 from ._client._errors import (
     BrokerError,
@@ -44,6 +50,7 @@ __all__ = [
     "AsyncClient",
     "AsyncSubscription",
     "AsyncTransaction",
+    "AsyncUnsolicited",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -57,7 +64,9 @@ __all__ = [
 ]
 
 # The classes are the asyncio adapter's, and documented there.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction)
+present_as(
+    "stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction, AsyncUnsolicited
+)
 
 
 @asynccontextmanager

@@ -235,6 +235,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_client_mistakes",
         "test_interop_brokers",
         "test_durable_subscriptions",
+        "test_request_reply",
         "test_interop_websocket",
         "test_stompjs_interop",
         "test_stomppy_interop",

@@ -17,13 +17,19 @@ import pytest
 import stomp_proto.asyncio
 import stomp_proto.threads
 import stomp_proto.trio
-from stomp_proto._client._async import AsyncClient, AsyncSubscription, AsyncTransaction
-from stomp_proto.threads import Client, Subscription, Transaction
+from stomp_proto._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+)
+from stomp_proto.threads import Client, Subscription, Transaction, Unsolicited
 
 PAIRS = [
     (Client, AsyncClient),
     (Subscription, AsyncSubscription),
     (Transaction, AsyncTransaction),
+    (Unsolicited, AsyncUnsolicited),
 ]
 
 

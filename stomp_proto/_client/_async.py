@@ -50,15 +50,23 @@ from ._errors import (
     connect_timed_out,
     message_timed_out,
     reason,
+    timed_out,
 )
 from ._options import ConnectOptions, TracingHook
 from ._transaction import TransactionBase
+from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 log = logging.getLogger("stomp_proto.client")
 
-__all__ = ["AsyncClient", "AsyncSubscription", "AsyncTransaction", "Backend"]
+__all__ = [
+    "AsyncClient",
+    "AsyncSubscription",
+    "AsyncTransaction",
+    "AsyncUnsolicited",
+    "Backend",
+]
 
 #: Names the waits of writes that failed (see AsyncClient._why_send_failed).
 _write_failures = itertools.count()
@@ -293,6 +301,37 @@ class AsyncSubscription:
         self._room.set()  # and a reader waiting for room: its message is dropped
 
 
+class AsyncUnsolicited(UnsolicitedBase):
+    """``client.unsolicited`` of the asyncio and trio clients: the messages for
+    subscriptions the client did not make, oldest first, at most
+    ``max_pending_messages`` (past that the oldest is dropped, and counted in
+    :attr:`dropped`)."""
+
+    __slots__ = ("_arrived", "_backend")
+
+    def __init__(self, backend: Backend, limit: int) -> None:
+        super().__init__(limit)
+        self._backend = backend
+        self._arrived = backend.flag()
+
+    def _wake(self) -> None:
+        self._arrived.set()
+
+    async def get(self, timeout: float | None = None) -> Message | None:
+        """The oldest message, waiting for one; ``None`` once the client has ended
+        and none is left.  TimeoutError after ``timeout`` seconds (``None``: wait
+        as long as it takes)."""
+        if not self._messages and not self._ended:
+            try:
+                async with self._backend.timeout(timeout):
+                    while not self._messages and not self._ended:
+                        self._arrived.clear()
+                        await self._arrived.wait()
+            except TimeoutError:
+                raise timed_out("the wait for an unsolicited message", timeout) from None
+        return self.get_nowait()
+
+
 class AsyncTransaction(TransactionBase):
     """A transaction from ``await client.begin()``: what is sent, acknowledged or
     rejected through it takes effect at :meth:`commit`, and not at all after
@@ -384,11 +423,13 @@ class AsyncClient(ClientView):
         self._ready = backend.flag()
         self._closing = False
         self._reconnecting = False
-        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
-        #: /temp-queue/ replies): ``await client.unsolicited.get()``, or
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`AsyncUnsolicited`): ``await client.unsolicited.get()``, or
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
-        #: ``max_pending_messages``; the oldest are dropped when it is full.
-        self.unsolicited = backend.queue(options.max_pending_messages)
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = AsyncUnsolicited(backend, options.max_pending_messages)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -543,15 +584,19 @@ class AsyncClient(ClientView):
         the broker delivers it again.
         """
         subscription, receipt = self._core.target(message)
-        if subscription is None:
-            if not self.unsolicited.put_nowait(message):
-                self.unsolicited.get_nowait()
-                self.unsolicited.put_nowait(message)
-            return None
         if receipt is not None:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
+        if subscription is None:
+            # A reply goes to its request; anything else no subscription takes is kept.
+            key = self._core.reply_key(message)
+            waiter = None if key is None else self._waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(message)
+            else:
+                self.unsolicited._put(message)
+            return None
         if subscription._ended or subscription._put_nowait(message):
             return None
         return subscription
@@ -676,6 +721,7 @@ class AsyncClient(ClientView):
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self.unsolicited._end()
         self._ready.set()
 
     # -- writing -----------------------------------------------------------------
@@ -1070,6 +1116,58 @@ class AsyncClient(ClientView):
     ) -> None:
         with tracing.settling(message, nack, self.broker, self.version):
             await self._send(event, receipt_id, message)
+
+    async def request(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        timeout: float | None = None,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> Message:
+        """Send a request and return its reply: request/reply over a temporary queue.
+
+        The SEND carries ``reply-to`` (a ``/temp-queue/`` destination of this
+        client's) and a ``correlation-id`` of its own; the replier sends its reply
+        to the ``reply-to`` it got, with the same ``correlation-id`` (see
+        :ref:`request-reply`).  On RabbitMQ the broker makes the temporary queue;
+        elsewhere the client subscribes to it once, at the first request.
+        Replies go to their requests, never to :attr:`unsolicited` (unless they
+        come too late) and never with a warning.
+
+        :param destination: where the request goes (the replier's queue).
+        :param body: the request, as for :meth:`send`.
+        :param timeout: seconds to wait for the reply; ``None``: the client's
+            ``timeout``.  TimeoutError after that.
+        :param content_type: the ``content-type`` header, as for :meth:`send`.
+        :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
+            ``correlation-id``: the request sets those).
+        """
+        if not self._ready.is_set():
+            await self._wait_ready()  # the broker's name decides where replies go
+        reply_to, subscribe = self._core.reply_destination()
+        if subscribe is not None:
+            try:
+                await self._subscribe(AsyncSubscription(self, subscribe))
+            except BaseException:
+                self._core.reply_failed(subscribe)
+                raise
+        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        waiter = self._expect(key)
+        seconds = self._options.timeout if timeout is None else timeout
+        try:
+            await self.send(destination, body, content_type=content_type, headers=pairs)
+            try:
+                async with self._backend.timeout(seconds):
+                    reply = await waiter.wait()
+            except TimeoutError:
+                raise timed_out(f"the reply to a request to {destination}", seconds) from None
+        finally:
+            self._waiters.pop(key, None)
+            self._core.request_ended(correlation)
+        assert isinstance(reply, Message)
+        return reply
 
     async def begin(self) -> AsyncTransaction:
         """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the

@@ -68,9 +68,11 @@ from ._errors import (
     connect_timed_out,
     message_timed_out,
     reason,
+    timed_out,
 )
 from ._options import ConnectOptions
 from ._transaction import TransactionBase
+from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
 
 __all__ = [
@@ -80,6 +82,7 @@ __all__ = [
     "Client",
     "Subscription",
     "Transaction",
+    "Unsolicited",
     "open_client",
 ]
 
@@ -335,6 +338,32 @@ class Subscription:
             self._arrived.notify_all()
 
 
+class Unsolicited(UnsolicitedBase):
+    """``client.unsolicited`` of the threads client: the messages for subscriptions
+    the client did not make, oldest first, at most ``max_pending_messages`` (past
+    that the oldest is dropped, and counted in :attr:`dropped`).  Any thread may
+    take from it."""
+
+    __slots__ = ("_arrived",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._arrived = threading.Condition()
+
+    def _wake(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def get(self, timeout: float | None = None) -> Message | None:
+        """The oldest message, waiting for one; ``None`` once the client has ended
+        and none is left.  TimeoutError after ``timeout`` seconds (``None``: wait
+        as long as it takes)."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: self._messages or self._ended, timeout):
+                raise timed_out("the wait for an unsolicited message", timeout)
+            return self.get_nowait()
+
+
 class Transaction(TransactionBase):
     """A transaction from ``client.begin()``: what is sent, acknowledged or rejected
     through it takes effect at :meth:`commit`, and not at all after :meth:`abort`.
@@ -437,9 +466,13 @@ class Client(ClientView):
         self._stopping = threading.Event()
         self._closed = False
         self._connected_once = False
-        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
-        #: /temp-queue/ replies); the oldest are dropped when it is full.
-        self.unsolicited: deque[Message] = deque(maxlen=options.max_pending_messages)
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
+        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = Unsolicited(options.max_pending_messages)
         # -- the read role, the buffers and every wait: under the hub lock --------
         self._hub: threading.Lock = threading.Lock()
         #: Where the background thread waits while it does not read.
@@ -735,13 +768,19 @@ class Client(ClientView):
         with self._hub:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
-                if subscription is None:
-                    self.unsolicited.append(message)
-                    continue
                 if receipt is not None:
                     waiter = self._waiters.pop(receipt, None)
                     if waiter is not None:
                         waiter._settle(message, None)
+                if subscription is None:
+                    # A reply goes to its request; anything else no subscription takes is kept.
+                    key = self._core.reply_key(message)
+                    waiter = None if key is None else self._waiters.pop(key, None)
+                    if waiter is not None:
+                        waiter._settle(message, None)
+                    else:
+                        self.unsolicited._put(message)
+                    continue
                 if subscription._ended:
                     continue  # nobody takes it: dropped
                 overflow = subscription._overflow
@@ -945,6 +984,7 @@ class Client(ClientView):
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self.unsolicited._end()
         self._ready.set()
 
     # -- writing (any thread) -------------------------------------------------------
@@ -1270,6 +1310,57 @@ class Client(ClientView):
             return
         with tracing.settling(message, nack, self.broker, self.version):
             self._send(event, receipt_id, message, hold=hold)
+
+    def request(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        timeout: float | None = None,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> Message:
+        """Send a request and return its reply: request/reply over a temporary queue.
+
+        The SEND carries ``reply-to`` (a ``/temp-queue/`` destination of this
+        client's) and a ``correlation-id`` of its own; the replier sends its reply
+        to the ``reply-to`` it got, with the same ``correlation-id`` (see
+        :ref:`request-reply`).  On RabbitMQ the broker makes the temporary queue;
+        elsewhere the client subscribes to it once, at the first request.
+        Replies go to their requests, never to :attr:`unsolicited` (unless they
+        come too late) and never with a warning.
+
+        :param destination: where the request goes (the replier's queue).
+        :param body: the request, as for :meth:`send`.
+        :param timeout: seconds to wait for the reply; ``None``: the client's
+            ``timeout``.  TimeoutError after that.
+        :param content_type: the ``content-type`` header, as for :meth:`send`.
+        :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
+            ``correlation-id``: the request sets those).
+        """
+        if not self._ready.is_set() or self._closed or self._core.error is not None:
+            self._wait_ready()  # the broker's name decides where replies go
+        reply_to, subscribe = self._core.reply_destination()
+        if subscribe is not None:
+            try:
+                self._subscribe(Subscription(self, subscribe))
+            except BaseException:
+                self._core.reply_failed(subscribe)
+                raise
+        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        waiter = self._expect(key)
+        seconds = self._options.timeout if timeout is None else timeout
+        try:
+            self.send(destination, body, content_type=content_type, headers=pairs)
+            try:
+                reply = waiter.wait(seconds)
+            except TimeoutError:
+                raise timed_out(f"the reply to a request to {destination}", seconds) from None
+        finally:
+            self._waiters.pop(key, None)
+            self._core.request_ended(correlation)
+        assert isinstance(reply, Message)
+        return reply
 
     def begin(self) -> Transaction:
         """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
