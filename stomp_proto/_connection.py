@@ -82,10 +82,21 @@ __all__ = ["ClientConnection", "ServerConnection"]
 SendParts = tuple[str, bytes, str | None, str | None, tuple[tuple[str, str], ...], bool]
 
 
-#: Default allowance on the peer's heart-beat interval before it counts as gone.
-#: 2.5: ActiveMQ sends its beats up to twice the interval apart (measured), and
-#: RabbitMQ itself allows three intervals of silence.
+#: A server's default allowance on its client's heart-beat interval before the
+#: client counts as gone, and a client's with a broker whose beats come late
+#: (:data:`LATE_BEATERS`).  2.5: ActiveMQ sends its beats up to twice the interval
+#: apart (measured: its write check skips a beat after any frame), and RabbitMQ
+#: itself allows three intervals of silence.
 DEFAULT_TOLERANCE = 2.5
+#: A client's default allowance on its broker's interval: 1.25, so that a broker
+#: gone silent is noticed within 1.5 intervals (see :mod:`._heartbeat`), while
+#: one that beats every interval, as 1.2 §Heart-beating asks, has a quarter
+#: interval of margin (the spec's SHOULD).  RabbitMQ beats twice per interval.
+CLIENT_TOLERANCE = 1.25
+#: The start of the CONNECTED ``server`` header of brokers whose beats come up to
+#: twice the interval apart: a client whose tolerance was not given allows them
+#: :data:`DEFAULT_TOLERANCE`.
+LATE_BEATERS = ("ActiveMQ/",)
 
 
 class _PendingAcks:
@@ -245,6 +256,13 @@ class _Connection:
     def version(self) -> Version | None:
         """The negotiated protocol version; ``None`` before the handshake."""
         return self._version
+
+    @property
+    def heartbeat_tolerance(self) -> float:
+        """How many of the peer's heart-beat intervals may pass in silence before
+        the session ends (what was given, or the default, which for a client
+        follows the server: see :class:`ClientConnection`)."""
+        return self._tolerance
 
     @property
     def heartbeat(self) -> tuple[int, int] | None:
@@ -725,7 +743,10 @@ class ClientConnection(_Connection):
         :class:`Limits` ``()``, the generous defaults.
     :param heartbeat_tolerance: how many of the server's heart-beat intervals
         may pass in silence before the session ends with a
-        :class:`HeartBeatTimeout` (2.5; at least 1.0).
+        :class:`HeartBeatTimeout` (at least 1.0).  By default 1.25 - a silent
+        server is noticed within 1.5 of its intervals - and 2.5 with a server
+        whose CONNECTED says it is ActiveMQ, which beats up to two intervals
+        apart.
     """
 
     _sends = CLIENT_SENDS
@@ -745,9 +766,17 @@ class ClientConnection(_Connection):
         *,
         strict: bool = True,
         limits: Limits | None = None,
-        heartbeat_tolerance: float = DEFAULT_TOLERANCE,
+        heartbeat_tolerance: float | None = None,
     ) -> None:
-        super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
+        super().__init__(
+            strict=strict,
+            limits=limits,
+            heartbeat_tolerance=CLIENT_TOLERANCE
+            if heartbeat_tolerance is None
+            else heartbeat_tolerance,
+        )
+        #: Whether the tolerance is the default (it then follows the server: LATE_BEATERS).
+        self._tolerance_default = heartbeat_tolerance is None
         self._connect: Connect | None = None
         self._receipts: dict[str, FrameEvent] = {}
 
@@ -873,6 +902,8 @@ class ClientConnection(_Connection):
         if isinstance(event, Connected):
             assert self._connect is not None and event.version is not None
             self._agree(event.version)
+            if self._tolerance_default and (event.server or "").startswith(LATE_BEATERS):
+                self._tolerance = DEFAULT_TOLERANCE
             self._start_heartbeats(self._connect.heartbeat, event.heartbeat)
         elif isinstance(event, Message) and not event.unknown_subscription:
             key = event.key

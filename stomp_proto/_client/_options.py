@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
-from .._connection import DEFAULT_TOLERANCE
 from .._events import Connect, Message, Send
 from .._frame import VERSIONS, Version
 from .._limits import Limits
@@ -139,8 +138,9 @@ class ConnectOptions:
     reconnect: Backoff | None = None
     #: Messages buffered per subscription before reading from the socket pauses.
     max_pending_messages: int = 1000
-    #: Silence allowed from the broker, in negotiated heart-beat intervals.
-    heartbeat_tolerance: float = DEFAULT_TOLERANCE
+    #: Silence allowed from the broker, in negotiated heart-beat intervals; None:
+    #: ClientConnection's default (1.25, 2.5 with ActiveMQ).
+    heartbeat_tolerance: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     limits: Limits | None = None
     #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
@@ -221,7 +221,8 @@ class ConnectOptions:
                 f"{option('max_pending_messages')} must be at least 1, "
                 f"not {self.max_pending_messages!r}"
             )
-        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
+        if self.heartbeat_tolerance is not None:
+            check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
         check_limits(option("limits"), self.limits)
         check_bool(option("randomize"), self.randomize)
         check_bool(option("retry_first_connect"), self.retry_first_connect)
@@ -341,8 +342,11 @@ class ClientOptions(TypedDict, total=False):
     reconnect: Backoff | None
     #: Messages buffered per subscription before reading pauses; default 1000.
     max_pending_messages: int
-    #: Silence allowed from the broker, in its heart-beat intervals; default 2.5.
-    heartbeat_tolerance: float
+    #: Silence allowed from the broker, in its heart-beat intervals, before the
+    #: session counts as lost (:class:`HeartBeatLost`); default 1.25 - a silent
+    #: broker is noticed within 1.5 intervals - and 2.5 with ActiveMQ, whose beats
+    #: come up to two intervals apart.  At least 1.
+    heartbeat_tolerance: float | None
     #: Extra CONNECT headers; default none.
     headers: Mapping[str, str]
     #: The :class:`Limits` on what the broker sends; default ``Limits()``.
