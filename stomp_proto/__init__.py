@@ -61,6 +61,8 @@ _ON_FIRST_USE = {
     "ClientState": "._client._lifecycle",
     "ClientStats": "._client._lifecycle",
     "StateHook": "._client._lifecycle",
+    "SessionEvent": "._client._lifecycle",
+    "SessionEventHook": "._client._lifecycle",
     "ClientOptions": "._client._options",
     "TracingHook": "._client._options",
     "BrokerURL": "._client._url",
@@ -78,7 +80,13 @@ if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
         HeartBeatLost,
         ReconnectExhausted,
     )
-    from ._client._lifecycle import ClientState, ClientStats, StateHook
+    from ._client._lifecycle import (
+        ClientState,
+        ClientStats,
+        SessionEvent,
+        SessionEventHook,
+        StateHook,
+    )
     from ._client._options import ClientOptions, TracingHook
     from ._client._url import BrokerURL
     from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
@@ -166,6 +174,8 @@ __all__ = [
     "RemoteProtocolError",
     "Send",
     "ServerConnection",
+    "SessionEvent",
+    "SessionEventHook",
     "StateHook",
     "Subscribe",
     "TracingHook",

@@ -38,7 +38,7 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
@@ -56,6 +56,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "connect",
     "drain_and_close",
 ]

@@ -31,7 +31,7 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._client._threads import DISPATCH_THREAD as DISPATCH_THREAD  # on_message's threads
 from ._client._threads import READER_THREAD as READER_THREAD  # the background thread's name
@@ -48,6 +48,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "Subscription",
     "Transaction",
     "Unsolicited",

@@ -40,7 +40,7 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._client._trio import TrioBackend
 from ._closing import trio_drain_and_close as drain_and_close
@@ -59,6 +59,7 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "connect",
     "drain_and_close",
 ]

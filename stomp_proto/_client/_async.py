@@ -40,7 +40,7 @@ from .._events import (
 )
 from .._state import ConnectionState
 from .._websocket import accepted_versions
-from ._backend import Backend, Stream, TakingStream, Task, Waiter, WritingStream
+from ._backend import Backend, Flag, Stream, TakingStream, Task, Waiter, WritingStream
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import (
@@ -52,6 +52,7 @@ from ._errors import (
     reason,
     timed_out,
 )
+from ._lifecycle import SessionEvent
 from ._options import ConnectOptions, TracingHook
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
@@ -1168,6 +1169,44 @@ class AsyncClient(ClientView):
             self._core.request_ended(correlation)
         assert isinstance(reply, Message)
         return reply
+
+    def session_events(self) -> AsyncIterator[SessionEvent]:
+        """``async for event in client.session_events()``: each :class:`SessionEvent`
+        from this call on - a session lost, the next one up (``"reconnected"``),
+        the client giving up - until the client is over (closed, or failed for
+        good).
+
+        Each iterator keeps the events of its own from the moment it is made: none
+        is missed while the loop body runs, or before the loop starts.  The
+        ``on_session`` option is the callback form.
+        """
+        events: deque[SessionEvent | None] = deque()
+        arrived = self._backend.flag()
+
+        def heard(event: SessionEvent | None) -> None:
+            events.append(event)
+            arrived.set()
+
+        self._core.life.listen(heard)
+        return self._session_events(events, arrived, heard)
+
+    async def _session_events(
+        self,
+        events: deque[SessionEvent | None],
+        arrived: Flag,
+        heard: Callable[[SessionEvent | None], None],
+    ) -> AsyncIterator[SessionEvent]:
+        try:
+            while True:
+                while events:
+                    event = events.popleft()
+                    if event is None:
+                        return
+                    yield event
+                arrived.clear()
+                await arrived.wait()
+        finally:
+            self._core.life.unlisten(heard)
 
     async def begin(self) -> AsyncTransaction:
         """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the

@@ -373,7 +373,10 @@ class ClientCore(Generic[S]):
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
         self.life = Lifecycle(
-            lambda: self.brokers.current, options.on_state_change, options.tracing
+            lambda: self.brokers.current,
+            options.on_state_change,
+            options.tracing,
+            options.on_session,
         )
         #: Its counts (the frames are counted here, as they are made).
         self.stats = self.life.stats

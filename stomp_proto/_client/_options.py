@@ -20,7 +20,7 @@ from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._lifecycle import SessionHook, StateHook
+from ._lifecycle import SessionEventHook, SessionHook, StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -156,6 +156,8 @@ class ConnectOptions:
     retry_first_connect: bool = False
     #: Called with each new :class:`ClientState` (and the error behind it).
     on_state_change: StateHook | None = None
+    #: Called with each :class:`SessionEvent` (connected, lost, reconnected, gave up).
+    on_session: SessionEventHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -238,6 +240,13 @@ class ConnectOptions:
                     f"{option('failover_on_timeout')} fails over on the reconnect schedule: "
                     "give reconnect=Backoff(...) too"
                 )
+        if self.on_session is not None and not callable(self.on_session):
+            raise wrong_type(
+                option("on_session"),
+                "a callable or None",
+                self.on_session,
+                "a function taking a SessionEvent",
+            )
         if self.on_state_change is not None and not callable(self.on_state_change):
             raise wrong_type(
                 option("on_state_change"),
@@ -369,6 +378,13 @@ class ClientOptions(TypedDict, total=False):
     #: (connected, reconnecting, closed, failed) in the client's own task or thread
     #: (see :doc:`failover`); default none.
     on_state_change: StateHook | None
+    #: Called as ``on_session(event)`` with each :class:`SessionEvent`: the first
+    #: session up (``"connected"``), a session lost (``"lost"``), a later one up with
+    #: its subscriptions restored (``"reconnected"``), no more attempts
+    #: (``"gave_up"``); in the client's own task or thread, so it must not block.
+    #: What it raises is logged.  Default none; ``client.session_events()`` gives
+    #: the same events to iterate.
+    on_session: SessionEventHook | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top

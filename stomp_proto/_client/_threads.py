@@ -70,6 +70,7 @@ from ._errors import (
     reason,
     timed_out,
 )
+from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
@@ -1361,6 +1362,44 @@ class Client(ClientView):
             self._core.request_ended(correlation)
         assert isinstance(reply, Message)
         return reply
+
+    def session_events(self) -> Iterator[SessionEvent]:
+        """``for event in client.session_events()``: each :class:`SessionEvent` from
+        this call on - a session lost, the next one up (``"reconnected"``), the
+        client giving up - until the client is over (closed, or failed for good).
+        Each ``next()`` blocks until the next event.
+
+        Each iterator keeps the events of its own from the moment it is made: none
+        is missed while the loop body runs, or before the loop starts.  The
+        ``on_session`` option is the callback form.
+        """
+        events: deque[SessionEvent | None] = deque()
+        arrived = threading.Condition()
+
+        def heard(event: SessionEvent | None) -> None:
+            with arrived:
+                events.append(event)
+                arrived.notify_all()
+
+        self._core.life.listen(heard)
+        return self._session_events(events, arrived, heard)
+
+    def _session_events(
+        self,
+        events: deque[SessionEvent | None],
+        arrived: threading.Condition,
+        heard: Callable[[SessionEvent | None], None],
+    ) -> Iterator[SessionEvent]:
+        try:
+            while True:
+                with arrived:
+                    arrived.wait_for(lambda: bool(events))
+                    event = events.popleft()
+                if event is None:
+                    return
+                yield event
+        finally:
+            self._core.life.unlisten(heard)
 
     def begin(self) -> Transaction:
         """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
