@@ -319,7 +319,29 @@ class ConnectOptions:
 class ClientOptions(TypedDict, total=False):
     """The keyword arguments every adapter's ``connect(host, port, **options)`` takes.
 
-    All are optional; the defaults are given with each.
+    All are optional.  Each, with its default (the entries below say more)::
+
+        login                 None      the CONNECT login
+        passcode              None      the password; never logged
+        vhost                 "/"       the CONNECT host header (RabbitMQ's vhost)
+        heartbeat             (10_000, 10_000)  (can send every ms, want every ms)
+        versions              all three STOMP versions offered, the best wins
+        ssl                   None      an ssl.SSLContext: TLS
+        timeout               30        seconds for connecting and each wait
+        connect_timeout       5         seconds for one attempt at one address
+        failover_on_timeout   None      on with several hosts and reconnect
+        reconnect             None      a Backoff: reconnect after a loss
+        max_pending_messages  1000      messages buffered per subscription
+        heartbeat_tolerance   None      1.25 intervals (2.5 with ActiveMQ)
+        headers               {}        extra CONNECT headers (client-id, ...)
+        limits                None      Limits() on what the broker sends
+        websocket             None      a path such as "/ws": STOMP over WebSocket
+        hosts                 ()        [(host, port), ...] tried in order
+        randomize             False     try hosts in a shuffled order
+        tracing               None      a stomp_proto.tracing.Tracing
+        retry_first_connect   False     retry the first connect on reconnect's schedule
+        on_state_change       None      hook(state, error) at each ClientState
+        on_session            None      hook(event) at each SessionEvent
     """
 
     #: The user name (CONNECT ``login`` header); default none.
