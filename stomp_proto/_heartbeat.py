@@ -6,10 +6,12 @@ was sent or received.  That is enough when the checks are frequent enough:
 
 * Sending: the checks run at least every half interval.  Data noted in the
   window between two checks went out after the first of them, so that check's
-  time bounds the last send from below; a check sends an EOL when the next
-  check would come more than the negotiated interval after that bound.  The
-  gap between two sends never exceeds the interval - what the spec asks of a
-  sender - and an EOL goes out about once per interval on an idle connection.
+  time bounds the last send from below; a check sends an EOL when nothing went
+  out in its window and the next check would come more than half the interval
+  after that bound.  The gap between two sends stays under half the interval
+  plus a check period, so never over the interval - what the spec asks of a
+  sender, with room for a late timer - and an idle connection sends an EOL
+  about every half interval, as before.
 * Receiving: the peer is declared dead once nothing has arrived for the
   negotiated interval times ``tolerance``.  As arrival is only noted at the
   next check, the silence is measured from that check: the peer is never
@@ -105,10 +107,16 @@ class HeartBeatTimer:
             return False, None  # called early: nothing is due
         if self.sent_since_check:
             self.sent_mark = self.last_check
-        # Due when the next check, a period on, would leave more than the interval
-        # since the last send (a hair's allowance for sums of float periods).
+        # Due when nothing went out in the window just ended and the next check, a
+        # period on, would leave more than half the interval since the last send
+        # (a hair's allowance for sums of float periods): half, so that a late
+        # timer never stretches a gap past the interval.
         period = self.period
-        beat = bool(self.send_ms) and (now - self.sent_mark > self.send_ms / 1000.0 - period + 1e-9)
+        beat = (
+            bool(self.send_ms)
+            and not self.sent_since_check
+            and now - self.sent_mark > self.send_ms / 2000.0 - period + 1e-9
+        )
         if beat:
             self.sent_mark = now
         if self.received_since_check or not reading:
