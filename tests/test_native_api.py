@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -158,3 +159,52 @@ def test_every_frame_is_logged_at_debug_with_secrets_masked(
     send = next(line for line in lines if " SEND " in line)
     assert "destination:/queue/traced" in send and "(1000 bytes)" in send
     assert "x" * 101 not in send  # the body is cut short
+
+
+# -- unsubscribe() from the subscription's own callback ----------------------------
+
+
+@pytest.mark.parametrize("adapter", ASYNC)
+def test_unsubscribe_from_its_own_on_message_returns(
+    broker: BrokerThread, adapter: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The callback's task does not wait for itself to end: the call returns, and
+    nothing fails (a task awaiting itself raises, and the callback's error is logged)."""
+
+    async def main(module: Any) -> list[bytes]:
+        seen: list[bytes] = []
+        returned: list[bool] = []
+        pause = asyncio.sleep if module is stomp_proto.asyncio else trio.sleep
+        async with module.connect(HOST, broker.port) as client:
+
+            async def on_message(message: Any) -> None:
+                seen.append(message.body)
+                await subscription.unsubscribe(receipt=True)
+                returned.append(True)
+
+            async with client.subscribe("/queue/self-unsub", on_message=on_message) as subscription:
+                await client.send("/queue/self-unsub", "only", receipt=True)
+                for _ in range(400):
+                    if returned:
+                        break
+                    await pause(0.05)
+        return seen
+
+    assert run_async(adapter, main) == [b"only"]
+    assert not [r for r in caplog.records if r.exc_info], "the callback raised"
+
+
+def test_unsubscribe_from_its_own_on_message_returns_threads(broker: BrokerThread) -> None:
+    seen: list[bytes] = []
+    done = threading.Event()
+    with stomp_proto.threads.connect(HOST, broker.port) as client:
+
+        def on_message(message: Any) -> None:
+            seen.append(message.body)
+            subscription.unsubscribe(receipt=True)
+            done.set()
+
+        with client.subscribe("/queue/self-unsub", on_message=on_message) as subscription:
+            client.send("/queue/self-unsub", "only", receipt=True)
+            assert done.wait(20)
+    assert seen == [b"only"]

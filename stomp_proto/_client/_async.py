@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
 from types import EllipsisType
 
 from .._connection import ClientConnection, SendParts
@@ -68,6 +69,10 @@ __all__ = [
     "AsyncUnsolicited",
     "Backend",
 ]
+
+#: The subscription whose ``on_message`` task this is, in that task (an
+#: ``unsubscribe()`` from the callback must not wait for its own task to end).
+_dispatching: ContextVar[AsyncSubscription] = ContextVar("stomp_proto_dispatching")
 
 #: Names the waits of writes that failed (see AsyncClient._why_send_failed).
 _write_failures = itertools.count()
@@ -194,7 +199,7 @@ class AsyncSubscription:
         :param receipt: return only once the broker has confirmed it.
         """
         await self._client._unsubscribe(self, headers, receipt)
-        if self._dispatcher is not None:
+        if self._dispatcher is not None and _dispatching.get(None) is not self:
             await self._dispatcher.join()  # it ends after the messages buffered
 
     async def _dispatch(self) -> None:
@@ -202,6 +207,7 @@ class AsyncSubscription:
         it returns an awaitable); what it raises is logged, and the next comes."""
         on_message = self._on_message
         assert on_message is not None
+        _dispatching.set(self)  # (this task's own context: see unsubscribe())
         while True:
             try:
                 message = await self.get()
