@@ -305,7 +305,8 @@ class Subscription:
         receipt: bool = False,
     ) -> None:
         """UNSUBSCRIBE now, before the ``with`` block ends (which then does nothing
-        more): the messages buffered still come, then the end.
+        more): the messages buffered still come, then the end.  It may be called
+        from the subscription's own ``on_message``.
 
         :param headers: more headers, sent as given: ActiveMQ's
             ``activemq.subscriptionName`` removes a durable subscription (see
