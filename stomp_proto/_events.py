@@ -24,6 +24,7 @@ from ._build import native
 from ._checks import as_headers as _as_headers
 from ._checks import wrong_type
 from ._frame import VERSIONS, Frame, Version
+from ._header_map import HeaderMap
 from ._protocol_errors import ErrorKind, LocalProtocolError, ProtocolError
 
 __all__ = [
@@ -826,6 +827,33 @@ class Message(FrameEvent):
         any other (the one rule, for client, broker and adapters alike).
         """
         return self.subscription if self.subscription is not None else self.destination
+
+    @property
+    def all_headers(self) -> HeaderMap:
+        """Every header of the message by name, the typed ones too.
+
+        ``destination``, ``message-id``, ``subscription``, ``ack``,
+        ``content-type`` and ``content-length`` (those present) come first, then
+        :attr:`headers` in wire order.  A repeated name keeps all its values
+        (:meth:`HeaderMap.getall`); a lookup finds the first, as STOMP 1.2 says
+        only the first of repeated header entries counts.  :attr:`headers`
+        stays the pairs without a typed field.
+        """
+        typed = (
+            ("destination", self.destination),
+            ("message-id", self.message_id),
+            ("subscription", self.subscription),
+            ("ack", self.ack),
+            ("content-type", self.content_type),
+            ("content-length", str(len(self.body)) if self.content_length else None),
+        )
+        present = tuple((name, value) for name, value in typed if value is not None)
+        return HeaderMap(present + self.headers)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The value of the header ``name`` (typed ones too, as :attr:`all_headers`
+        gives them); ``default`` when the message has none."""
+        return self.all_headers.get(name, default)
 
     def _to_frame(self, version: Version) -> Frame:
         if version != "1.0":
