@@ -294,7 +294,8 @@ class FrameDecoder:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
         if self._reading:
             raise self._reentered("receive_data")
-        check_data(data)  # one type() per read, not per frame
+        if type(data) is not bytes:  # (what a socket gives: no call for it)
+            check_data(data)
         # Python code can run below (a finalizer, when an allocation starts a
         # collection; a bytes-like subclass's __len__): a call it made to this
         # decoder would act on the state this call is changing - a large body
