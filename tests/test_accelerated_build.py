@@ -363,6 +363,7 @@ def test_accelerated_core_replays_the_fuzz_corpora_and_sessions_as_pure_python(
         "server_session",
         "client_session",
         "differential",
+        "unbounded",
     }
     assert len(corpus) > 500
     assert sum("raised RemoteProtocolError" in line for line in pure) > 100
