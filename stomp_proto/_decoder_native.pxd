@@ -36,7 +36,7 @@ cdef class HeadScanner:
     )
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
-        Py_ssize_t scan, Py_ssize_t window,
+        Py_ssize_t scan, Py_ssize_t window, object blank_lf,
     )
     cdef object waiting_body(self, object decoder, const unsigned char *data, Py_ssize_t end)
     cdef object take_body(

@@ -333,8 +333,9 @@ cdef class HeadScanner:
     moved on exactly as the pure code moves it - or ``NotImplemented``: the
     pure code takes over, on the same state (every error and limit, the large
     bodies, the rare cases).  It resumes as the pure ``_scan`` does: a head
-    arriving in pieces is checked line by line as its lines complete (strict
-    mode; lenient heads in pieces are the pure code's), and once a head is
+    arriving in pieces is checked line by line as its lines complete (in
+    lenient mode each line is measured and counted, and a line of blanks still
+    growing is noted in ``_blank_lf``, as the pure code does), and once a head is
     read its frame waits in the decoder's state (``_command``, ``_headers``,
     ``_content_length`` ...) until the body is in, which is then copied once.
 
@@ -491,7 +492,9 @@ cdef class HeadScanner:
         cdef Py_ssize_t window = pos + self.max_head
         cdef Py_ssize_t stop = min(end, window)
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
-        cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf
+        cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf = -1
+        cdef Py_ssize_t last_lf = -1  # the last LF searched past (lenient mode)
+        cdef bint growing = False  # a line of blanks was growing at _scan (lenient mode)
         cdef const unsigned char *found
         global SEARCHED
         if self.lenient:
@@ -500,7 +503,8 @@ cdef class HeadScanner:
             # so that a head trickling in is read once, not once per read.
             i = first = scan
             blank_lf = stomp_slot_get(self.s_blank_lf, decoder)
-            if blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos:
+            growing = blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos
+            if growing:
                 i = _past_blanks(data, stop, i)
                 if byte_at(data, stop, i) == LF:
                     head_end, body_start = blank_lf, i + 1
@@ -510,6 +514,7 @@ cdef class HeadScanner:
                 break
             i = found - data
             if self.lenient:
+                last_lf = i
                 j = _past_blanks(data, stop, i + 1)
                 if byte_at(data, stop, j) == LF:
                     head_end, body_start = i, j + 1
@@ -525,9 +530,22 @@ cdef class HeadScanner:
             i += 1
         SEARCHED += (body_start if head_end >= 0 else stop) - first
         if head_end < 0:
-            if self.lenient:
-                return NotImplemented
-            return self.partial_head(decoder, data, end, pos, scan, window)
+            if not self.lenient:
+                return self.partial_head(decoder, data, end, pos, scan, window, None)
+            # The pure _note_blank_line: whether the last line, still growing, holds
+            # only blanks so far - a blank line in the making, whose LF _blank_lf
+            # keeps (-1: it is not); unchanged where no LF came and none was growing.
+            # Every LF after _scan was searched past above: the last is the rfind's.
+            if last_lf < 0 and not growing:
+                return self.partial_head(decoder, data, end, pos, scan, window, None)
+            j = scan if last_lf < 0 else last_lf + 1
+            SEARCHED += stop - j
+            if last_lf < 0:
+                last_lf = blank_lf
+            return self.partial_head(
+                decoder, data, end, pos, scan, window,
+                last_lf if _past_blanks(data, stop, j) == stop else -1,
+            )
         if head_end - pos > self.max_line_length:
             # A long head may hold a long line, to check in order: the pure code.
             return NotImplemented
@@ -658,11 +676,13 @@ cdef class HeadScanner:
 
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
-        Py_ssize_t scan, Py_ssize_t window,
+        Py_ssize_t scan, Py_ssize_t window, object blank_lf,
     ):
-        """The pure _check_partial_head (strict mode), for a head whose blank line has
-        not arrived: None with the marks moved on, or NotImplemented where it would
-        raise (it then raises, on the same state)."""
+        """The pure _check_partial_head, for a head whose blank line has not arrived:
+        None with the marks moved on, or NotImplemented where it would raise (it then
+        raises, on the same state).  ``blank_lf``: lenient mode's new ``_blank_lf``,
+        written with the other marks (None: it stays as it is); in lenient mode the
+        lines are only measured and counted, as the pure _check_lines does."""
         if stomp_slot_get(self.s_eof, decoder):
             return NotImplemented
         cdef Py_ssize_t stop = min(end, window)
@@ -692,7 +712,9 @@ cdef class HeadScanner:
                 length -= 1
             if length > self.max_line_length:
                 return NotImplemented
-            if start == pos:
+            if self.lenient:
+                pass  # (a lenient head's command and lines are read once it is whole)
+            elif start == pos:
                 command = _known(&COMMANDS_TABLE, COMMAND_NAMES, data + start, length)
                 if command is None or command not in self.commands:
                     return NotImplemented
@@ -709,7 +731,10 @@ cdef class HeadScanner:
         if self.crlf and length and data[end - 1] == CR:
             length -= 1
         if length > self.max_line_length:
+            # (In lenient mode a line of blanks is exempt: the pure code's case.)
             return NotImplemented
+        if blank_lf is not None:
+            stomp_slot_set(self.s_blank_lf, decoder, blank_lf)
         stomp_slot_set(self.s_line_start, decoder, start)
         stomp_slot_set(self.s_head_lines, decoder, lines)
         stomp_slot_set(self.s_scan, decoder, end)

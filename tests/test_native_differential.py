@@ -157,6 +157,7 @@ def split_trace(
                             "_content_length",
                             "_body_limit",
                             "_body_start",
+                            "_blank_lf",
                         )
                     ]
                 )
@@ -354,6 +355,48 @@ def test_the_native_decoder_takes_a_large_body_out_of_the_buffer_at_its_head() -
     frame = decoder.next_frame()
     assert isinstance(frame, stomp_proto.Frame) and frame.body == rest[:-2]
     assert decoder._big is None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"SEND\ndestination:/q\nk:" + b"v" * 300 + b"\n",
+        b"  \nSEND\nk:v\n",  # a line of blanks before the command
+        b"SEND\nk:v\n \t\r \t\r",  # a blank line of blanks, growing
+    ],
+    ids=["long value", "blanks before the command", "line of blanks"],
+)
+def test_the_native_decoder_reads_a_lenient_head_in_pieces_itself(
+    head: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lenient server's head fed byte by byte (a broker's client trickling in):
+    # the native scanner checks each piece as the pure _check_partial_head would,
+    # with no call to it (it handed every piece over, and a trickling lenient head
+    # cost more than on the pure build).  The frames and marks agree: see above.
+    calls: list[int] = []
+    check = _decoder.FrameDecoder._check_partial_head
+
+    def counted(self: _decoder.FrameDecoder, end: int, window: int) -> None:
+        calls.append(end)
+        check(self, end, window)
+
+    monkeypatch.setattr(_decoder.FrameDecoder, "_check_partial_head", counted)
+    decoder = stomp_proto.FrameDecoder("1.2", strict=False)
+    decoder._keep_text()
+    data = head + b"\nbody\x00"
+    frames = []
+    for i in range(len(data)):
+        decoder.receive_data(data[i : i + 1])
+        frames += list(decoder)
+    assert [f.body for f in frames if isinstance(f, stomp_proto.Frame)] == [b"body"]
+    assert calls == []
+    with pure_core():
+        decoder = stomp_proto.FrameDecoder("1.2", strict=False)
+        decoder._keep_text()
+        for i in range(len(data)):
+            decoder.receive_data(data[i : i + 1])
+            list(decoder)
+    assert len(calls) > len(head) // 2  # (the pure build's route, counted)
 
 
 def test_decoder_reuses_the_previous_frames_header_objects_only_for_the_same_text() -> None:
