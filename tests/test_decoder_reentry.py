@@ -216,12 +216,14 @@ def test_a_finalizer_that_feeds_the_decoder_during_receive_data_is_refused(build
     assert result.returncode == 0, result.stderr[-2000:]
     got_build, bodies, inside, taken, message = result.stdout.split(" ", 4)
     assert got_build == build
-    # Every body is as long as its content-length; no call made inside receive_data
-    # was taken.
+    # Every body is as long as its content-length.
     assert bodies == f"[{LENGTH}]"
-    assert taken == "0"
     if sys.version_info < (3, 12):
-        # 3.11 collects inside allocations, receive_data's among them (see above for
-        # 3.12 and later): the finalizer ran there, and was refused.
+        # 3.11 collects inside allocations, receive_data's among them: the finalizer
+        # ran there, and every call it made was refused.  (3.12 and later collect
+        # where the interpreter checks for pending work, which includes the entry of
+        # receive_data, before it has read or changed anything: a call made there
+        # comes before it, and is taken whole.)
         assert int(inside) > 0
+        assert taken == "0"
         assert message.startswith("receive_data called while the decoder is taking in data")
