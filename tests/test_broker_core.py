@@ -300,6 +300,21 @@ def test_over_limit_frame_gets_error_and_close_others_unaffected() -> None:
     assert not consumer.closed and not producer.closed
 
 
+def test_limits_past_2_to_the_63_read_heads_and_bodies_in_separate_reads() -> None:
+    # ``--max-body-size`` takes any size; under 2**64 the accelerated build once failed
+    # (OverflowError) on a head its pure code had read - a 19-digit content-length,
+    # a line of blanks before the command - whose body came in a later read.
+    net = Net(limits=Limits(max_body_size=2**64, max_frame_size=2**64))
+    producer, consumer = net.connect(), net.connect()
+    consumer.subscribe("/queue/a")
+    net.feed(producer, b"SEND\ndestination:/queue/a\ncontent-length:0000000000000000005\n\n")
+    net.feed(producer, b"first\x00")
+    net.feed(producer, b"  \nSEND\ndestination:/queue/a\ncontent-length:6\n\n")
+    net.feed(producer, b"second\x00")
+    assert consumer.bodies() == [b"first", b"second"]
+    assert not producer.closed and not consumer.closed
+
+
 def test_protocol_error_after_connect_closes_only_that_session() -> None:
     net = Net()
     bad, consumer = net.connect(), net.connect()
