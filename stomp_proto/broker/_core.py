@@ -104,8 +104,9 @@ DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
 #: The broker's heart-beats by default, ``(can send every ms, wants to receive every ms)``:
-#: it sends as often as a client asks, down to every 100 ms, and asks for one every 10 s.
-DEFAULT_HEARTBEAT = (100, 10000)
+#: it sends as often as a client asks, down to every 100 ms, and takes them as often as
+#: the client offers, down to every 1 s (the spec settles on the larger of the two).
+DEFAULT_HEARTBEAT = (100, 1000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
@@ -149,8 +150,9 @@ class BrokerOptions(TypedDict, total=False):
     failed_login_rate: float | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
-    #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
-    #: interval the broker sends heart-beats at, if a client asks (0: never); (100, 10000).
+    #: ``(can send every ms, wants to receive every ms)``: the shortest intervals the
+    #: broker sends heart-beats at if a client asks, and wants them at if a client
+    #: offers (0: never); (100, 1000).
     heartbeat: tuple[int, int]
     #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
