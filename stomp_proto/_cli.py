@@ -376,8 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=DEFAULT_IDLE_TIMEOUT,
         metavar="SECONDS",
-        help="end a session whose client sends no heart-beats once no frame went either way "
-        f"for this long; 0 for never (default {DEFAULT_IDLE_TIMEOUT:g})",
+        help="end a session whose client sends no heart-beats and that holds no subscription "
+        "once no frame went either way for this long; 0 for never "
+        f"(default {DEFAULT_IDLE_TIMEOUT:g})",
     )
     limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
     for field in dataclasses.fields(Limits):
