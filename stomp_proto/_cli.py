@@ -360,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_HEARTBEAT,
         metavar="SEND_MS,RECEIVE_MS",
         help="heart-beats: the broker sends them as often as a client asks but not more often "
-        "than every SEND_MS, and asks for one every RECEIVE_MS; 0 for none "
-        "(default {},{})".format(*DEFAULT_HEARTBEAT),
+        "than every SEND_MS, and takes them as often as a client offers but not more often "
+        "than every RECEIVE_MS; 0 for none (default {},{})".format(*DEFAULT_HEARTBEAT),
     )
     resources = broker.add_argument_group("resource limits (BrokerOptions)")
     for name, default, bounds in BROKER_LIMITS:
@@ -376,8 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=DEFAULT_IDLE_TIMEOUT,
         metavar="SECONDS",
-        help="end a session whose client sends no heart-beats once no frame went either way "
-        f"for this long; 0 for never (default {DEFAULT_IDLE_TIMEOUT:g})",
+        help="end a session whose client sends no heart-beats and that holds no subscription "
+        "once no frame went either way for this long; 0 for never "
+        f"(default {DEFAULT_IDLE_TIMEOUT:g})",
     )
     limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
     for field in dataclasses.fields(Limits):

@@ -17,7 +17,7 @@ import sys
 import time
 
 import pytest
-from test_broker_core import Net
+from test_broker_core import Client, Net
 from test_cli import listening_port, stop
 
 from stomp_proto import (
@@ -27,6 +27,7 @@ from stomp_proto import (
     Disconnect,
     Error,
     Send,
+    Unsubscribe,
 )
 from stomp_proto.broker import Broker
 
@@ -92,21 +93,54 @@ def test_an_idle_session_without_heart_beats_is_ended_with_an_error() -> None:
     assert net.core.counters.refused["idle_timeout"] == 1
 
 
-def test_traffic_either_way_keeps_a_session_without_heart_beats_alive() -> None:
+def test_frames_keep_a_session_without_heart_beats_alive() -> None:
     net = Net(idle_timeout=30.0)
-    consumer, producer = net.connect(), net.connect()
-    consumer.subscribe("/queue/work")
+    producer = net.connect()
     for now in (0.0, 20.0, 40.0, 60.0):
-        # The consumer only receives; the producer only sends.
         producer.send(Send("/queue/work", b"job"))
-        assert consumer.bodies() == [b"job"]
-        for client in (consumer, producer):
-            client.session.handle_timer(now)
-            net.route(net.core.process(client.session))
-    assert not consumer.closed and not producer.closed
-    consumer.session.handle_timer(90.0)
-    net.route(net.core.process(consumer.session))
-    assert consumer.closed
+        producer.session.handle_timer(now)
+        net.route(net.core.process(producer.session))
+    assert not producer.closed
+    producer.session.handle_timer(90.0)
+    net.route(net.core.process(producer.session))
+    assert producer.closed and producer.take(Error)[0].message == "idle timeout"
+
+
+def _tick(client: Client, now: float) -> None:
+    client.session.handle_timer(now)
+    client.net.route(client.net.core.process(client.session))
+
+
+def test_a_subscriber_waiting_quietly_is_not_idle() -> None:
+    """A session holding a subscription is exempt from the idle timeout (stomp.py
+    subscribes with ``heart-beat:0,0`` by default); ``max_connections`` bounds them."""
+    net = Net(idle_timeout=30.0)
+    subscriber, producer = net.connect(), net.connect()
+    first = subscriber.subscribe("/queue/rare")
+    second = subscriber.subscribe("/topic/rarer")
+    _tick(subscriber, 0.0)
+    assert subscriber.session.get_timer() is None  # no deadline at all
+    _tick(subscriber, 3600.0)
+    assert not subscriber.closed
+    producer.send(Send("/queue/rare", b"at last"))
+    assert subscriber.bodies() == [b"at last"]
+    # One subscription left: still exempt.
+    subscriber.send(Unsubscribe(id=first))
+    _tick(subscriber, 7200.0)
+    assert subscriber.session.get_timer() is None
+    _tick(subscriber, 9000.0)
+    assert not subscriber.closed
+    # The last one ends at 9500: the clock starts then, whatever came before.
+    subscriber.send(Unsubscribe(id=second))
+    assert subscriber.session.get_timer() == 0.0  # the start is to be learned
+    _tick(subscriber, 9500.0)
+    assert subscriber.session.get_timer() == 9530.0
+    _tick(subscriber, 9529.0)
+    assert not subscriber.closed
+    _tick(subscriber, 9530.0)
+    (error,) = subscriber.take(Error)
+    assert error.message == "idle timeout" and b"no subscription" in error.body
+    assert subscriber.closed
 
 
 def test_a_session_with_heart_beats_is_left_to_them() -> None:

@@ -104,8 +104,9 @@ DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
 #: The broker's heart-beats by default, ``(can send every ms, wants to receive every ms)``:
-#: it sends as often as a client asks, down to every 100 ms, and asks for one every 10 s.
-DEFAULT_HEARTBEAT = (100, 10000)
+#: it sends as often as a client asks, down to every 100 ms, and takes them as often as
+#: the client offers, down to every 1 s (the spec settles on the larger of the two).
+DEFAULT_HEARTBEAT = (100, 1000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
@@ -149,8 +150,9 @@ class BrokerOptions(TypedDict, total=False):
     failed_login_rate: float | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
-    #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
-    #: interval the broker sends heart-beats at, if a client asks (0: never); (100, 10000).
+    #: ``(can send every ms, wants to receive every ms)``: the shortest intervals the
+    #: broker sends heart-beats at if a client asks, and wants them at if a client
+    #: offers (0: never); (100, 1000).
     heartbeat: tuple[int, int]
     #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
@@ -182,8 +184,8 @@ class BrokerOptions(TypedDict, total=False):
     max_connections: int
     #: Sessions one login may have open at once; 100.
     max_connections_per_login: int
-    #: Seconds a session without heart-beats from its client may go without a frame
-    #: either way; 600 s; ``None``: no limit.
+    #: Seconds a session without heart-beats from its client and without a
+    #: subscription may go without a frame either way; 600 s; ``None``: no limit.
     idle_timeout: float | None
     #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
@@ -479,14 +481,17 @@ class Session:
 
     @property
     def _idle_watched(self) -> bool:
-        """Whether the idle timeout applies: connected, and no heart-beats expected
-        from the client (they would end a silent one sooner), and read from."""
+        """Whether the idle timeout applies: connected, no heart-beats expected
+        from the client (they would end a silent one sooner), read from, and
+        subscribed to nothing (a subscriber may wait quietly for rare messages;
+        ``max_connections`` bounds how many do)."""
         beats = self.connection.heartbeat
         return (
             beats is not None
             and beats[1] == 0
             and self.connection.state is ConnectionState.CONNECTED
             and not self.reading_blocked
+            and not self._core._subscribed(self)
         )
 
     @property
@@ -536,7 +541,7 @@ class Session:
             (self._paused, self._paused_since, core._slow_consumer_timeout,
              "slow consumer", "output not read for {} s"),
             (self._idle_watched, self._idle_since, core._idle_timeout,
-             "idle timeout", "no frame either way for {} s, and no heart-beats"),
+             "idle timeout", "no frame either way for {} s, no heart-beats, no subscription"),
         ]  # fmt: skip
         for applies, start, timeout, message, detail in checks:
             if applies and start is not None and timeout is not None and now >= start + timeout:
@@ -549,6 +554,10 @@ class Session:
     def expiry(self) -> tuple[str, str] | None:
         """(message, detail) of the deadline that ended the session, until its ERROR is sent."""
         return self._expired
+
+    def restart_idle_clock(self) -> None:
+        """Its last subscription ended: the idle timeout counts from the next handle_timer."""
+        self._idle_since = None
 
     def frame_completed(self) -> None:
         """A frame came out of the connection: its frame-timeout clock starts again."""
@@ -597,7 +606,9 @@ class BrokerCore:
     ``max_connections_per_login`` the most sessions one login may have open
     (a CONNECT beyond it gets the same ERROR); ``idle_timeout`` ends, with
     ERROR ``idle timeout``, a session whose client sends no heart-beats once no
-    frame has gone either way for that many seconds.  ``permissions`` maps
+    frame has gone either way for that many seconds; a session holding a
+    subscription is exempt (waiting for rare messages is what it is for), and
+    its clock restarts when the last subscription ends.  ``permissions`` maps
     each login to the destinations it may write to and read
     (:class:`Permissions`; a SEND or SUBSCRIBE beyond them gets ERROR ``access
     refused``).  ``failed_login_rate`` bounds the failed logins per second of
@@ -893,7 +904,10 @@ class BrokerCore:
             self._on_subscribe(session, event, outbox)
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
-            self._drop_subscription(self._books[session].subscriptions.pop(event.key or ""), outbox)
+            subscriptions = self._books[session].subscriptions
+            self._drop_subscription(subscriptions.pop(event.key or ""), outbox)
+            if not subscriptions:
+                session.restart_idle_clock()
         elif isinstance(event, (Ack, Nack)):
             self._on_ack(session, event, outbox)
         elif isinstance(event, Begin):
@@ -1309,6 +1323,11 @@ class BrokerCore:
         queue.requeue(unacked)
         self._dispatch(queue, outbox)
         self._forget_if_unused(queue)
+
+    def _subscribed(self, session: Session) -> bool:
+        """Whether ``session`` holds at least one subscription."""
+        books = self._books.get(session)
+        return books is not None and bool(books.subscriptions)
 
     def _forget_if_unused(self, queue: _Queue) -> None:
         # Queues come and go with their names; keep none that holds nothing for no one.
