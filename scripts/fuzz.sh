@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fuzz the decoder, the connections, long structured streams and whole sessions.
 #
-#     bash scripts/fuzz.sh --ci                 # CI: every target, bounded (~2.5 min in all)
+#     bash scripts/fuzz.sh --ci                 # CI: every target, bounded (~3 min in all)
 #     bash scripts/fuzz.sh --long [SECONDS [TARGET...]]
 #                                               # a local campaign: every target (or those
 #                                               # named), nice'd, SECONDS each (default
 #                                               # 3600), summary in .fuzz/campaign.txt
 #     bash scripts/fuzz.sh [TARGET] [SECONDS]   # locally, longer: default all targets, 600 s each
+#     bash scripts/fuzz.sh --help               # this text
 #
 # Targets (tests/fuzzing/properties.py): decoder, server, client (arbitrary bytes)
 # and stream, server_session, client_session (structure-aware: a recipe of valid
@@ -15,7 +16,9 @@
 # and differential: scripts of calls on the public API (the decoder in any pieces,
 # the encoder, a server, client sessions that send every event, iterate and ack),
 # run on the accelerated build and on the pure build in the same process, whose
-# traces must be equal (tests/fuzzing/differential.py; accelerated build only).
+# traces must be equal (tests/fuzzing/differential.py; accelerated build only);
+# unbounded: the same scripts under limits around and past what a C integer holds
+# (2**60, 2**63, 2**64, 10**20: Limits have no upper bound), also accelerated only.
 #
 # With atheris (pip install atheris; wheels for CPython <= 3.11 on Linux/macOS)
 # each target runs coverage-guided from the committed seed corpus
@@ -42,12 +45,19 @@ PYTHON=${PYTHON:-}
 if [ -z "$PYTHON" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
-TARGETS=(decoder server client stream server_session client_session differential)
+TARGETS=(decoder server client stream server_session client_session differential unbounded)
+
+usage() {
+    # The comment block at the top of this file, without its "# ".
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
 
 mode=local
 case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
     --ci) mode=ci; shift ;;
     --long) mode=long; shift ;;
+    -*) echo "error: unknown option $1 (--help for the options)" >&2; exit 2 ;;
 esac
 NICE=()
 if [ $mode = ci ]; then
@@ -59,13 +69,25 @@ elif [ $mode = long ]; then
     if [ $# -gt 1 ]; then selected=("${@:2}"); fi
     # A campaign shares the machine: lowest priority.
     NICE=(nice -n 19)
+else
+    if [ -n "${1:-}" ]; then selected=("$1"); else selected=("${TARGETS[@]}"); fi
+    seconds=${2:-600}
+fi
+for target in "${selected[@]}"; do
+    if [[ " ${TARGETS[*]} " != *" $target "* ]]; then
+        echo "error: no fuzz target $target (targets: ${TARGETS[*]}; --help for the options)" >&2
+        exit 2
+    fi
+done
+if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
+    echo "error: SECONDS must be a whole number, not $seconds (--help for the options)" >&2
+    exit 2
+fi
+if [ $mode = long ]; then
     summary=.fuzz/campaign.txt
     mkdir -p .fuzz
     printf 'campaign started %s, %ss per target, commit %s\n' "$(date -u +%FT%TZ)" "$seconds" \
         "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" >>"$summary"
-else
-    if [ -n "${1:-}" ]; then selected=("$1"); else selected=("${TARGETS[@]}"); fi
-    seconds=${2:-600}
 fi
 
 if [ "${FUZZ_ENGINE:-}" = hypothesis ] || ! "$PYTHON" -c "import atheris" 2>/dev/null; then
@@ -103,7 +125,7 @@ fi
 status=0
 for build in "${builds[@]}"; do
 for target in "${selected[@]}"; do
-    if [ "$target" = differential ] && [ "$build" = pure ]; then
+    if [[ "$target" =~ ^(differential|unbounded)$ ]] && [ "$build" = pure ]; then
         continue  # it compares the accelerated build with the pure one
     fi
     work=.fuzz/corpus/$target

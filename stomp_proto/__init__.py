@@ -43,6 +43,7 @@ from ._events import (
     Unsubscribe,
 )
 from ._frame import Frame, Version
+from ._header_map import HeaderMap
 from ._limits import Limits
 from ._public import present_as
 from ._state import ConnectionState
@@ -60,6 +61,8 @@ _ON_FIRST_USE = {
     "ClientState": "._client._lifecycle",
     "ClientStats": "._client._lifecycle",
     "StateHook": "._client._lifecycle",
+    "SessionEvent": "._client._lifecycle",
+    "SessionEventHook": "._client._lifecycle",
     "ClientOptions": "._client._options",
     "TracingHook": "._client._options",
     "BrokerURL": "._client._url",
@@ -77,7 +80,13 @@ if TYPE_CHECKING:  # what __getattr__ gives, for type checkers
         HeartBeatLost,
         ReconnectExhausted,
     )
-    from ._client._lifecycle import ClientState, ClientStats, StateHook
+    from ._client._lifecycle import (
+        ClientState,
+        ClientStats,
+        SessionEvent,
+        SessionEventHook,
+        StateHook,
+    )
     from ._client._options import ClientOptions, TracingHook
     from ._client._url import BrokerURL
     from ._closing import DRAIN_BYTES, DRAIN_TIMEOUT, drain_and_close
@@ -108,6 +117,7 @@ present_as(
     Event,
     FrameDecoder,
     FrameEncoder,
+    HeaderMap,
     LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
@@ -149,6 +159,7 @@ __all__ = [
     "FrameDecoder",
     "FrameEncoder",
     "FrameEvent",
+    "HeaderMap",
     "Headers",
     "HeartBeat",
     "HeartBeatLost",
@@ -163,6 +174,8 @@ __all__ = [
     "RemoteProtocolError",
     "Send",
     "ServerConnection",
+    "SessionEvent",
+    "SessionEventHook",
     "StateHook",
     "Subscribe",
     "TracingHook",

@@ -26,7 +26,7 @@ leaves to it.  The build is all or nothing: where any twin was not built, or
 ``STOMP_PROTO_NO_EXTENSIONS`` is set to a non-empty value, every module runs the
 pure-Python source alone - the reference, and the fallback.
 
-An install from source builds the extension module whenever a C compiler is
+An install from source builds the extension modules whenever a C compiler is
 there (``hatch_build.py``); when it could not, the wheel records why, and
 :func:`describe` (``python -m stomp_proto --version``) repeats it.
 """

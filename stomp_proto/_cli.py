@@ -47,8 +47,13 @@ from ._events import ACK_MODES, AckMode, Message
 from ._frame import Version
 from ._limits import Limits
 from .asyncio import AsyncClient, connect
+from .broker._access import Permissions, load_permissions
 from .broker._core import (
+    DEFAULT_FAILED_LOGIN_RATE,
     DEFAULT_HEARTBEAT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
     DEFAULT_MAX_DESTINATIONS,
     DEFAULT_MAX_MEMORY,
     DEFAULT_MAX_QUEUE_BYTES,
@@ -56,6 +61,7 @@ from .broker._core import (
     DEFAULT_MAX_TRANSACTIONS,
     BrokerOptions,
 )
+from .broker._metrics import DEFAULT_TOP_DESTINATIONS
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -95,6 +101,39 @@ def _heartbeat(text: str) -> tuple[int, int]:
     return beats
 
 
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds (0 for none), not {text!r}")
+    return value or None
+
+
+def _rate(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a rate (0 for none), not {text!r}")
+    return value or None
+
+
+def _permissions(text: str) -> dict[str, Permissions]:
+    try:
+        return load_permissions(text)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a count (0 or more), not {text!r}")
+    return int(text)
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -118,6 +157,10 @@ BROKER_LIMITS: tuple[tuple[str, int, str], ...] = (
      "queues and subscribed topics kept at most"),
     ("max_transactions", DEFAULT_MAX_TRANSACTIONS,
      "transactions one session may have open at once"),
+    ("max_connections", DEFAULT_MAX_CONNECTIONS,
+     "client connections served at once; one more gets ERROR 'too many connections'"),
+    ("max_connections_per_login", DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
+     "sessions one login may have open at once"),
 )  # fmt: skip
 
 #: The broker's --log-level choices, as the logging module names them.
@@ -251,6 +294,25 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--certfile", help="serve TLS with this certificate (PEM)")
     broker.add_argument("--keyfile", help="private key for --certfile")
     broker.add_argument(
+        "--cafile",
+        help="with --certfile: require a client certificate signed by these CAs (PEM), mutual TLS",
+    )
+    broker.add_argument(
+        "--permissions",
+        type=_permissions,
+        metavar="FILE",
+        help="what each login may send to and subscribe to: a TOML file of [login] tables "
+        "with write and read patterns (regular expressions for whole destinations)",
+    )
+    broker.add_argument(
+        "--failed-login-rate",
+        type=_rate,
+        default=DEFAULT_FAILED_LOGIN_RATE,
+        metavar="PER_SECOND",
+        help="failed logins a second one client address may go on making after 10; then "
+        "its CONNECTs wait their turn; 0 for no limit (default %(default)s)",
+    )
+    broker.add_argument(
         "--websocket",
         type=_websocket_path,
         metavar="PATH",
@@ -273,6 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not serve GET /metrics (Prometheus text format) on the broker's port",
     )
     broker.add_argument(
+        "--metrics-token",
+        metavar="TOKEN",
+        help="serve GET /metrics only to requests with 'Authorization: Bearer TOKEN' (or, "
+        "with --user, HTTP Basic with one of the users)",
+    )
+    broker.add_argument(
+        "--metrics-destinations",
+        type=_count,
+        default=DEFAULT_TOP_DESTINATIONS,
+        metavar="N",
+        help="list the N deepest destinations one by one in GET /metrics, beside the totals; "
+        "0 for every destination (default %(default)s)",
+    )
+    broker.add_argument(
         "--strict",
         action="store_true",
         help="refuse every client frame the STOMP specs forbid (by default the broker accepts "
@@ -284,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_HEARTBEAT,
         metavar="SEND_MS,RECEIVE_MS",
         help="heart-beats: the broker sends them as often as a client asks but not more often "
-        "than every SEND_MS, and asks for one every RECEIVE_MS; 0 for none "
-        "(default {},{})".format(*DEFAULT_HEARTBEAT),
+        "than every SEND_MS, and takes them as often as a client offers but not more often "
+        "than every RECEIVE_MS; 0 for none (default {},{})".format(*DEFAULT_HEARTBEAT),
     )
     resources = broker.add_argument_group("resource limits (BrokerOptions)")
     for name, default, bounds in BROKER_LIMITS:
@@ -295,6 +371,15 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"{bounds} (default {default})",
         )
+    resources.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="end a session whose client sends no heart-beats and that holds no subscription "
+        "once no frame went either way for this long; 0 for never "
+        f"(default {DEFAULT_IDLE_TIMEOUT:g})",
+    )
     limits = broker.add_argument_group("limits on incoming frames (stomp_proto.Limits)")
     for field in dataclasses.fields(Limits):
         limits.add_argument(
@@ -465,6 +550,18 @@ def broker_resource_limits(args: argparse.Namespace) -> BrokerOptions:
     return cast("BrokerOptions", {name: value for name, value in given.items() if value})
 
 
+def broker_tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The broker's TLS context from --certfile/--keyfile, and --cafile for client certificates."""
+    if not args.certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.certfile, args.keyfile)
+    if args.cafile:
+        context.load_verify_locations(cafile=args.cafile)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 async def _broker(args: argparse.Namespace, err: TextIO) -> None:
 
     handler = logging.StreamHandler(err)
@@ -481,14 +578,14 @@ async def _broker(args: argparse.Namespace, err: TextIO) -> None:
 async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
     from .broker import Broker
 
-    context = None
-    if args.certfile:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(args.certfile, args.keyfile)
+    context = broker_tls_context(args)
     options = broker_resource_limits(args)
     options["users"] = dict(args.user) or None
     options["strict"] = args.strict
     options["heartbeat"] = args.heartbeat
+    options["idle_timeout"] = args.idle_timeout
+    options["permissions"] = args.permissions
+    options["failed_login_rate"] = args.failed_login_rate
     options["limits"] = broker_limits(args)
     async with Broker(
         args.host,
@@ -497,6 +594,8 @@ async def _serve_broker(args: argparse.Namespace, err: TextIO) -> None:
         websocket=args.websocket,
         allowed_origins=args.allowed_origin,
         metrics=args.metrics,
+        metrics_token=args.metrics_token,
+        metrics_destinations=args.metrics_destinations or None,
         **options,
     ) as broker:
         # The broker's own INFO line says where it listens; below INFO it is said here,
@@ -596,6 +695,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return (check_main if args.command == "check" else client_main)(args, out, err)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
+    if args.command == "broker" and args.cafile and not args.certfile:
+        parser.error("broker: --cafile needs --certfile")
     if hasattr(args, "tls"):  # a command that connects
         problem = check_connection_arguments(args)
         if problem is not None:

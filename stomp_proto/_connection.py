@@ -82,10 +82,21 @@ __all__ = ["ClientConnection", "ServerConnection"]
 SendParts = tuple[str, bytes, str | None, str | None, tuple[tuple[str, str], ...], bool]
 
 
-#: Default allowance on the peer's heart-beat interval before it counts as gone.
-#: 2.5: ActiveMQ sends its beats up to twice the interval apart (measured), and
-#: RabbitMQ itself allows three intervals of silence.
+#: A server's default allowance on its client's heart-beat interval before the
+#: client counts as gone, and a client's with a broker whose beats come late
+#: (:data:`LATE_BEATERS`).  2.5: ActiveMQ sends its beats up to twice the interval
+#: apart (measured: its write check skips a beat after any frame), and RabbitMQ
+#: itself allows three intervals of silence.
 DEFAULT_TOLERANCE = 2.5
+#: A client's default allowance on its broker's interval: 1.25, so that a broker
+#: gone silent is noticed within 1.5 intervals (see :mod:`._heartbeat`), while
+#: one that beats every interval, as 1.2 §Heart-beating asks, has a quarter
+#: interval of margin (the spec's SHOULD).  RabbitMQ beats twice per interval.
+CLIENT_TOLERANCE = 1.25
+#: The start of the CONNECTED ``server`` header of brokers whose beats come up to
+#: twice the interval apart: a client whose tolerance was not given allows them
+#: :data:`DEFAULT_TOLERANCE`.
+LATE_BEATERS = ("ActiveMQ/",)
 
 
 class _PendingAcks:
@@ -183,6 +194,9 @@ class _Connection:
     _sends: Transitions
     _receives: Transitions
     _peer_role: str
+    #: Whether an UNSUBSCRIBE with headers of its own may name a subscription that
+    #: is not open (see _check_unsubscribe): a client's may.
+    _removes_durable: bool = False
     #: The accelerated build's ``next_event`` for an open session (a method), or None.
     _fast_receive: Callable[[], Event | None] | None = None
     #: The accelerated build's ``send`` of a plain SEND (a method), or None.
@@ -242,6 +256,13 @@ class _Connection:
     def version(self) -> Version | None:
         """The negotiated protocol version; ``None`` before the handshake."""
         return self._version
+
+    @property
+    def heartbeat_tolerance(self) -> float:
+        """How many of the peer's heart-beat intervals may pass in silence before
+        the session ends (what was given, or the default, which for a client
+        follows the server: see :class:`ClientConnection`)."""
+        return self._tolerance
 
     @property
     def heartbeat(self) -> tuple[int, int] | None:
@@ -600,7 +621,13 @@ class _Connection:
             )
 
     def _check_unsubscribe(self, event: Unsubscribe) -> None:
-        if event.key not in self._subscriptions:
+        # 1.2 §UNSUBSCRIBE: the id names an existing subscription.  A durable one
+        # exists at the broker after the connection's has ended, and brokers
+        # remove it by an UNSUBSCRIBE naming it in a header of theirs (ActiveMQ's
+        # activemq.subscriptionName, after its consumer has gone): a client's with
+        # headers of its own is let through.  A server still refuses it: it has
+        # no such subscription.
+        if event.key not in self._subscriptions and not (event.headers and self._removes_durable):
             raise LocalProtocolError(ErrorKind.BAD_STATE, f"no subscription {event.key!r}")
 
     def _check_ack(self, event: Ack | Nack) -> None:
@@ -615,8 +642,8 @@ class _Connection:
     def _book_unsubscribe(self, event: Unsubscribe, next_state: ConnectionState) -> ConnectionState:
         key = event.key
         assert key is not None
-        del self._subscriptions[key]
-        self._pending.forget(key)
+        if self._subscriptions.pop(key, None) is not None:
+            self._pending.forget(key)
         return next_state
 
     def _book_ack(self, event: Ack | Nack, next_state: ConnectionState) -> ConnectionState:
@@ -716,11 +743,15 @@ class ClientConnection(_Connection):
         :class:`Limits` ``()``, the generous defaults.
     :param heartbeat_tolerance: how many of the server's heart-beat intervals
         may pass in silence before the session ends with a
-        :class:`HeartBeatTimeout` (2.5; at least 1.0).
+        :class:`HeartBeatTimeout` (at least 1.0).  By default 1.25 - a silent
+        server is noticed within 1.5 of its intervals - and 2.5 with a server
+        whose CONNECTED says it is ActiveMQ, which beats up to two intervals
+        apart.
     """
 
     _sends = CLIENT_SENDS
     _receives = CLIENT_RECEIVES
+    _removes_durable = True
     _peer_role = "server"
     if _native is not None:
         _fast_receive = _native.client_next_event
@@ -735,9 +766,17 @@ class ClientConnection(_Connection):
         *,
         strict: bool = True,
         limits: Limits | None = None,
-        heartbeat_tolerance: float = DEFAULT_TOLERANCE,
+        heartbeat_tolerance: float | None = None,
     ) -> None:
-        super().__init__(strict=strict, limits=limits, heartbeat_tolerance=heartbeat_tolerance)
+        super().__init__(
+            strict=strict,
+            limits=limits,
+            heartbeat_tolerance=CLIENT_TOLERANCE
+            if heartbeat_tolerance is None
+            else heartbeat_tolerance,
+        )
+        #: Whether the tolerance is the default (it then follows the server: LATE_BEATERS).
+        self._tolerance_default = heartbeat_tolerance is None
         self._connect: Connect | None = None
         self._receipts: dict[str, FrameEvent] = {}
 
@@ -863,6 +902,8 @@ class ClientConnection(_Connection):
         if isinstance(event, Connected):
             assert self._connect is not None and event.version is not None
             self._agree(event.version)
+            if self._tolerance_default and (event.server or "").startswith(LATE_BEATERS):
+                self._tolerance = DEFAULT_TOLERANCE
             self._start_heartbeats(self._connect.heartbeat, event.heartbeat)
         elif isinstance(event, Message) and not event.unknown_subscription:
             key = event.key

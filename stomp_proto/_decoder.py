@@ -138,9 +138,10 @@ class FrameDecoder:
     returned before it stay valid.  After an error the decoder is finished:
     ``next_frame`` raises the same error again and ``receive_data`` raises
     :class:`LocalProtocolError`.  So does a call to ``receive_data``,
-    ``next_frame`` or the ``version`` setter made while ``next_frame`` is
-    reading a frame (by a finalizer that a garbage collection runs then): it
-    changes nothing, and the frame being read is returned whole.
+    ``next_frame`` or the ``version`` setter made while ``next_frame`` or
+    ``receive_data`` runs (by a finalizer that a garbage collection runs then):
+    it changes nothing, the frame being read is returned whole, and the data
+    being taken in is taken once.
     """
 
     __slots__ = (
@@ -199,8 +200,9 @@ class FrameDecoder:
         self._bodiless = _BODILESS_COMMANDS
         self._commands = COMMANDS
         self._fast: object | None = None
-        # True while next_frame reads the buffer (see _reentered).
-        self._reading = False
+        # The name of the call under way, next_frame or receive_data, or "" (see
+        # _reentered).
+        self._reading = ""
         # Lenient mode: the LF before a line that holds only blanks up to _scan
         # (a blank line may end there); stale when not _line_start - 1.
         self._blank_lf = -1
@@ -292,40 +294,49 @@ class FrameDecoder:
         """Add ``data``, bytes received from the peer; ``None`` means the stream has ended."""
         if self._reading:
             raise self._reentered("receive_data")
-        check_data(data)  # one type() per read, not per frame
-        need = self._need
-        if need and data is not None and not self._eof:
-            # A large body is arriving (no error is possible before its end):
-            # its bytes go straight into it.
-            big = self._big
-            assert big is not None
-            size = len(data) if type(data) is not memoryview else data.nbytes
-            if size <= need:
-                left = need - size
-                if left < self._full_at:
-                    self._grow_large_body(big, left)
-                big.write(data)
-                self._need = left
+        if type(data) is not bytes:  # (what a socket gives: no call for it)
+            check_data(data)
+        # Python code can run below (a finalizer, when an allocation starts a
+        # collection; a bytes-like subclass's __len__): a call it made to this
+        # decoder would act on the state this call is changing - a large body
+        # written twice past its declared length - so it is refused.
+        self._reading = "receive_data"
+        try:
+            need = self._need
+            if need and data is not None and not self._eof:
+                # A large body is arriving (no error is possible before its end):
+                # its bytes go straight into it.
+                big = self._big
+                assert big is not None
+                size = len(data) if type(data) is not memoryview else data.nbytes
+                if size <= need:
+                    left = need - size
+                    if left < self._full_at:
+                        self._grow_large_body(big, left)
+                    big.write(data)
+                    self._need = left
+                    return
+                if self._full_at:
+                    self._grow_large_body(big, 0)
+                view = memoryview(data).cast("B")
+                big.write(view[:need])
+                self._need = 0
+                data = view[need:]
+            if self._error is not None:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE,
+                    f"decoder failed earlier ({self._error}); it takes no more data",
+                )
+            if self._eof:
+                raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
+            if data is None:
+                self._eof = True
                 return
-            if self._full_at:
-                self._grow_large_body(big, 0)
-            view = memoryview(data).cast("B")
-            big.write(view[:need])
-            self._need = 0
-            data = view[need:]
-        if self._error is not None:
-            raise LocalProtocolError(
-                ErrorKind.BAD_STATE,
-                f"decoder failed earlier ({self._error}); it takes no more data",
-            )
-        if self._eof:
-            raise LocalProtocolError(ErrorKind.BAD_STATE, "data received after end of stream")
-        if data is None:
-            self._eof = True
-            return
-        if self._pos:
-            self._compact()
-        self._buf += data
+            if self._pos:
+                self._compact()
+            self._buf += data
+        finally:
+            self._reading = ""
 
     def _compact(self) -> None:
         # Dropping a prefix of a bytearray only moves its start in CPython; all
@@ -352,7 +363,7 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | HeartBeat | None:
         """Parse and return the next frame or heart-beat; ``None`` if more data is needed."""
-        if self._need and not self._eof:
+        if self._need and not self._eof and not self._reading:
             # A large body is still arriving: the one question asked per read.
             return None
         fast = self._fast
@@ -368,7 +379,7 @@ class FrameDecoder:
             raise self._error
         if self._reading:
             raise self._reentered("next_frame")
-        self._reading = True
+        self._reading = "next_frame"
         try:
             if self._command is None:
                 return self._next_head()
@@ -380,21 +391,25 @@ class FrameDecoder:
             self._error = as_remote(exc)
             raise self._error from None
         finally:
-            self._reading = False
+            self._reading = ""
 
     def _reentered(self, what: str) -> LocalProtocolError:
-        """The error for a call made while next_frame is reading the buffer.
+        """The error for a call made while next_frame or receive_data runs.
 
         Reading a frame allocates objects, and an allocation can start a garbage
         collection that runs finalizers (``__del__``, weakref callbacks): one
         that fed this decoder then would move the buffer under the offsets being
-        read (and under the native scanner's pointer).  Such a call is refused,
-        and changes nothing: the frame being read is returned whole.
+        read (and under the native scanner's pointer), or, during receive_data,
+        write a large body's bytes past its declared length.  Such a call is
+        refused, and changes nothing: the frame being read is returned whole,
+        the data being taken in is taken once.
         """
+        running = self._reading
+        doing = "reading a frame" if running == "next_frame" else "taking in data"
         return LocalProtocolError(
             ErrorKind.BAD_STATE,
-            f"{what} called while the decoder is reading a frame (from a finalizer or "
-            "a callback run during next_frame); call it once next_frame has returned",
+            f"{what} called while the decoder is {doing} (from a finalizer or a callback "
+            f"run during {running}); call it once {running} has returned",
         )
 
     def _check_truncated(self) -> None:

@@ -7,7 +7,10 @@ cimport cython
 cdef class HeadScanner:
     cdef bint lenient, crlf, unescaping, unescaping_cr, handshake
     cdef frozenset commands, bodiless
+    # The limits, each clamped to HUGE (_clamp); ``clamped``: the body's or the frame's was.
     cdef Py_ssize_t max_line_length, max_headers, max_head, max_frame_size, max_body_size
+    cdef object limits
+    cdef bint clamped
     # The decoder's slots, read and written through their descriptors.
     cdef object s_buf, s_pos, s_scan, s_line_start, s_body_start, s_head_lines
     cdef object s_command, s_headers, s_content_length, s_body_limit
@@ -27,12 +30,13 @@ cdef class HeadScanner:
         Py_ssize_t scan,
     )
     cdef object more(self, object decoder)
+    cdef object exact_body_limit(self, Py_ssize_t head_size)
     cdef object previous_text(
         self, Py_ssize_t index, Py_ssize_t part, const unsigned char *data, Py_ssize_t size
     )
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
-        Py_ssize_t scan, Py_ssize_t window,
+        Py_ssize_t scan, Py_ssize_t window, object blank_lf,
     )
     cdef object waiting_body(self, object decoder, const unsigned char *data, Py_ssize_t end)
     cdef object take_body(

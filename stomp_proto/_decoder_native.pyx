@@ -16,7 +16,7 @@ every index used is checked against that length right where it is read (the
 scan allocates, and an allocation can run Python code (a garbage collection's
 finalizers): so the scan holds a buffer export of the bytearray, which makes
 any resize raise BufferError instead of moving the memory, and sets the
-decoder's ``_reading`` flag, which makes ``receive_data`` refuse re-entry with
+decoder's ``_reading`` mark, which makes ``receive_data`` refuse re-entry with
 the pure decoder's LocalProtocolError.  Time and memory: every search starts
 where the pure decoder's would (its ``_scan``), and the lines of a partial head
 are checked once each, as they complete, so a head or body arriving byte by
@@ -29,7 +29,9 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, _PyBytes_Resize
 from cpython.exc cimport PyErr_Clear
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
@@ -59,8 +61,10 @@ TOUCHES = {
 cdef Py_ssize_t LARGE_BODY = 64 * 1024
 #: How a large body's reservation grows (_decoder._GROWTH).
 cdef Py_ssize_t GROWTH = 4
-#: Limits past this are as good as unlimited here (and keep the sums below in range).
-cdef Py_ssize_t HUGE = (<Py_ssize_t>1) << 60
+#: Limits past this are as good as unlimited here (no buffer gets near it), and keep
+#: the sums below in range: what a user's Limits and the pure code's marks hold is
+#: clamped to it where it enters C (_clamp).
+cdef Py_ssize_t HUGE = PY_SSIZE_T_MAX >> 3
 #: More digits than this in a content-length: left to the pure code (it reads TOO_LONG).
 cdef Py_ssize_t MOST_DIGITS = 18
 
@@ -68,6 +72,10 @@ cdef Py_ssize_t MOST_DIGITS = 18
 cdef frozenset UNESCAPED = UNESCAPED_COMMANDS
 cdef object FRAME = Frame
 cdef object BEAT = HEARTBEAT
+#: What the decoder's ``_reading`` holds while the scan runs, and after it (the pure
+#: decoder's names: its re-entry error names the call under way).
+cdef str NEXT_FRAME = "next_frame"
+cdef str NOT_READING = ""
 
 
 #: The bytes that the scanner's searches of a head have spanned, in this process: the
@@ -87,8 +95,17 @@ cdef inline Py_ssize_t _past_blanks(const unsigned char *data, Py_ssize_t stop, 
     return i
 
 
-cdef inline Py_ssize_t _clamp(object value):
-    return <Py_ssize_t>value if value < HUGE else HUGE
+cdef inline Py_ssize_t _clamp(object value) except? -1:
+    """``value``, a Python int, as a C one: HUGE where it is larger.
+
+    Limits have no upper bound (``Limits(max_body_size=2**64)`` is valid), and the
+    pure code's marks derived from them (``_body_limit``, ``_content_length``) can be
+    as large, so each crosses into C through here, never by a bare conversion."""
+    cdef int overflow = 0
+    cdef long long n = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow > 0 or n > HUGE:
+        return HUGE
+    return <Py_ssize_t>n
 
 
 # -- the names of commands and headers -------------------------------------------
@@ -316,8 +333,9 @@ cdef class HeadScanner:
     moved on exactly as the pure code moves it - or ``NotImplemented``: the
     pure code takes over, on the same state (every error and limit, the large
     bodies, the rare cases).  It resumes as the pure ``_scan`` does: a head
-    arriving in pieces is checked line by line as its lines complete (strict
-    mode; lenient heads in pieces are the pure code's), and once a head is
+    arriving in pieces is checked line by line as its lines complete (in
+    lenient mode each line is measured and counted, and a line of blanks still
+    growing is noted in ``_blank_lf``, as the pure code does), and once a head is
     read its frame waits in the decoder's state (``_command``, ``_headers``,
     ``_content_length`` ...) until the body is in, which is then copied once.
 
@@ -331,6 +349,10 @@ cdef class HeadScanner:
     def __init__(self, decoder):
         cls = type(decoder)
         limits = decoder._limits
+        self.limits = limits
+        self.clamped = (
+            _clamp(limits.max_body_size) == HUGE or _clamp(limits.max_frame_size) == HUGE
+        )
         self.lenient = not decoder._strict
         if self.lenient and not decoder._verbatim:
             raise ValueError("the native scanner keeps lenient text verbatim only")
@@ -425,7 +447,7 @@ cdef class HeadScanner:
         cdef bytearray buf = stomp_slot_get(self.s_buf, decoder)
         cdef Py_buffer view
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        stomp_slot_set(self.s_reading, decoder, True)
+        stomp_slot_set(self.s_reading, decoder, NEXT_FRAME)
         try:
             if stomp_slot_get(self.s_command, decoder) is None:
                 return self.next_item(decoder, <const unsigned char *>view.buf, view.len)
@@ -437,7 +459,7 @@ cdef class HeadScanner:
                 # its bytes go once the buffer may be resized again.
                 PyByteArray_Resize(buf, self.trim)
                 self.trim = -1
-            stomp_slot_set(self.s_reading, decoder, False)
+            stomp_slot_set(self.s_reading, decoder, NOT_READING)
 
     cdef object next_item(self, object decoder, const unsigned char *data, Py_ssize_t end):
         cdef Py_ssize_t pos = stomp_slot_get(self.s_pos, decoder)
@@ -470,7 +492,9 @@ cdef class HeadScanner:
         cdef Py_ssize_t window = pos + self.max_head
         cdef Py_ssize_t stop = min(end, window)
         cdef Py_ssize_t i = scan - 2 if scan - 2 > pos else pos
-        cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf
+        cdef Py_ssize_t first = i, head_end = -1, body_start = -1, j, blank_lf = -1
+        cdef Py_ssize_t last_lf = -1  # the last LF searched past (lenient mode)
+        cdef bint growing = False  # a line of blanks was growing at _scan (lenient mode)
         cdef const unsigned char *found
         global SEARCHED
         if self.lenient:
@@ -479,7 +503,8 @@ cdef class HeadScanner:
             # so that a head trickling in is read once, not once per read.
             i = first = scan
             blank_lf = stomp_slot_get(self.s_blank_lf, decoder)
-            if blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos:
+            growing = blank_lf == <Py_ssize_t>stomp_slot_get(self.s_line_start, decoder) - 1 >= pos
+            if growing:
                 i = _past_blanks(data, stop, i)
                 if byte_at(data, stop, i) == LF:
                     head_end, body_start = blank_lf, i + 1
@@ -489,6 +514,7 @@ cdef class HeadScanner:
                 break
             i = found - data
             if self.lenient:
+                last_lf = i
                 j = _past_blanks(data, stop, i + 1)
                 if byte_at(data, stop, j) == LF:
                     head_end, body_start = i, j + 1
@@ -504,9 +530,22 @@ cdef class HeadScanner:
             i += 1
         SEARCHED += (body_start if head_end >= 0 else stop) - first
         if head_end < 0:
-            if self.lenient:
-                return NotImplemented
-            return self.partial_head(decoder, data, end, pos, scan, window)
+            if not self.lenient:
+                return self.partial_head(decoder, data, end, pos, scan, window, None)
+            # The pure _note_blank_line: whether the last line, still growing, holds
+            # only blanks so far - a blank line in the making, whose LF _blank_lf
+            # keeps (-1: it is not); unchanged where no LF came and none was growing.
+            # Every LF after _scan was searched past above: the last is the rfind's.
+            if last_lf < 0 and not growing:
+                return self.partial_head(decoder, data, end, pos, scan, window, None)
+            j = scan if last_lf < 0 else last_lf + 1
+            SEARCHED += stop - j
+            if last_lf < 0:
+                last_lf = blank_lf
+            return self.partial_head(
+                decoder, data, end, pos, scan, window,
+                last_lf if _past_blanks(data, stop, j) == stop else -1,
+            )
         if head_end - pos > self.max_line_length:
             # A long head may hold a long line, to check in order: the pure code.
             return NotImplemented
@@ -612,6 +651,13 @@ cdef class HeadScanner:
             decoder, data, end, command, headers, body_start, length, body_limit, body_start, False
         )
 
+    cdef object exact_body_limit(self, Py_ssize_t head_size):
+        """The pure _whole_head's body limit for a head of ``head_size`` bytes, as a
+        Python int, from the limits unclamped."""
+        room = self.limits.max_frame_size - head_size
+        body = self.limits.max_body_size
+        return body if body <= room else room
+
     cdef object previous_text(
         self, Py_ssize_t index, Py_ssize_t part, const unsigned char *data, Py_ssize_t size
     ):
@@ -630,11 +676,13 @@ cdef class HeadScanner:
 
     cdef object partial_head(
         self, object decoder, const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
-        Py_ssize_t scan, Py_ssize_t window,
+        Py_ssize_t scan, Py_ssize_t window, object blank_lf,
     ):
-        """The pure _check_partial_head (strict mode), for a head whose blank line has
-        not arrived: None with the marks moved on, or NotImplemented where it would
-        raise (it then raises, on the same state)."""
+        """The pure _check_partial_head, for a head whose blank line has not arrived:
+        None with the marks moved on, or NotImplemented where it would raise (it then
+        raises, on the same state).  ``blank_lf``: lenient mode's new ``_blank_lf``,
+        written with the other marks (None: it stays as it is); in lenient mode the
+        lines are only measured and counted, as the pure _check_lines does."""
         if stomp_slot_get(self.s_eof, decoder):
             return NotImplemented
         cdef Py_ssize_t stop = min(end, window)
@@ -664,7 +712,9 @@ cdef class HeadScanner:
                 length -= 1
             if length > self.max_line_length:
                 return NotImplemented
-            if start == pos:
+            if self.lenient:
+                pass  # (a lenient head's command and lines are read once it is whole)
+            elif start == pos:
                 command = _known(&COMMANDS_TABLE, COMMAND_NAMES, data + start, length)
                 if command is None or command not in self.commands:
                     return NotImplemented
@@ -681,7 +731,10 @@ cdef class HeadScanner:
         if self.crlf and length and data[end - 1] == CR:
             length -= 1
         if length > self.max_line_length:
+            # (In lenient mode a line of blanks is exempt: the pure code's case.)
             return NotImplemented
+        if blank_lf is not None:
+            stomp_slot_set(self.s_blank_lf, decoder, blank_lf)
         stomp_slot_set(self.s_line_start, decoder, start)
         stomp_slot_set(self.s_head_lines, decoder, lines)
         stomp_slot_set(self.s_scan, decoder, end)
@@ -691,13 +744,18 @@ cdef class HeadScanner:
         """The body of the frame whose head the decoder holds, if it is all in."""
         if stomp_slot_get(self.s_big, decoder) is not None:
             return NotImplemented  # a large body's end: the pure code's
+        # The pure code may have read this head (a content-length of 19 digits, a
+        # lenient head in pieces) under limits of any size: both marks are clamped.
+        cdef Py_ssize_t length = _clamp(stomp_slot_get(self.s_content_length, decoder))
+        if length == HUGE:
+            return NotImplemented  # longer than any buffer: the pure code waits for it
         return self.take_body(
             decoder, data, end,
             stomp_slot_get(self.s_command, decoder),
             stomp_slot_get(self.s_headers, decoder),
             stomp_slot_get(self.s_body_start, decoder),
-            stomp_slot_get(self.s_content_length, decoder),
-            stomp_slot_get(self.s_body_limit, decoder),
+            length,
+            _clamp(stomp_slot_get(self.s_body_limit, decoder)),
             stomp_slot_get(self.s_scan, decoder),
             True,
         )
@@ -738,7 +796,14 @@ cdef class HeadScanner:
                 stomp_slot_set(self.s_command, decoder, command)
                 stomp_slot_set(self.s_headers, decoder, headers)
                 stomp_slot_set(self.s_content_length, decoder, length)
-                stomp_slot_set(self.s_body_limit, decoder, body_limit)
+                if self.clamped:
+                    # The pure code's exact limit, for its messages (body_limit
+                    # is clamped, and as good here).
+                    stomp_slot_set(self.s_body_limit, decoder, self.exact_body_limit(
+                        start - <Py_ssize_t>stomp_slot_get(self.s_pos, decoder)
+                    ))
+                else:
+                    stomp_slot_set(self.s_body_limit, decoder, body_limit)
                 mark = start
                 stomp_slot_set(self.s_body_start, decoder, mark)
                 stomp_slot_set(self.s_scan, decoder, mark)

@@ -24,6 +24,7 @@ from ._build import native
 from ._checks import as_headers as _as_headers
 from ._checks import wrong_type
 from ._frame import VERSIONS, Frame, Version
+from ._header_map import HeaderMap
 from ._protocol_errors import ErrorKind, LocalProtocolError, ProtocolError
 
 __all__ = [
@@ -827,6 +828,33 @@ class Message(FrameEvent):
         """
         return self.subscription if self.subscription is not None else self.destination
 
+    @property
+    def all_headers(self) -> HeaderMap:
+        """Every header of the message by name, the typed ones too.
+
+        ``destination``, ``message-id``, ``subscription``, ``ack``,
+        ``content-type`` and ``content-length`` (those present) come first, then
+        :attr:`headers` in wire order.  A repeated name keeps all its values
+        (:meth:`HeaderMap.getall`); a lookup finds the first, as STOMP 1.2 says
+        only the first of repeated header entries counts.  :attr:`headers`
+        stays the pairs without a typed field.
+        """
+        typed = (
+            ("destination", self.destination),
+            ("message-id", self.message_id),
+            ("subscription", self.subscription),
+            ("ack", self.ack),
+            ("content-type", self.content_type),
+            ("content-length", str(len(self.body)) if self.content_length else None),
+        )
+        present = tuple((name, value) for name, value in typed if value is not None)
+        return HeaderMap(present + self.headers)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The value of the header ``name`` (typed ones too, as :attr:`all_headers`
+        gives them); ``default`` when the message has none."""
+        return self.all_headers.get(name, default)
+
     def _to_frame(self, version: Version) -> Frame:
         if version != "1.0":
             _require(self.subscription, "MESSAGE", "subscription")
@@ -862,7 +890,12 @@ class Message(FrameEvent):
 @_wire("RECEIPT", typed=("receipt-id",))
 @dataclass(frozen=True, slots=True, repr=False)
 class Receipt(FrameEvent):
-    """RECEIPT: the server processed the client frame that asked for ``receipt_id``."""
+    """RECEIPT: the server processed the client frame that asked for ``receipt_id``.
+
+    What that promises is the server's: the embedded broker keeps messages in
+    memory only, so its RECEIPT for a SEND means "accepted into memory", lost
+    if the broker stops (see :ref:`broker-durability`).
+    """
 
     #: The ``receipt`` of the client frame this confirms.
     receipt_id: str

@@ -4,14 +4,24 @@ The connection never reads a clock.  It only learns the time when its user
 calls ``handle_timer(now)``; between calls it merely notes *whether* anything
 was sent or received.  That is enough when the checks are frequent enough:
 
-* Sending: the check runs every half interval, and sends an EOL when nothing
-  went out since the previous check.  Every window between two checks then
-  holds some outgoing data, so the gap between two sends never exceeds the
-  negotiated interval - what the spec asks of a sender.
+* Sending: the checks run at least every half interval.  Data noted in the
+  window between two checks went out after the first of them, so that check's
+  time bounds the last send from below; a check sends an EOL when nothing went
+  out in its window and the next check would come more than half the interval
+  after that bound.  The gap between two sends stays under half the interval
+  plus a check period, so never over the interval - what the spec asks of a
+  sender, with room for a late timer - and an idle connection sends an EOL
+  about every half interval, as before.
 * Receiving: the peer is declared dead once nothing has arrived for the
   negotiated interval times ``tolerance``.  As arrival is only noted at the
   next check, the silence is measured from that check: the peer is never
-  declared dead early, and at most one check period late.
+  declared dead early.  Checks for it come every eighth of the interval, so
+  the silence at the moment it is declared is below ``tolerance + 1/4``
+  intervals (one check late to notice the last data, one to notice the
+  deadline): with a client's 1.25, within 1.5 intervals.  The silence allowed
+  is never less than the interval plus :data:`SLACK_MS`, whatever the
+  tolerance: a short interval (100 ms) must not make a scheduling stall of a
+  busy machine (some tens of ms) a lost session.
 
 Times are seconds (any monotonic clock the caller likes, e.g. ``loop.time()``);
 intervals on the wire are milliseconds.
@@ -21,7 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["HeartBeatTimer", "negotiate"]
+__all__ = ["SLACK_MS", "HeartBeatTimer", "negotiate"]
+
+#: Milliseconds of silence allowed beyond the interval, at least (see above).
+SLACK_MS = 100
 
 
 def negotiate(ours: tuple[int, int], theirs: tuple[int, int]) -> tuple[int, int]:
@@ -51,6 +64,8 @@ class HeartBeatTimer:
     heard_at: float = 0.0
     sent_since_check: bool = False
     received_since_check: bool = False
+    #: A time at or before which data last went out (a check's, or a beat's).
+    sent_mark: float = 0.0
     #: ``last_check + period``, set by each check.
     _deadline: float | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -60,9 +75,15 @@ class HeartBeatTimer:
 
     @property
     def period(self) -> float:
-        """Seconds between checks: half of the shorter interval in force."""
-        intervals = [ms for ms in (self.send_ms, self.expect_ms * self.tolerance) if ms]
+        """Seconds between checks: half the sending interval, an eighth of the
+        receiving one (whichever is shorter, of those in force)."""
+        intervals = [ms for ms in (self.send_ms, self.expect_ms / 4) if ms]
         return min(intervals) / 2000.0
+
+    @property
+    def allowed_ms(self) -> float:
+        """Milliseconds of silence after which the peer counts as gone."""
+        return max(self.expect_ms * self.tolerance, self.expect_ms + SLACK_MS)
 
     def next_deadline(self) -> float | None:
         # Asked before every wait for data, so once per read in every client:
@@ -78,19 +99,32 @@ class HeartBeatTimer:
         (back-pressure): unread data cannot be seen, so silence is not counted.
         """
         if self.last_check is None:
-            self.last_check = self.heard_at = now
+            self.last_check = self.heard_at = self.sent_mark = now
             self._deadline = now + self.period
             self.sent_since_check = self.received_since_check = False
             return False, None
         if now < self.last_check + self.period:
             return False, None  # called early: nothing is due
-        beat = bool(self.send_ms) and not self.sent_since_check
+        if self.sent_since_check:
+            self.sent_mark = self.last_check
+        # Due when nothing went out in the window just ended and the next check, a
+        # period on, would leave more than half the interval since the last send
+        # (a hair's allowance for sums of float periods): half, so that a late
+        # timer never stretches a gap past the interval.
+        period = self.period
+        beat = (
+            bool(self.send_ms)
+            and not self.sent_since_check
+            and now - self.sent_mark > self.send_ms / 2000.0 - period + 1e-9
+        )
+        if beat:
+            self.sent_mark = now
         if self.received_since_check or not reading:
             self.heard_at = now
         silence = now - self.heard_at
-        gone = bool(self.expect_ms) and silence * 1000.0 >= self.expect_ms * self.tolerance
+        gone = bool(self.expect_ms) and silence * 1000.0 >= self.allowed_ms
         self.last_check = now
-        self._deadline = now + self.period
+        self._deadline = now + period
         self.sent_since_check = False
         self.received_since_check = False
         return beat, silence if gone else None

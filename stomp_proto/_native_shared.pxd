@@ -9,29 +9,31 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 
 cdef extern from *:
+    # ``static inline``: each twin uses some of these, and a compiler warns of an
+    # unused function only where it is plain ``static``.
     """
     /* Read and write a slot through its member descriptor, as object.__setattr__
        would, without the class's own __setattr__ (frozen dataclasses refuse). */
-    static PyObject *stomp_slot_get(PyObject *descr, PyObject *obj) {
+    static inline PyObject *stomp_slot_get(PyObject *descr, PyObject *obj) {
         return Py_TYPE(descr)->tp_descr_get(descr, obj, (PyObject *)Py_TYPE(obj));
     }
-    static int stomp_slot_set(PyObject *descr, PyObject *obj, PyObject *value) {
+    static inline int stomp_slot_set(PyObject *descr, PyObject *obj, PyObject *value) {
         return Py_TYPE(descr)->tp_descr_set(descr, obj, value);
     }
     /* object.__new__(cls) for a class with neither __new__ nor __init__ of its own
        to run: the allocation, every slot NULL until set. */
-    static PyObject *stomp_alloc(PyObject *cls) {
+    static inline PyObject *stomp_alloc(PyObject *cls) {
         PyTypeObject *type = (PyTypeObject *)cls;
         return type->tp_alloc(type, 0);
     }
     /* A tuple subclass's instance (Frame) of ``size`` items, all NULL until set. */
-    static PyObject *stomp_alloc_items(PyObject *cls, Py_ssize_t size) {
+    static inline PyObject *stomp_alloc_items(PyObject *cls, Py_ssize_t size) {
         PyTypeObject *type = (PyTypeObject *)cls;
         return type->tp_alloc(type, size);
     }
     /* A tuple of two str (a header) cannot be part of a reference cycle: the
        collector need not look at it (it would untrack it itself, later). */
-    static PyObject *stomp_pair(PyObject *name, PyObject *value) {
+    static inline PyObject *stomp_pair(PyObject *name, PyObject *value) {
         PyObject *pair = PyTuple_New(2);
         if (pair == NULL) return NULL;
         Py_INCREF(name);
@@ -42,10 +44,10 @@ cdef extern from *:
         return pair;
     }
     /* For containers that can hold no reference cycle (see the callers). */
-    static void stomp_untrack(PyObject *obj) {
+    static inline void stomp_untrack(PyObject *obj) {
         PyObject_GC_UnTrack(obj);
     }
-    static const char *stomp_utf8(PyObject *text, Py_ssize_t *size) {
+    static inline const char *stomp_utf8(PyObject *text, Py_ssize_t *size) {
         return PyUnicode_AsUTF8AndSize(text, size);
     }
     """

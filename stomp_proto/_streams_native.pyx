@@ -156,7 +156,8 @@ def add_rows(
 
     A layout's fields are read once, where the layout changes (a broker sends
     one, message after message), into C variables."""
-    cdef Py_ssize_t done = 0, j, key, row_id, stamp, width = 0
+    # (The layout's fields are set from the first message on: -1, no such header, before.)
+    cdef Py_ssize_t done = 0, j, key = -1, row_id = -1, stamp = -1, width = 0
     cdef tuple headers, kept = (), kept_names = (), layout_names = None
     layout = None  # a _Layout: a tuple subclass
     for offset, frame in messages:

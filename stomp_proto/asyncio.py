@@ -22,7 +22,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Unpack
 
-from ._client._async import AsyncClient, AsyncSubscription, open_client
+from ._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+    open_client,
+)
 from ._client._asyncio import AsyncioBackend
 from ._client._backoff import Backoff
 from ._client._errors import (
@@ -32,7 +38,7 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._closing import asyncio_drain_and_close as drain_and_close
 from ._public import present_as
@@ -40,6 +46,8 @@ from ._public import present_as
 __all__ = [
     "AsyncClient",
     "AsyncSubscription",
+    "AsyncTransaction",
+    "AsyncUnsolicited",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -48,12 +56,15 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "connect",
     "drain_and_close",
 ]
 
 # Shared with the trio adapter (which names them the same way); documented here.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+present_as(
+    "stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction, AsyncUnsolicited
+)
 
 
 @asynccontextmanager

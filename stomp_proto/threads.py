@@ -31,11 +31,11 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._client._threads import DISPATCH_THREAD as DISPATCH_THREAD  # on_message's threads
 from ._client._threads import READER_THREAD as READER_THREAD  # the background thread's name
-from ._client._threads import Client, Subscription, open_client
+from ._client._threads import Client, Subscription, Transaction, Unsolicited, open_client
 from ._public import present_as
 
 __all__ = [
@@ -48,11 +48,14 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "Subscription",
+    "Transaction",
+    "Unsolicited",
     "connect",
 ]
 
-present_as("stomp_proto.threads", Client, Subscription)
+present_as("stomp_proto.threads", Client, Subscription, Transaction, Unsolicited)
 
 
 def connect(

@@ -25,7 +25,13 @@ from typing import Unpack
 
 import trio
 
-from ._client._async import AsyncClient, AsyncSubscription, open_client
+from ._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+    open_client,
+)
 from ._client._backoff import Backoff
 from ._client._errors import (
     BrokerError,
@@ -34,7 +40,7 @@ from ._client._errors import (
     HeartBeatLost,
     ReconnectExhausted,
 )
-from ._client._lifecycle import ClientState, ClientStats
+from ._client._lifecycle import ClientState, ClientStats, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._client._trio import TrioBackend
 from ._closing import trio_drain_and_close as drain_and_close
@@ -43,6 +49,8 @@ from ._public import present_as
 __all__ = [
     "AsyncClient",
     "AsyncSubscription",
+    "AsyncTransaction",
+    "AsyncUnsolicited",
     "Backoff",
     "BrokerError",
     "ClientError",
@@ -51,12 +59,15 @@ __all__ = [
     "ConnectionLost",
     "HeartBeatLost",
     "ReconnectExhausted",
+    "SessionEvent",
     "connect",
     "drain_and_close",
 ]
 
 # The classes are the asyncio adapter's, and documented there.
-present_as("stomp_proto.asyncio", AsyncClient, AsyncSubscription)
+present_as(
+    "stomp_proto.asyncio", AsyncClient, AsyncSubscription, AsyncTransaction, AsyncUnsolicited
+)
 
 
 @asynccontextmanager

@@ -348,11 +348,20 @@ class ThreadsClient:
     def transaction(self) -> AbstractAsyncContextManager[str]:
         return _threaded(self._client.transaction())
 
+    def session_events(self) -> AsyncIterator[Any]:
+        """The threads client's blocking iterator, each ``next()`` in a thread."""
+        return _threaded_iterator(self._client.session_events())
+
     async def disconnect(self) -> None:
         await in_thread(self._client.disconnect)
 
     async def close(self) -> None:
         await in_thread(self._client.close)
+
+
+async def _threaded_iterator(events: Any) -> AsyncIterator[Any]:
+    while (event := await in_thread(next, events, None)) is not None:
+        yield event
 
 
 @asynccontextmanager

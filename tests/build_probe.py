@@ -35,6 +35,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
+from fuzzing.differential import run_script  # noqa: E402
 from fuzzing.properties import (  # noqa: E402
     ACK_MODES,
     CLIENT_RECEIPTS,
@@ -179,6 +180,10 @@ def replay(target: str, data: bytes) -> Trace:
         return serve(case, case.chunks(), session=False)
     if target == "client":
         return consume(case, case.chunks(), session=False)
+    if target == "unbounded":
+        # The differential script under limits past C's integers, on the build loaded:
+        # the other process runs it on the other build.
+        return run_script(stomp_proto, data, unbounded=True)
     rng = random.Random(data)
     recipe = data[2:]
     if target == "stream":

@@ -147,6 +147,8 @@ NOT_CALLED_BY_USERS = {
     # Built by connect(); the constructor takes the adapter's internals.
     "AsyncClient.__init__",
     "Client.__init__",
+    # client.unsolicited, made by the client with its backend.
+    "AsyncUnsolicited.__init__",
     # pyspark's DataSource API: Spark calls these and uses what they return.
     "StompDataSource.reader",
     "StompDataSource.writer",

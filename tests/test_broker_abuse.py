@@ -10,6 +10,7 @@ receiving.  The RSS is the kernel's (``VmHWM``, the peak, in
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -178,3 +179,34 @@ def test_a_flood_leaves_rss_within_the_budget_and_consumers_served(
     assert grown < BUDGET, f"the peak RSS grew by {grown / MIB:.1f} MiB"
     if listener is not None:
         listener.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "kill -9"])
+def test_messages_confirmed_persistent_are_gone_after_a_stop(sig: int) -> None:
+    """What docs/broker.rst's "Durability: memory only" says: a RECEIPT is memory only."""
+    first = start_broker()
+    producer = Peer(first.port)
+    for index in range(100):
+        send = Send("/queue/kept", b"m", headers=(("persistent", "true"),), receipt=f"r{index}")
+        producer.send(send)
+    for _ in range(100):
+        assert isinstance(producer.wait_for(Receipt), Receipt)  # all accepted
+    # While it runs, the header is passed on, untouched, like any other.
+    consumer = Peer(first.port)
+    consumer.send(Subscribe("/queue/kept", id="0", ack="client-individual"))
+    message = consumer.wait_for(Message)
+    assert isinstance(message, Message) and ("persistent", "true") in message.headers
+    code, _, err = stop(first.process, sig)
+    producer.close()
+    consumer.close()
+    assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), err
+    second = start_broker()
+    try:
+        peer = Peer(second.port)
+        peer.send(Subscribe("/queue/kept", id="0", receipt="sub"))
+        # The SUBSCRIBE's receipt comes after any message waiting in the queue.
+        assert isinstance(peer.wait_for(Receipt), Receipt)
+        assert not [event for event in peer.events if isinstance(event, Message)]
+        peer.close()
+    finally:
+        stop(second.process)

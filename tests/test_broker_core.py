@@ -163,10 +163,10 @@ def test_connected_names_session_server_and_version(version: Version) -> None:
     assert connected.session == client.session.id
     assert connected.server is not None and connected.server.startswith("stomp_proto-broker/")
     # Offered in both directions, since the client asked for both: the broker
-    # sends at the interval asked for, and asks for its own.
-    assert connected.heartbeat == (6000, 10000)
-    # The client's (send every, expect every).
-    assert client.conn.heartbeat == (10000, 6000)
+    # sends at the interval asked for, and asks for a beat every 1 s at most.
+    assert connected.heartbeat == (6000, 1000)
+    # The client's (send every, expect every): the larger of each pair.
+    assert client.conn.heartbeat == (5000, 6000)
 
 
 def test_heartbeat_not_offered_where_the_client_declined() -> None:
@@ -180,7 +180,7 @@ def test_heartbeat_not_offered_where_the_client_declined() -> None:
 
 @pytest.mark.parametrize(
     ("asked", "answered"),
-    [((0, 1000), (1000, 0)), ((0, 50), (100, 0)), ((5000, 0), (0, 10000)), ((0, 0), (0, 0))],
+    [((0, 1000), (1000, 0)), ((0, 50), (100, 0)), ((5000, 0), (0, 1000)), ((0, 0), (0, 0))],
 )
 def test_the_broker_sends_heart_beats_as_often_as_asked_down_to_its_floor(
     asked: tuple[int, int], answered: tuple[int, int]
@@ -192,6 +192,28 @@ def test_the_broker_sends_heart_beats_as_often_as_asked_down_to_its_floor(
     # What the broker's session does: it sends at the interval it said.
     expect = max(answered[1], asked[0]) if answered[1] else 0
     assert client.session.connection.heartbeat == (answered[0], expect)
+
+
+@pytest.mark.parametrize(
+    ("offered", "interval"),
+    [((10_000, 0), 10_000), ((1000, 0), 1000), ((200, 0), 1000), ((0, 0), 0)],
+)
+def test_by_default_the_client_beats_as_often_as_it_offers_down_to_every_second(
+    offered: tuple[int, int], interval: int
+) -> None:
+    """1.2 §Heart-beating: client-to-server beats come every MAX(<cx>, <sy>) ms.
+
+    The default ``<sy>`` is 1000, so a client's own offer decides down to 1 s
+    (stompjs's ``heart-beat:1000,0`` beats every second, as on RabbitMQ), and
+    a client that cannot send (``<cx>`` 0) is asked for nothing.
+    """
+    client = Net().open()
+    client.send(Connect(host="/", heartbeat=offered))
+    (connected,) = client.take(Connected)
+    assert connected.heartbeat == (0, 1000 if offered[0] else 0)
+    assert client.conn.heartbeat == (interval, 0)
+    # The broker's session expects a beat at that same interval.
+    assert client.session.connection.heartbeat == (0, interval)
 
 
 def test_a_broker_with_no_heart_beats_to_send_sends_none() -> None:
@@ -298,6 +320,21 @@ def test_over_limit_frame_gets_error_and_close_others_unaffected() -> None:
     producer.send(Send("/queue/a", b"fine"))
     assert consumer.bodies() == [b"fine"]
     assert not consumer.closed and not producer.closed
+
+
+def test_limits_past_2_to_the_63_read_heads_and_bodies_in_separate_reads() -> None:
+    # ``--max-body-size`` takes any size; under 2**64 the accelerated build once failed
+    # (OverflowError) on a head its pure code had read - a 19-digit content-length,
+    # a line of blanks before the command - whose body came in a later read.
+    net = Net(limits=Limits(max_body_size=2**64, max_frame_size=2**64))
+    producer, consumer = net.connect(), net.connect()
+    consumer.subscribe("/queue/a")
+    net.feed(producer, b"SEND\ndestination:/queue/a\ncontent-length:0000000000000000005\n\n")
+    net.feed(producer, b"first\x00")
+    net.feed(producer, b"  \nSEND\ndestination:/queue/a\ncontent-length:6\n\n")
+    net.feed(producer, b"second\x00")
+    assert consumer.bodies() == [b"first", b"second"]
+    assert not producer.closed and not consumer.closed
 
 
 def test_protocol_error_after_connect_closes_only_that_session() -> None:
@@ -1140,7 +1177,8 @@ def test_destinations_are_capped() -> None:
 
 def test_a_blocked_publisher_is_not_timed_out_for_the_data_the_broker_does_not_read() -> None:
     net = Net(max_memory=100 * KIB, frame_timeout=5)
-    flooder = net.connect(heartbeat=(1000, 0))
+    # Beats every 10 s: silent for 100 s while blocked, for 6 s after.
+    flooder = net.connect(heartbeat=(10_000, 0))
     flood(flooder, "/queue/q", bytes(10 * KIB))
     session = flooder.session
     # Half a frame arrived before the broker stopped reading.

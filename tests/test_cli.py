@@ -24,7 +24,7 @@ from adapter_harness import HOST, ServiceLoop, dead_port, free_port
 
 import stomp_proto
 from stomp_proto import Limits
-from stomp_proto._cli import broker_limits, build_parser
+from stomp_proto._cli import broker_limits, broker_resource_limits, build_parser
 from stomp_proto.broker import Broker
 
 pytestmark = pytest.mark.timeout(120)
@@ -514,10 +514,24 @@ def test_broker_options_parse() -> None:
     assert broker_limits(args) == Limits(max_frame_size=1000, max_headers=7)
     assert broker_limits(build_parser().parse_args(["broker"])) is None
     assert build_parser().parse_args(["broker"]).log_level == "info"
+    caps = build_parser().parse_args(
+        ["broker", "--max-connections", "5", "--max-connections-per-login", "2",
+         "--idle-timeout", "0"]
+    )  # fmt: skip
+    assert broker_resource_limits(caps) == {"max_connections": 5, "max_connections_per_login": 2}
+    assert caps.idle_timeout is None
+    assert build_parser().parse_args(["broker"]).idle_timeout == 600.0
 
 
 @pytest.mark.parametrize(
-    "bad", [["--heartbeat", "5"], ["--heartbeat", "-1,0"], ["--max-body-size", "0"]]
+    "bad",
+    [
+        ["--heartbeat", "5"],
+        ["--heartbeat", "-1,0"],
+        ["--max-body-size", "0"],
+        ["--idle-timeout", "-1"],
+        ["--max-connections", "0"],
+    ],
 )
 def test_broker_refuses_bad_option_values(bad: list[str]) -> None:
     result = cli("broker", *bad)

@@ -10,6 +10,7 @@ import pytest
 from connection_helpers import (
     HB,
     VERSIONS,
+    connected_pair,
     drain,
     frames_only,
     refused,
@@ -299,6 +300,28 @@ def test_subscribe_and_unsubscribe(version: Version) -> None:
     refused(client, lambda: client.send(Unsubscribe(id="s1")), ErrorKind.BAD_STATE)
     # The id is free again.
     client.send(Subscribe("/queue/b", id="s1"))
+
+
+def test_unsubscribe_with_headers_may_name_a_durable_subscription_not_open() -> None:
+    """1.2 §UNSUBSCRIBE: the id names an existing subscription - a durable one exists
+    at the broker after the connection's has ended; ActiveMQ removes it by an
+    UNSUBSCRIBE with activemq.subscriptionName once its consumer has gone."""
+    client = connected_client("1.2")
+    client.send(Subscribe("/topic/t", id="d1", headers={"activemq.subscriptionName": "d1"}))
+    client.send(Unsubscribe(id="d1"))
+    removal = Unsubscribe(id="d1", headers={"activemq.subscriptionName": "d1"}, receipt="r1")
+    data = client.send(removal)
+    assert data.startswith(b"UNSUBSCRIBE\n") and b"activemq.subscriptionName:d1\n" in data
+    assert client.subscriptions == {}
+    # Without headers of its own it is refused, as before.
+    refused(client, lambda: client.send(Unsubscribe(id="d1")), ErrorKind.BAD_STATE)
+
+
+def test_a_server_still_refuses_an_unsubscribe_of_no_subscription() -> None:
+    link = connected_pair("1.2")
+    data = link.client.send(Unsubscribe(id="gone", headers={"activemq.subscriptionName": "x"}))
+    with pytest.raises(RemoteProtocolError, match="no subscription"):
+        link.to_server(data)
 
 
 @pytest.mark.parametrize("version", ["1.1", "1.2"])

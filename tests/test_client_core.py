@@ -481,9 +481,7 @@ def test_a_settlement_with_headers_carries_them_to_the_wire() -> None:
     assert isinstance(message, Message)
     plain, _ = core.settle_event(message, None, False, nack=True)
     assert not hasattr(plain, "headers")
-    nack, receipt = core.settle_event(
-        message, None, False, nack=True, headers={"requeue": "false"}
-    )
+    nack, receipt = core.settle_event(message, None, False, nack=True, headers={"requeue": "false"})
     assert receipt is None
     data = core.frame(core.conn, nack, message)
     assert data.startswith(b"NACK\n") and b"\nrequeue:false\n" in data and b"id:a1\n" in data

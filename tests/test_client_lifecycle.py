@@ -26,6 +26,7 @@ from adapter_harness import (
 )
 from helpers import LogRecords
 
+from stomp_proto import SessionEvent
 from stomp_proto._client._options import ConnectOptions
 
 #: Reconnect at once-ish (the schedule starts over after every session), and give up
@@ -99,6 +100,32 @@ async def test_a_failover_and_a_give_up_as_operations_see_them(h: Harness) -> No
     assert any(line.startswith(second_up) for line in infos)
     assert log.lines(logging.ERROR) == [f"gave up: {error}"]
     assert client.state is ClientState.FAILED  # closing a failed client changes nothing
+
+
+@on_every_adapter(versions=(None,))
+async def test_session_events_to_the_hook_and_to_an_iterator(h: Harness) -> None:
+    """Connected, lost, reconnected (on the next broker), lost, gave up: the
+    ``on_session`` hook is told each, and ``session_events()`` yields the same from
+    the moment it was made, then ends with the client."""
+    first = await h.start_broker(vanishing=True)
+    second = await h.start_broker(vanishing=True)
+    hosts = [(HOST, first.port), (HOST, second.port)]
+    told: list[SessionEvent] = []
+    async with h.connect(None, hosts=hosts, reconnect=FAST, on_session=told.append) as client:
+        events = client.session_events()
+        await h.stop_broker(first)
+        await until(h, client, ClientState.CONNECTED)
+        await client.send("/queue/session-events", b"after the failover", receipt=True)
+        await h.stop_broker(second)
+        await until(h, client, ClientState.FAILED)
+        iterated = [event async for event in events]  # it ends: the client has failed
+    assert [e.kind for e in told] == ["connected", "lost", "reconnected", "lost", "gave_up"]
+    assert iterated == told[1:]  # from the moment it was made
+    connected, lost, reconnected, _, gave_up = told
+    assert connected.broker == hosts[0] and connected.sessions == 1 and connected.error is None
+    assert isinstance(lost.error, ConnectionLost) and lost.broker == hosts[0]
+    assert reconnected.broker == hosts[1] and reconnected.sessions == 2
+    assert isinstance(gave_up.error, ReconnectExhausted)
 
 
 @on_every_adapter(versions=(None,))
@@ -228,3 +255,24 @@ async def test_sessions_reconnects_and_losses_as_opentelemetry_metrics(h: Harnes
         ("stomp_proto.client.reconnects", second.port, None): 1,
         ("stomp_proto.client.lost_sessions", first.port, "stomp_proto.ConnectionLost"): 1,
     }
+
+
+def test_the_session_hook_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="on_session must be a callable or None"):
+        ConnectOptions(on_session="print")  # type: ignore[arg-type]
+
+
+@on_every_adapter(versions=(None,))
+async def test_a_failing_session_hook_is_logged_and_iterators_end_at_close(h: Harness) -> None:
+    broker = await h.start_broker()
+
+    def hook(event: SessionEvent) -> None:
+        raise RuntimeError("a bug in the application's hook")
+
+    with sessions_log().installed() as log:
+        async with h.connect(broker.port, on_session=hook) as client:
+            events = client.session_events()
+            await client.send("/queue/lifecycle-hook", b"x", receipt=True)
+    assert [event async for event in events] == []  # closed: the iterator ended
+    assert any("on_session hook raised on connected" in line for line in log.lines(logging.ERROR))
+    assert client.state is ClientState.CLOSED

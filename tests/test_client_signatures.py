@@ -17,10 +17,20 @@ import pytest
 import stomp_proto.asyncio
 import stomp_proto.threads
 import stomp_proto.trio
-from stomp_proto._client._async import AsyncClient, AsyncSubscription
-from stomp_proto.threads import Client, Subscription
+from stomp_proto._client._async import (
+    AsyncClient,
+    AsyncSubscription,
+    AsyncTransaction,
+    AsyncUnsolicited,
+)
+from stomp_proto.threads import Client, Subscription, Transaction, Unsolicited
 
-PAIRS = [(Client, AsyncClient), (Subscription, AsyncSubscription)]
+PAIRS = [
+    (Client, AsyncClient),
+    (Subscription, AsyncSubscription),
+    (Transaction, AsyncTransaction),
+    (Unsolicited, AsyncUnsolicited),
+]
 
 
 def _public(cls: type) -> set[str]:
@@ -53,3 +63,23 @@ def test_connect_functions_take_the_same_arguments() -> None:
     expected = _parameters(stomp_proto.threads.connect)
     assert _parameters(stomp_proto.asyncio.connect) == expected
     assert _parameters(stomp_proto.trio.connect) == expected
+
+
+def test_help_of_client_options_lists_every_option_with_its_default() -> None:
+    """``help(ClientOptions)`` shows the docstring: one line per option, its default
+    next to it, exactly the options there are; the clients' page lists each too."""
+    import pydoc
+    from pathlib import Path
+
+    from stomp_proto import ClientOptions
+
+    shown = pydoc.render_doc(ClientOptions, renderer=pydoc.plaintext).splitlines()
+    start = next(n for n, line in enumerate(shown) if "All are optional" in line) + 2
+    table = shown[start : shown.index(" |  ", start)]  # the block up to the next blank
+    listed = [line.split()[1] for line in table]
+    options = list(ClientOptions.__annotations__)
+    assert "headers" in options and "retry_first_connect" in options
+    assert listed == options  # each once, in the order declared
+    page = (Path(__file__).parent.parent / "docs" / "clients.rst").read_text(encoding="utf-8")
+    for name in options:
+        assert f"* - ``{name}``" in page, f"docs/clients.rst's options table lacks {name}"

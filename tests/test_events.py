@@ -686,3 +686,53 @@ def test_evolve_carries_every_field_of_every_event() -> None:
     assert changed == dataclasses.replace(ack, covered=("1",), subscription="s")
     with pytest.raises(TypeError, match="colour"):
         evolve(ack, colour="red")
+
+
+def _received_message(head: bytes, version: Version = "1.2") -> Message:
+    """The Message a client connection makes of ``head`` (a MESSAGE frame without
+    its body and NUL) after a CONNECTED of ``version``."""
+    conn = ClientConnection()
+    conn.send(Connect(host="/", accept_versions=(version,)))
+    conn.receive_data(f"CONNECTED\nversion:{version}\n\n\x00".encode())
+    conn.next_event()
+    conn.receive_data(head + b"\n\nhi\x00")
+    event = conn.next_event()
+    assert isinstance(event, Message)
+    return event
+
+
+def test_message_headers_read_by_name_first_value_wins() -> None:
+    """1.2 §Repeated Header Entries: only the first value of a repeated header is
+    significant; all_headers keeps every value, and message.headers stays pairs."""
+    message = _received_message(
+        b"MESSAGE\ndestination:/queue/a\nmessage-id:7\nsubscription:s\nack:k\n"
+        b"x-tag:first\nx-tag:second\ncontent-length:2\ncorrelation-id:c1"
+    )
+    headers = message.all_headers
+    assert headers["destination"] == "/queue/a" and headers["message-id"] == "7"
+    assert headers["subscription"] == "s" and headers["ack"] == "k"
+    assert headers["x-tag"] == "first" and headers.getall("x-tag") == ["first", "second"]
+    assert headers["content-length"] == "2"
+    assert list(headers) == [
+        "destination",
+        "message-id",
+        "subscription",
+        "ack",
+        "content-length",
+        "x-tag",
+        "correlation-id",
+    ]
+    assert len(headers) == 7 and "x-tag" in headers and "x-missing" not in headers
+    assert ("x-tag", "second") in headers.pairs
+    assert message.get("correlation-id") == "c1" and message.get("message-id") == "7"
+    assert message.get("x-missing") is None and message.get("x-missing", "d") == "d"
+    # The pairs without a typed field, as before: code iterating them still works.
+    assert message.headers == (("x-tag", "first"), ("x-tag", "second"), ("correlation-id", "c1"))
+    assert dict(headers)["x-tag"] == "first"
+
+
+def test_message_all_headers_of_a_1_0_message_without_subscription() -> None:
+    message = _received_message(b"MESSAGE\ndestination:/queue/a\nmessage-id:7", "1.0")
+    assert "subscription" not in message.all_headers
+    assert "content-length" not in message.all_headers  # the frame had none
+    assert message.get("destination") == "/queue/a"

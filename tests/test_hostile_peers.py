@@ -315,7 +315,9 @@ def test_deadlines_are_values_without_a_clock_in_the_core() -> None:
     session.receive_data(ClientConnection().send(Connect(host="/")))
     session.handle_timer(101.0)
     assert b"CONNECTED" in core.process(session).bytes_for(session)
-    assert session.get_timer() is None  # connected, nothing partial: nothing due
+    # Connected, nothing partial: only the idle timeout (600 s) is due, since no
+    # heart-beats were negotiated.
+    assert session.get_timer() == 701.0
     session.receive_data(b"SEND\ndestination:/q")
     session.handle_timer(102.0)
     core.process(session)

@@ -26,6 +26,7 @@ CORE = (
     "_connection",
     "_decoder",
     "_headers",
+    "_header_map",
     "_encoder",
     "_errors",
     "_heartbeat",

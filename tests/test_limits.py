@@ -9,7 +9,7 @@ when the extra header line is noticed), the accepted error offset is a small ran
 from __future__ import annotations
 
 import pytest
-from helpers import HB, Outcome, bytewise, cut, run, same_outcome, sized, whole
+from helpers import HB, Outcome, bytewise, cut, drain, run, same_outcome, sized, whole
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -18,6 +18,7 @@ from stomp_proto import (
     Connected,
     ErrorKind,
     Frame,
+    FrameDecoder,
     Limits,
     Send,
     ServerConnection,
@@ -423,3 +424,74 @@ def test_limits_are_frozen_values() -> None:
     with pytest.raises(AttributeError):
         limits.max_headers = 6  # type: ignore[misc]
     assert limits == Limits(max_headers=5) and hash(limits) == hash(Limits(max_headers=5))
+
+
+# Limits have no upper bound: a broker run with ``--max-body-size`` of 2**64 is valid.
+# Under such limits the accelerated build once raised OverflowError, on every later
+# call, where the pure code had read a head (a content-length of 19 digits, blank lines
+# before a lenient command) and its body came in a later read: the native decoder took
+# the pure code's body limit into a C integer.  Every split of each stream must give
+# the frames the default limits give, under every such limit, in both builds.
+UNBOUNDED = [
+    Limits(max_body_size=2**64, max_frame_size=2**64),
+    Limits(max_body_size=2**63, max_frame_size=2**63 - 1),
+    Limits(max_body_size=10**20, max_frame_size=10**21, max_head_size=2**64),
+    Limits(*(2**64,) * 5),
+    Limits(max_body_size=2**60 - 1, max_frame_size=2**60),
+]
+UNBOUNDED_STREAMS = {
+    "19-digit content-length": b"SEND\ncontent-length:0000000000000000005\n\nhello\x00\n",
+    "20-digit content-length": b"SEND\ncontent-length:00000000000000000005\n\nhello\x00",
+    "no content-length": b"SEND\ndestination:/q\n\nhello\x00SEND\n\n\x00",
+    "short content-length": b"MESSAGE\ncontent-length:3\n\na\x00b\x00\n",
+    "blanks before the command": b"  \nSEND\ncontent-length:5\n\nhello\x00",
+    "blank line of blanks": b"SEND\n \t\nbody\x00\n",
+}
+
+
+LENIENT_ONLY = ("blanks before the command", "blank line of blanks")
+
+
+@pytest.mark.parametrize("limits", UNBOUNDED, ids=range(len(UNBOUNDED)))
+@pytest.mark.parametrize(
+    ("name", "strict"),
+    [(name, strict) for name in UNBOUNDED_STREAMS for strict in (True, False)
+     if not (strict and name in LENIENT_ONLY)],
+)  # fmt: skip
+def test_limits_of_any_size_read_every_split_as_the_defaults_do(
+    limits: Limits, name: str, strict: bool
+) -> None:
+    stream = UNBOUNDED_STREAMS[name]
+
+    def frames(chunks: list[bytes], limits: Limits | None) -> list[object]:
+        decoder = FrameDecoder("1.2", strict=strict, limits=limits)
+        if not strict:
+            decoder._keep_text()  # the lenient server's decoder (the embedded broker's)
+        events: list[object] = []
+        for chunk in [*chunks, None]:
+            decoder.receive_data(chunk)
+            drain(decoder, events)  # type: ignore[arg-type]
+        return events
+
+    expected = frames([stream], None)
+    assert any(isinstance(event, Frame) for event in expected)
+    splits = [[stream[:i], stream[i:]] for i in range(len(stream) + 1)]
+    splits.append([stream[i : i + 1] for i in range(len(stream))])
+    for chunks in splits:
+        assert frames(chunks, limits) == expected, chunks
+
+
+def test_a_server_with_unbounded_limits_reads_a_lenient_head_before_its_body() -> None:
+    # The embedded broker's connection (lenient, verbatim) under --max-body-size 2**64.
+    conn = ServerConnection(strict=False, limits=Limits(max_body_size=2**64, max_frame_size=2**64))
+    conn.receive_data(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+    assert isinstance(conn.next_event(), Connect)
+    conn.send(Connected(session="s"))
+    conn.receive_data(b" \nSEND\ndestination:/q\ncontent-length:0000000000000000005\n\n")
+    assert conn.next_event() is None
+    conn.receive_data(b"hello\x00")
+    event = conn.next_event()
+    assert isinstance(event, Send) and event.body == b"hello"
+    conn.receive_data(b"SEND\ndestination:/q\n\nagain\x00")
+    event = conn.next_event()
+    assert isinstance(event, Send) and event.body == b"again"

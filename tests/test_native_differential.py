@@ -129,9 +129,11 @@ SPLIT_STREAMS = [
 ]
 
 
-def split_trace(version: str, verbatim: bool, chunks: list[bytes]) -> Trace:
+def split_trace(
+    version: str, verbatim: bool, chunks: list[bytes], limits: stomp_proto.Limits = SPLIT_LIMITS
+) -> Trace:
     """What a decoder returns for ``chunks``, and its marks after each chunk."""
-    decoder = stomp_proto.FrameDecoder(version, strict=not verbatim, limits=SPLIT_LIMITS)
+    decoder = stomp_proto.FrameDecoder(version, strict=not verbatim, limits=limits)
     if verbatim:
         decoder._keep_text()  # the lenient server's decoder
     trace: Trace = []
@@ -155,6 +157,7 @@ def split_trace(version: str, verbatim: bool, chunks: list[bytes]) -> Trace:
                             "_content_length",
                             "_body_limit",
                             "_body_start",
+                            "_blank_lf",
                         )
                     ]
                 )
@@ -185,6 +188,53 @@ def test_decoder_native_and_pure_agree_in_every_split(
         native = split_trace(version, verbatim, chunks)
         with pure_core():
             pure = split_trace(version, verbatim, chunks)
+        assert native == pure, chunks
+
+
+# Limits have no upper bound, and the native decoder clamps each where it enters C (to
+# 2**60 - 1 on 64 bits): under limits around that bound and past what a C integer
+# holds, every split gives the same frames, errors and marks (the body limit the pure
+# code would hold included) - also where the pure code reads the head and the native
+# code the body (19 and 20 digits of content-length, lenient heads in pieces).
+HUGE = 2**60 - 1
+UNBOUNDED_LIMITS = {
+    "2**64 body and frame": stomp_proto.Limits(max_body_size=2**64, max_frame_size=2**64),
+    "every limit 2**64": stomp_proto.Limits(*(2**64,) * 5),
+    "around the clamp": stomp_proto.Limits(
+        max_line_length=HUGE + 1, max_headers=HUGE, max_head_size=HUGE - 1,
+        max_body_size=HUGE, max_frame_size=HUGE + 1,
+    ),
+    "C's largest and one past": stomp_proto.Limits(
+        max_body_size=2**63, max_frame_size=2**63 - 1, max_head_size=80
+    ),
+    "a small body, a huge frame": stomp_proto.Limits(max_body_size=4, max_frame_size=10**20),
+}  # fmt: skip
+UNBOUNDED_STREAMS = [
+    b"SEND\ncontent-length:0000000000000000005\n\nhello\x00\n",
+    b"SEND\ncontent-length:99999999999999999999\n\nab",
+    b"SEND\ncontent-length:18446744073709551615\n\nab",
+    b"SEND\ncontent-length:999999999999999999\n\nab",  # 18 digits: the native code's
+    b"  \nSEND\ncontent-length:5\n\nhello\x00",
+    b"\t\r\nSEND\nk:v\n\nbody\x00\n",
+    SPLIT_STREAMS[0], SPLIT_STREAMS[1], SPLIT_STREAMS[6], SPLIT_STREAMS[20],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("limits", list(UNBOUNDED_LIMITS))
+@pytest.mark.parametrize("stream", UNBOUNDED_STREAMS, ids=range(len(UNBOUNDED_STREAMS)))
+@pytest.mark.parametrize("verbatim", [False, True], ids=["strict", "lenient server"])
+def test_unbounded_limits_native_and_pure_agree_in_every_split(
+    limits: str, stream: bytes, verbatim: bool
+) -> None:
+    chosen = UNBOUNDED_LIMITS[limits]
+    splits = [[stream], [stream[i : i + 1] for i in range(len(stream))]]
+    splits += [[stream[:i], stream[i:]] for i in range(len(stream) + 1)]
+    splits += [[stream[:i], stream[i:j], stream[j:]] for i in range(0, len(stream), 3)
+               for j in range(i, len(stream) + 1)]  # fmt: skip
+    for chunks in splits:
+        native = split_trace("1.2", verbatim, chunks, chosen)
+        with pure_core():
+            pure = split_trace("1.2", verbatim, chunks, chosen)
         assert native == pure, chunks
 
 
@@ -305,6 +355,48 @@ def test_the_native_decoder_takes_a_large_body_out_of_the_buffer_at_its_head() -
     frame = decoder.next_frame()
     assert isinstance(frame, stomp_proto.Frame) and frame.body == rest[:-2]
     assert decoder._big is None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"SEND\ndestination:/q\nk:" + b"v" * 300 + b"\n",
+        b"  \nSEND\nk:v\n",  # a line of blanks before the command
+        b"SEND\nk:v\n \t\r \t\r",  # a blank line of blanks, growing
+    ],
+    ids=["long value", "blanks before the command", "line of blanks"],
+)
+def test_the_native_decoder_reads_a_lenient_head_in_pieces_itself(
+    head: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lenient server's head fed byte by byte (a broker's client trickling in):
+    # the native scanner checks each piece as the pure _check_partial_head would,
+    # with no call to it (it handed every piece over, and a trickling lenient head
+    # cost more than on the pure build).  The frames and marks agree: see above.
+    calls: list[int] = []
+    check = _decoder.FrameDecoder._check_partial_head
+
+    def counted(self: _decoder.FrameDecoder, end: int, window: int) -> None:
+        calls.append(end)
+        check(self, end, window)
+
+    monkeypatch.setattr(_decoder.FrameDecoder, "_check_partial_head", counted)
+    decoder = stomp_proto.FrameDecoder("1.2", strict=False)
+    decoder._keep_text()
+    data = head + b"\nbody\x00"
+    frames = []
+    for i in range(len(data)):
+        decoder.receive_data(data[i : i + 1])
+        frames += list(decoder)
+    assert [f.body for f in frames if isinstance(f, stomp_proto.Frame)] == [b"body"]
+    assert calls == []
+    with pure_core():
+        decoder = stomp_proto.FrameDecoder("1.2", strict=False)
+        decoder._keep_text()
+        for i in range(len(data)):
+            decoder.receive_data(data[i : i + 1])
+            list(decoder)
+    assert len(calls) > len(head) // 2  # (the pure build's route, counted)
 
 
 def test_decoder_reuses_the_previous_frames_header_objects_only_for_the_same_text() -> None:

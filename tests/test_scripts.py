@@ -180,3 +180,34 @@ def test_bench_sh_refuses_a_checkout_holding_a_native_build_made_in_place(tmp_pa
     assert done.returncode == 1, done.stderr
     assert "native build made in place" in done.stderr
     assert "scripts/build_accelerated.py --clean" in done.stderr
+
+
+def test_fuzz_sh_prints_its_help_and_refuses_an_unknown_target(tmp_path: Path) -> None:
+    # A copy that fails if it gets as far as fuzzing: --help, and a target or an
+    # option it does not know, must stop before (they once fuzzed a target called
+    # "--help" for ten minutes).
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "fuzz.sh", tmp_path / "scripts" / "fuzz.sh")
+    script = str(tmp_path / "scripts" / "fuzz.sh")
+    env = {**os.environ, "PYTHON": "/bin/false"}
+    for flag in ("--help", "-h"):
+        done = subprocess.run(
+            ["bash", script, flag], capture_output=True, text=True, timeout=30, check=False, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("Fuzz the decoder"), done.stdout[:200]
+        assert "bash scripts/fuzz.sh --help" in done.stdout and "unbounded" in done.stdout
+        assert "#" not in done.stdout.split("\n", 1)[0] and "set -euo" not in done.stdout
+    for args, message in (
+        (["--hlep"], "unknown option --hlep"),
+        (["decodr"], "no fuzz target decodr"),
+        (["--long", "60", "decoder", "strem"], "no fuzz target strem"),
+        (["decoder", "ten"], "SECONDS must be a whole number"),
+    ):
+        done = subprocess.run(
+            ["bash", script, *args], capture_output=True, text=True, timeout=30, check=False,
+            env=env,
+        )  # fmt: skip
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr, done.stderr
+    assert not (tmp_path / ".fuzz").exists()  # nothing started

@@ -343,3 +343,38 @@ def test_on_message_ends_when_the_session_is_lost(broker: BrokerThread) -> None:
             assert not threads[0].is_alive()
     finally:
         client.close()
+
+
+def test_on_message_that_raises_or_dawdles_stops_neither_reading_nor_heart_beats(
+    broker: BrokerThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A callback's exception is logged with the message it was given; a callback
+    that takes many heart-beat intervals does not cost the session (the read role
+    and the heart-beats are not its thread's), and the next messages come."""
+    seen: list[bytes] = []
+    done = threading.Event()
+    slow = 1.0  # ten of the 100 ms heart-beat intervals below
+
+    def on_message(message: Any) -> None:
+        seen.append(message.body)
+        if message.body == b"0":
+            raise RuntimeError("a listener's own bug")
+        if message.body == b"1":
+            time.sleep(slow)
+        if message.body == b"3":
+            done.set()
+
+    with stomp_threads.connect(HOST, broker.port, heartbeat=(100, 100)) as client:
+        with client.subscribe("/queue/dawdling", on_message=on_message):
+            for n in range(4):
+                client.send("/queue/dawdling", str(n), receipt=True)
+            assert done.wait(WAIT), f"on_message saw only {seen}"
+            # Sent while the callback slept, receipts came: the reader was not waiting.
+            assert client.state is stomp_threads.ClientState.CONNECTED
+        assert client.stats.lost == 0 and client.stats.sessions == 1
+    assert seen == [b"0", b"1", b"2", b"3"]
+    logged = [r for r in caplog.records if r.name == "stomp_proto.client" and r.exc_info]
+    assert len(logged) == 1
+    text = logged[0].getMessage()
+    assert "raised on message" in text and "/queue/dawdling" in text
+    assert "a listener's own bug" in str(logged[0].exc_info[1])

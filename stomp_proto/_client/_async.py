@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
 from types import EllipsisType
 
 from .._connection import ClientConnection, SendParts
@@ -40,7 +41,7 @@ from .._events import (
 )
 from .._state import ConnectionState
 from .._websocket import accepted_versions
-from ._backend import Backend, Stream, TakingStream, Task, Waiter, WritingStream
+from ._backend import Backend, Flag, Stream, TakingStream, Task, Waiter, WritingStream
 from ._brokers import Brokers, FirstConnect
 from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import (
@@ -50,14 +51,28 @@ from ._errors import (
     connect_timed_out,
     message_timed_out,
     reason,
+    timed_out,
 )
+from ._lifecycle import SessionEvent
 from ._options import ConnectOptions, TracingHook
+from ._transaction import TransactionBase
+from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
 from ._websocket_stream import WebSocketStream
 
 log = logging.getLogger("stomp_proto.client")
 
-__all__ = ["AsyncClient", "AsyncSubscription", "Backend"]
+__all__ = [
+    "AsyncClient",
+    "AsyncSubscription",
+    "AsyncTransaction",
+    "AsyncUnsolicited",
+    "Backend",
+]
+
+#: The subscription whose ``on_message`` task this is, in that task (an
+#: ``unsubscribe()`` from the callback must not wait for its own task to end).
+_dispatching: ContextVar[AsyncSubscription] = ContextVar("stomp_proto_dispatching")
 
 #: Names the waits of writes that failed (see AsyncClient._why_send_failed).
 _write_failures = itertools.count()
@@ -167,8 +182,25 @@ class AsyncSubscription:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._client._unsubscribe(self)
-        if self._dispatcher is not None:
+        await self.unsubscribe()
+
+    async def unsubscribe(
+        self,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE now, before the ``async with`` block ends (which then does
+        nothing more): the messages buffered still come, then the end.  It may be called
+        from the subscription's own ``on_message``.
+
+        :param headers: more headers, sent as given: ActiveMQ's
+            ``activemq.subscriptionName`` removes a durable subscription (see
+            :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        await self._client._unsubscribe(self, headers, receipt)
+        if self._dispatcher is not None and _dispatching.get(None) is not self:
             await self._dispatcher.join()  # it ends after the messages buffered
 
     async def _dispatch(self) -> None:
@@ -176,6 +208,7 @@ class AsyncSubscription:
         it returns an awaitable); what it raises is logged, and the next comes."""
         on_message = self._on_message
         assert on_message is not None
+        _dispatching.set(self)  # (this task's own context: see unsubscribe())
         while True:
             try:
                 message = await self.get()
@@ -276,6 +309,109 @@ class AsyncSubscription:
         self._room.set()  # and a reader waiting for room: its message is dropped
 
 
+class AsyncUnsolicited(UnsolicitedBase):
+    """``client.unsolicited`` of the asyncio and trio clients: the messages for
+    subscriptions the client did not make, oldest first, at most
+    ``max_pending_messages`` (past that the oldest is dropped, and counted in
+    :attr:`dropped`)."""
+
+    __slots__ = ("_arrived", "_backend")
+
+    def __init__(self, backend: Backend, limit: int) -> None:
+        super().__init__(limit)
+        self._backend = backend
+        self._arrived = backend.flag()
+
+    def _wake(self) -> None:
+        self._arrived.set()
+
+    async def get(self, timeout: float | None = None) -> Message | None:
+        """The oldest message, waiting for one; ``None`` once the client has ended
+        and none is left.  TimeoutError after ``timeout`` seconds (``None``: wait
+        as long as it takes)."""
+        if not self._messages and not self._ended:
+            try:
+                async with self._backend.timeout(timeout):
+                    while not self._messages and not self._ended:
+                        self._arrived.clear()
+                        await self._arrived.wait()
+            except TimeoutError:
+                raise timed_out("the wait for an unsolicited message", timeout) from None
+        return self.get_nowait()
+
+
+class AsyncTransaction(TransactionBase):
+    """A transaction from ``await client.begin()``: what is sent, acknowledged or
+    rejected through it takes effect at :meth:`commit`, and not at all after
+    :meth:`abort`.  Ended once; a frame after that is a LocalProtocolError.
+    A transaction still open when its session is lost is gone (STOMP 1.2 §BEGIN).
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: AsyncClient, transaction: str) -> None:
+        super().__init__(transaction)
+        self._client = client
+
+    async def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """:meth:`AsyncClient.send` within the transaction; ``destination``, ``body``,
+        ``content_type``, ``headers``, ``receipt`` and ``content_length`` as there."""
+        await self._client.send(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=self._use(),
+            receipt=receipt,
+            content_length=content_length,
+        )
+
+    async def ack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`AsyncClient.ack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        await self._client.ack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    async def nack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`AsyncClient.nack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        await self._client.nack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    async def commit(self) -> None:
+        """COMMIT: what the transaction holds takes effect; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        await client._send(*client._core.commit_event(self._use("committed")))
+
+    async def abort(self) -> None:
+        """ABORT: what the transaction holds is dropped; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        await client._send(*client._core.abort_event(self._use("aborted")))
+
+
 class AsyncClient(ClientView):
     """A connected STOMP client, for asyncio or trio; made by their ``connect()``."""
 
@@ -295,11 +431,13 @@ class AsyncClient(ClientView):
         self._ready = backend.flag()
         self._closing = False
         self._reconnecting = False
-        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
-        #: /temp-queue/ replies): ``await client.unsolicited.get()``, or
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`AsyncUnsolicited`): ``await client.unsolicited.get()``, or
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
-        #: ``max_pending_messages``; the oldest are dropped when it is full.
-        self.unsolicited = backend.queue(options.max_pending_messages)
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = AsyncUnsolicited(backend, options.max_pending_messages)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -339,7 +477,7 @@ class AsyncClient(ClientView):
             versions = accepted_versions(stream.subprotocol, versions)
         if isinstance(stream, WritingStream):
             session.write = stream.write
-        await stream.send(conn.send(options.connect_event(versions)))
+        await stream.send(self._core.encode(conn, options.connect_event(versions)))
         session.reader = self._backend.spawn(lambda: self._read_loop(session))
         await session.connected.wait()  # the reader's error if it ended first
         # No await between CONNECTED and this: the session becomes the client's,
@@ -350,7 +488,7 @@ class AsyncClient(ClientView):
             raise session.error  # it ended in the same read as CONNECTED
         async with self._write_lock:
             for subscribe in self._core.restore_subscriptions():
-                await stream.send(conn.send(subscribe))
+                await stream.send(self._core.encode(conn, subscribe))
         if session.error is not None:
             raise session.error  # _lost() left it to this attempt
 
@@ -454,15 +592,19 @@ class AsyncClient(ClientView):
         the broker delivers it again.
         """
         subscription, receipt = self._core.target(message)
-        if subscription is None:
-            if not self.unsolicited.put_nowait(message):
-                self.unsolicited.get_nowait()
-                self.unsolicited.put_nowait(message)
-            return None
         if receipt is not None:
             waiter = self._waiters.pop(receipt, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
+        if subscription is None:
+            # A reply goes to its request; anything else no subscription takes is kept.
+            key = self._core.reply_key(message)
+            waiter = None if key is None else self._waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(message)
+            else:
+                self.unsolicited._put(message)
+            return None
         if subscription._ended or subscription._put_nowait(message):
             return None
         return subscription
@@ -587,6 +729,7 @@ class AsyncClient(ClientView):
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self.unsolicited._end()
         self._ready.set()
 
     # -- writing -----------------------------------------------------------------
@@ -862,12 +1005,46 @@ class AsyncClient(ClientView):
             raise
         self._core.subscribe_done(subscription, ok=True)
 
-    async def _unsubscribe(self, subscription: AsyncSubscription) -> None:
-        unsubscribe = self._core.unsubscribing(subscription)
-        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
-            with suppress(ClientError, ProtocolError, OSError):
-                await self._send(unsubscribe)
-        subscription._end(None)
+    async def unsubscribe(
+        self,
+        id: str,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE the subscription ``id``: one of this client's open
+        subscriptions (as its :meth:`AsyncSubscription.unsubscribe`) or, with
+        ``headers``, a durable one that outlives its subscription at the broker.
+
+        :param id: the subscription's id (``subscribe(..., id=...)``).
+        :param headers: more headers, sent as given: ActiveMQ removes a durable
+            subscription, once its consumer is gone, by an UNSUBSCRIBE with
+            ``activemq.subscriptionName`` (see :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        subscription = self._core.subscriptions.get(id)
+        if subscription is not None:
+            await subscription.unsubscribe(headers=headers, receipt=receipt)
+            return
+        self._core.take_refusal()
+        await self._send(*self._core.removal_event(id, headers, receipt))
+
+    async def _unsubscribe(
+        self,
+        subscription: AsyncSubscription,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        receipt: bool,
+    ) -> None:
+        unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
+        try:
+            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+                if unsubscribe.receipt is not None:  # asked for: what fails is raised
+                    await self._send(unsubscribe, unsubscribe.receipt)
+                    return
+                with suppress(ClientError, ProtocolError, OSError):
+                    await self._send(unsubscribe)
+        finally:
+            subscription._end(None)
 
     async def ack(
         self,
@@ -947,6 +1124,104 @@ class AsyncClient(ClientView):
     ) -> None:
         with tracing.settling(message, nack, self.broker, self.version):
             await self._send(event, receipt_id, message)
+
+    async def request(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        timeout: float | None = None,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> Message:
+        """Send a request and return its reply: request/reply over a temporary queue.
+
+        The SEND carries ``reply-to`` (a ``/temp-queue/`` destination of this
+        client's) and a ``correlation-id`` of its own; the replier sends its reply
+        to the ``reply-to`` it got, with the same ``correlation-id`` (see
+        :ref:`request-reply`).  On RabbitMQ the broker makes the temporary queue;
+        elsewhere the client subscribes to it once, at the first request.
+        Replies go to their requests, never to :attr:`unsolicited` (unless they
+        come too late) and never with a warning.
+
+        :param destination: where the request goes (the replier's queue).
+        :param body: the request, as for :meth:`send`.
+        :param timeout: seconds to wait for the reply; ``None``: the client's
+            ``timeout``.  TimeoutError after that.
+        :param content_type: the ``content-type`` header, as for :meth:`send`.
+        :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
+            ``correlation-id``: the request sets those).
+        """
+        if not self._ready.is_set():
+            await self._wait_ready()  # the broker's name decides where replies go
+        reply_to, subscribe = self._core.reply_destination()
+        if subscribe is not None:
+            try:
+                await self._subscribe(AsyncSubscription(self, subscribe))
+            except BaseException:
+                self._core.reply_failed(subscribe)
+                raise
+        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        waiter = self._expect(key)
+        seconds = self._options.timeout if timeout is None else timeout
+        try:
+            await self.send(destination, body, content_type=content_type, headers=pairs)
+            try:
+                async with self._backend.timeout(seconds):
+                    reply = await waiter.wait()
+            except TimeoutError:
+                raise timed_out(f"the reply to a request to {destination}", seconds) from None
+        finally:
+            self._waiters.pop(key, None)
+            self._core.request_ended(correlation)
+        assert isinstance(reply, Message)
+        return reply
+
+    def session_events(self) -> AsyncIterator[SessionEvent]:
+        """``async for event in client.session_events()``: each :class:`SessionEvent`
+        from this call on - a session lost, the next one up (``"reconnected"``),
+        the client giving up - until the client is over (closed, or failed for
+        good).
+
+        Each iterator keeps the events of its own from the moment it is made: none
+        is missed while the loop body runs, or before the loop starts.  The
+        ``on_session`` option is the callback form.
+        """
+        events: deque[SessionEvent | None] = deque()
+        arrived = self._backend.flag()
+
+        def heard(event: SessionEvent | None) -> None:
+            events.append(event)
+            arrived.set()
+
+        self._core.life.listen(heard)
+        return self._session_events(events, arrived, heard)
+
+    async def _session_events(
+        self,
+        events: deque[SessionEvent | None],
+        arrived: Flag,
+        heard: Callable[[SessionEvent | None], None],
+    ) -> AsyncIterator[SessionEvent]:
+        try:
+            while True:
+                while events:
+                    event = events.popleft()
+                    if event is None:
+                        return
+                    yield event
+                arrived.clear()
+                await arrived.wait()
+        finally:
+            self._core.life.unlisten(heard)
+
+    async def begin(self) -> AsyncTransaction:
+        """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
+        :meth:`transaction` block does the same around a block)."""
+        self._core.take_refusal()
+        tx = self._core.next_id("tx")
+        await self._send(Begin(tx))
+        return AsyncTransaction(self, tx)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[str]:

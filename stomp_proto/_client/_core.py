@@ -18,13 +18,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection, SendParts
+from .._errors import LocalProtocolError
 from .._events import (
+    Abort,
     Ack,
     AckMode,
     Commit,
@@ -43,11 +46,14 @@ from .._events import (
     Subscribe,
     Unsubscribe,
 )
+from .._protocol_errors import ErrorKind
 from ._backoff import Backoff
 from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
+from ._trace import frame_in, frame_out
+from ._trace import log as frame_log
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -138,6 +144,16 @@ class PlainSettle:
 #: Subscriptions left on one connection that the core remembers, so that
 #: messages still on their way to them are dropped, not taken for strangers'.
 LEFT_REMEMBERED = 1024
+
+#: Destinations under which RabbitMQ makes a temporary queue of the SEND's
+#: connection when one is named by ``reply-to``: replies to it come as MESSAGEs
+#: for a subscription the client never made, whose id is that destination.  On
+#: ActiveMQ the client subscribes to one; on the embedded broker it is a queue.
+TEMP_QUEUE = "/temp-queue/"
+
+#: The headers by which a request names where its reply goes and which it is.
+REPLY_TO = "reply-to"
+CORRELATION_ID = "correlation-id"
 
 #: What to do with one event: a :class:`Message` goes to the buffer of the
 #: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
@@ -299,6 +315,18 @@ def _new_send(
 
 _new_object = object.__new__
 
+#: Whether the frame trace is on (``stomp_proto.client.frames`` at DEBUG).
+_tracing_frames = frame_log.isEnabledFor
+_DEBUG = logging.DEBUG
+
+
+def _correlation(message: Message) -> str | None:
+    """The first ``correlation-id`` of ``message`` (1.2 §Repeated Header Entries)."""
+    for name, value in message.headers:
+        if name == CORRELATION_ID:
+            return value
+    return None
+
 
 def _header_pairs(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -345,7 +373,10 @@ class ClientCore(Generic[S]):
         self.reconnects = Reconnects(options.reconnect or Backoff())
         #: The client's state, counts and log lines (see :class:`Lifecycle`).
         self.life = Lifecycle(
-            lambda: self.brokers.current, options.on_state_change, options.tracing
+            lambda: self.brokers.current,
+            options.on_state_change,
+            options.tracing,
+            options.on_session,
         )
         #: Its counts (the frames are counted here, as they are made).
         self.stats = self.life.stats
@@ -360,6 +391,19 @@ class ClientCore(Generic[S]):
         self._strangers: set[str] = set()
         #: The ``server`` header of the current session's CONNECTED (None before it).
         self.server: str | None = None
+        #: Whether each frame is logged (:mod:`._trace`); asked again in :meth:`route`.
+        self.trace_frames = _tracing_frames(_DEBUG)
+        #: Where this client's requests ask for replies (None before the first).
+        self.reply_to: str | None = None
+        #: Subscription keys whose messages are replies: the reply subscription, or
+        #: RabbitMQ's id for its temporary queue.  Never strangers.
+        self.reply_channels: set[str] = set()
+        #: Requests waiting for a reply: correlation id -> the adapter's waiter key.
+        self._requests: dict[str, str] = {}
+        #: Correlation ids of requests that ended (a late reply is no stranger's).
+        self._answered: dict[str, None] = {}
+        #: Makes this client's reply destination and correlation ids its own.
+        self._token = secrets.token_hex(6)
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -379,6 +423,7 @@ class ClientCore(Generic[S]):
         self.refused = False
         self._unvouched = False
         self.server = None
+        self.trace_frames = _tracing_frames(_DEBUG)
         return self.conn
 
     # -- ids and events --------------------------------------------------------
@@ -521,6 +566,8 @@ class ClientCore(Generic[S]):
         parts=True)``) are made into bytes natively where that can be done, and
         otherwise made the Send they stand for and sent as such.
         """
+        if self.trace_frames:
+            self._trace_out(event)
         if isinstance(event, tuple):  # (events are not tuples)
             send = conn._fast_send_parts
             data = None if send is None else send(event)
@@ -548,6 +595,24 @@ class ClientCore(Generic[S]):
         data = conn.send(event)
         self.written(event)  # before the write: its answer may come during it
         return data
+
+    def encode(self, conn: ClientConnection, event: FrameEvent) -> bytes:
+        """``conn.send(event)``, traced: for the frames an adapter writes itself (the
+        CONNECT, the SUBSCRIBEs that restore a session)."""
+        if self.trace_frames:
+            self._trace_out(event)
+        return conn.send(event)
+
+    def _trace_out(self, event: FrameEvent | PlainSettle | SendParts) -> None:
+        """Log the frame ``event`` stands for (see :mod:`._trace`)."""
+        if isinstance(event, tuple):
+            destination, body, content_type, transaction, headers, content_length = event
+            event = _new_send(
+                destination, body, content_type, transaction, None, headers, content_length
+            )
+        elif isinstance(event, PlainSettle):
+            event = (Nack if event.nack else Ack).of(event.message)
+        frame_out(event, self.conn.version, self.brokers.current)
 
     @staticmethod
     def may_hold(receipt: str | None, buffered: int, wide_window: bool) -> bool:
@@ -596,6 +661,12 @@ class ClientCore(Generic[S]):
         receipt = self.next_id("receipt")
         return Commit(transaction, receipt=receipt), receipt
 
+    def abort_event(self, transaction: str) -> tuple[Abort, str]:
+        """The ABORT of a transaction object's ``abort()``; it asks for a receipt, so
+        that the call returns once the broker has dropped what the transaction held."""
+        receipt = self.next_id("receipt")
+        return Abort(transaction, receipt=receipt), receipt
+
     # -- the registry of subscriptions -------------------------------------------
 
     def subscribing(self, handle: S) -> tuple[Subscribe, str]:
@@ -617,8 +688,15 @@ class ClientCore(Generic[S]):
         else:
             self.subscriptions.pop(handle._event.key, None)
 
-    def unsubscribing(self, handle: S) -> Unsubscribe | None:
-        """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it."""
+    def unsubscribing(
+        self,
+        handle: S,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> Unsubscribe | None:
+        """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it, with
+        ``headers`` (ActiveMQ's ``activemq.subscriptionName`` ends a durable
+        subscription) and, with ``receipt``, a receipt id."""
         key = handle._event.key
         self.subscriptions.pop(key, None)
         if not handle._active:
@@ -628,7 +706,89 @@ class ClientCore(Generic[S]):
         self._left[key] = handle
         if len(self._left) > LEFT_REMEMBERED:
             del self._left[next(iter(self._left))]
-        return Unsubscribe(id=handle._event.id)
+        return Unsubscribe(
+            id=handle._event.id,
+            receipt=self._receipt(receipt),
+            headers=_header_pairs(headers) if headers else (),
+        )
+
+    def removal_event(
+        self,
+        subscription_id: str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+        receipt: bool,
+    ) -> tuple[Unsubscribe, str | None]:
+        """The UNSUBSCRIBE of ``client.unsubscribe(id)`` for an id with no open
+        subscription: the removal of a durable subscription by ``headers`` (its
+        receipt id, if one is wanted)."""
+        check_bool("unsubscribe() receipt", receipt)
+        if not headers:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE,
+                f"no subscription {subscription_id!r} is open; to remove a durable one, "
+                "give the headers that name it (ActiveMQ: activemq.subscriptionName)",
+            )
+        receipt_id = self._receipt(receipt)
+        event = Unsubscribe(id=subscription_id, receipt=receipt_id, headers=_header_pairs(headers))
+        return event, receipt_id
+
+    # -- request/reply -----------------------------------------------------------
+
+    def reply_destination(self) -> tuple[str, Subscribe | None]:
+        """Where replies to this client's requests go, and the SUBSCRIBE the client
+        must make first, if any (once: the subscription is then restored like any).
+
+        RabbitMQ makes a temporary queue for a ``/temp-queue/`` name in ``reply-to``
+        and delivers its messages without a SUBSCRIBE; other brokers need one
+        (ActiveMQ's temporary queues, the embedded broker's plain queues).  The
+        subscription's messages are replies from now on, also those that come
+        before its RECEIPT (to requests made meanwhile).
+        """
+        if self.reply_to is not None:
+            return self.reply_to, None
+        self.reply_to = reply_to = f"{TEMP_QUEUE}stomp_proto-replies-{self._token}"
+        if (self.server or "").startswith("RabbitMQ/"):
+            self.reply_channels.add(reply_to)  # RabbitMQ's subscription id is the name
+            return reply_to, None
+        event = self.subscribe_event(reply_to, "auto", None, None)
+        self.reply_channels.add(event.key)
+        return reply_to, event
+
+    def reply_failed(self, event: Subscribe) -> None:
+        """The reply subscription ``event`` was refused: the next request tries again."""
+        self.reply_channels.discard(event.key)
+        self.reply_to = None
+
+    def request_started(
+        self, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, reply_to: str
+    ) -> tuple[tuple[tuple[str, str], ...], str, str]:
+        """A request begins: its headers (``headers`` with ``reply-to`` and
+        ``correlation-id``), its correlation id and the adapter's key for its waiter."""
+        pairs = _header_pairs(headers) if headers else ()
+        for name, _ in pairs:
+            if name in (REPLY_TO, CORRELATION_ID):
+                raise LocalProtocolError(
+                    ErrorKind.BAD_HEADER,
+                    f"request() sets the {name!r} header itself; use send() to set your own",
+                )
+        correlation = f"{self._token}-{next(self._ids)}"
+        key = f"reply {correlation}"
+        self._requests[correlation] = key
+        return (*pairs, (REPLY_TO, reply_to), (CORRELATION_ID, correlation)), correlation, key
+
+    def request_ended(self, correlation: str) -> None:
+        """The request ``correlation`` has its reply, or stopped waiting."""
+        self._requests.pop(correlation, None)
+        self._answered[correlation] = None
+        if len(self._answered) > LEFT_REMEMBERED:
+            del self._answered[next(iter(self._answered))]
+
+    def reply_key(self, message: Message) -> str | None:
+        """The waiter key of the request ``message`` replies to, if one waits."""
+        if not self._requests:
+            return None
+        correlation = _correlation(message)
+        return None if correlation is None else self._requests.get(correlation)
 
     def target(self, message: Message) -> tuple[S | None, str | None]:
         """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.
@@ -644,17 +804,26 @@ class ClientCore(Generic[S]):
         # Every message read passes here once, in every adapter (the asyncio and
         # trio readers hand a MESSAGE over without routing it).
         self.stats.received += 1
-        handle = self.subscriptions.get(message.key)
+        if self.trace_frames:
+            frame_in(message, self.conn.version, self.brokers.current)
+        key = message.key
+        handle = self.subscriptions.get(key)
         if handle is None:
-            left = self._left.get(message.key)
-            if left is None:
+            left = self._left.get(key)
+            if left is None and key not in self.reply_channels and not self._late_reply(message):
                 self._stranger(message)
             return left, None
+        # The reply subscription's messages go to their requests, not to a buffer.
+        replies = self.reply_channels and key in self.reply_channels
         if handle._receipt is None:
-            return handle, None
+            return (None if replies else handle), None
         receipt, handle._receipt = handle._receipt, None
         self._restoring.pop(receipt, None)
-        return handle, receipt
+        return (None if replies else handle), receipt
+
+    def _late_reply(self, message: Message) -> bool:
+        """Whether ``message`` replies to a request that has ended (timed out)."""
+        return bool(self._answered) and _correlation(message) in self._answered
 
     def _stranger(self, message: Message) -> None:
         """Log a MESSAGE for a subscription this client does not know, once per id."""
@@ -751,6 +920,11 @@ class ClientCore(Generic[S]):
         """What the adapter must do with ``event`` from ``conn.next_event()``."""
         if type(event) is Message:
             return event
+        # Asked here, not per frame (a MESSAGE skips this): turned on or off, the
+        # trace follows at the next other event read - a heart-beat, a receipt.
+        self.trace_frames = trace = _tracing_frames(_DEBUG)
+        if trace and isinstance(event, FrameEvent):
+            frame_in(event, self.conn.version, self.brokers.current)
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it
             restored = self._restoring.pop(event.receipt_id, None)

@@ -14,12 +14,20 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from .._public import present_as
 from ._errors import BrokerError, ClientError, ReconnectExhausted, reason
 
-__all__ = ["ClientState", "ClientStats", "Lifecycle", "SessionHook", "StateHook"]
+__all__ = [
+    "ClientState",
+    "ClientStats",
+    "Lifecycle",
+    "SessionEvent",
+    "SessionEventHook",
+    "SessionHook",
+    "StateHook",
+]
 
 #: Sessions' ups and downs: INFO for each new session and failed attempt, WARNING for a
 #: lost session, ERROR when the client gives up.  Its own logger, below the clients'
@@ -71,6 +79,29 @@ class ClientStats:
     nacked: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """A moment of a client's sessions, for the ``on_session`` hook and
+    ``client.session_events()``."""
+
+    #: ``"connected"`` (the first session is up), ``"lost"`` (a session ended
+    #: without the application asking), ``"reconnected"`` (a later session is
+    #: up, its subscriptions restored) or ``"gave_up"`` (no more attempts: the
+    #: client has failed for good).
+    kind: Literal["connected", "lost", "reconnected", "gave_up"]
+    #: The ``(host, port)`` of the broker it happened with.
+    broker: tuple[str, int]
+    #: What ended the session (``"lost"``) or the client (``"gave_up"``); else None.
+    error: ClientError | None = None
+    #: Sessions the client has had so far (the one now up included).
+    sessions: int = 0
+
+
+#: The ``on_session`` hook: called with each :class:`SessionEvent`, in the client's own
+#: task or thread; like ``on_state_change`` it must not block, and what it raises is
+#: logged, not propagated.
+SessionEventHook = Callable[[SessionEvent], object]
+
 #: The ``on_state_change`` hook: called with the new state and, for RECONNECTING and
 #: FAILED, the error behind it.  It runs in the client's own task or thread: it must
 #: not block, and what it raises is logged, not propagated.
@@ -98,6 +129,8 @@ class Lifecycle:
         "_began",
         "_brokers",
         "_hook",
+        "_listeners",
+        "_on_session",
         "_reasons",
         "_retries",
         "_sessions",
@@ -110,7 +143,12 @@ class Lifecycle:
         current: Callable[[], tuple[str, int]],
         hook: StateHook | None,
         sessions: SessionHook | None = None,
+        on_session: SessionEventHook | None = None,
     ) -> None:
+        self._on_session = on_session
+        #: What ``client.session_events()`` iterators registered: told each event,
+        #: then None once the client is over.
+        self._listeners: list[Callable[[SessionEvent | None], None]] = []
         #: Where the client stands.
         self.state = ClientState.CONNECTING
         self.stats = ClientStats()
@@ -156,6 +194,9 @@ class Lifecycle:
         if self._sessions is not None:
             self._sessions.session_up((host, port), self.stats.sessions > 1)
         self._change(ClientState.CONNECTED, None)
+        kind: Literal["connected", "reconnected"]
+        kind = "reconnected" if self.stats.sessions > 1 else "connected"
+        self._tell(SessionEvent(kind, (host, port), None, self.stats.sessions))
 
     def lost(self, error: ClientError, *, again: bool) -> None:
         """The session was lost with ``error``; ``again``: the client reconnects."""
@@ -169,6 +210,9 @@ class Lifecycle:
         if self._sessions is not None:
             self._sessions.session_lost(address, error)
         self._change(ClientState.RECONNECTING if again else ClientState.FAILED, error)
+        self._tell(SessionEvent("lost", address, error, self.stats.sessions))
+        if not again:
+            self._tell(None)
 
     def gave_up(self, error: ClientError) -> ClientError:
         """The client stops reconnecting after ``error``: the error it ends with.
@@ -184,10 +228,37 @@ class Lifecycle:
             ending.__cause__ = error
         log.error("gave up: %s", ending)
         self._change(ClientState.FAILED, ending)
+        self._tell(SessionEvent("gave_up", self._brokers(), ending, self.stats.sessions))
+        self._tell(None)
         return ending
+
+    def listen(self, listener: Callable[[SessionEvent | None], None]) -> None:
+        """Tell ``listener`` each event from now on, then None once the client is over
+        (at once if it is over already)."""
+        if self.state in (ClientState.CLOSED, ClientState.FAILED):
+            listener(None)
+            return
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Callable[[SessionEvent | None], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _tell(self, event: SessionEvent | None) -> None:
+        """``event`` to the hook and the listeners (None: the end, to the listeners)."""
+        if event is not None and self._on_session is not None:
+            try:
+                self._on_session(event)
+            except Exception:  # the application's bug must not stop the client
+                log.exception("the on_session hook raised on %s", event.kind)
+        for listener in list(self._listeners):
+            listener(event)
+        if event is None:
+            self._listeners.clear()
 
     def closed(self) -> None:
         """The application closed the client."""
+        self._tell(None)
         if self.state is ClientState.FAILED:
             return  # it was over already; closing it changes nothing
         if self.stats.sessions == 0:
@@ -208,4 +279,4 @@ class Lifecycle:
                 log.exception("the on_state_change hook raised")
 
 
-present_as("stomp_proto", ClientState, ClientStats)
+present_as("stomp_proto", ClientState, ClientStats, SessionEvent)

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from .._checks import as_headers, check_bool, check_limits, check_number, is_int, wrong_type
-from .._connection import DEFAULT_TOLERANCE
 from .._events import Connect, Message, Send
 from .._frame import VERSIONS, Version
 from .._limits import Limits
 from .._public import present_as
 from .._websocket import check_path, require_wsproto
 from ._backoff import Backoff
-from ._lifecycle import SessionHook, StateHook
+from ._lifecycle import SessionEventHook, SessionHook, StateHook
 from ._url import looks_like_url, merge_url
 
 __all__ = [
@@ -139,8 +138,9 @@ class ConnectOptions:
     reconnect: Backoff | None = None
     #: Messages buffered per subscription before reading from the socket pauses.
     max_pending_messages: int = 1000
-    #: Silence allowed from the broker, in negotiated heart-beat intervals.
-    heartbeat_tolerance: float = DEFAULT_TOLERANCE
+    #: Silence allowed from the broker, in negotiated heart-beat intervals; None:
+    #: ClientConnection's default (1.25, 2.5 with ActiveMQ).
+    heartbeat_tolerance: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     limits: Limits | None = None
     #: Speak STOMP over a WebSocket at this path ("/ws"): ``ws://host:port/path``,
@@ -156,6 +156,8 @@ class ConnectOptions:
     retry_first_connect: bool = False
     #: Called with each new :class:`ClientState` (and the error behind it).
     on_state_change: StateHook | None = None
+    #: Called with each :class:`SessionEvent` (connected, lost, reconnected, gave up).
+    on_session: SessionEventHook | None = None
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -221,7 +223,8 @@ class ConnectOptions:
                 f"{option('max_pending_messages')} must be at least 1, "
                 f"not {self.max_pending_messages!r}"
             )
-        check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
+        if self.heartbeat_tolerance is not None:
+            check_number(option("heartbeat_tolerance"), self.heartbeat_tolerance, minimum=1.0)
         check_limits(option("limits"), self.limits)
         check_bool(option("randomize"), self.randomize)
         check_bool(option("retry_first_connect"), self.retry_first_connect)
@@ -237,6 +240,13 @@ class ConnectOptions:
                     f"{option('failover_on_timeout')} fails over on the reconnect schedule: "
                     "give reconnect=Backoff(...) too"
                 )
+        if self.on_session is not None and not callable(self.on_session):
+            raise wrong_type(
+                option("on_session"),
+                "a callable or None",
+                self.on_session,
+                "a function taking a SessionEvent",
+            )
         if self.on_state_change is not None and not callable(self.on_state_change):
             raise wrong_type(
                 option("on_state_change"),
@@ -309,7 +319,29 @@ class ConnectOptions:
 class ClientOptions(TypedDict, total=False):
     """The keyword arguments every adapter's ``connect(host, port, **options)`` takes.
 
-    All are optional; the defaults are given with each.
+    All are optional.  Each, with its default (the entries below say more)::
+
+        login                 None      the CONNECT login
+        passcode              None      the password; never logged
+        vhost                 "/"       the CONNECT host header (RabbitMQ's vhost)
+        heartbeat             (10_000, 10_000)  (can send every ms, want every ms)
+        versions              all three STOMP versions offered, the best wins
+        ssl                   None      an ssl.SSLContext: TLS
+        timeout               30        seconds for connecting and each wait
+        connect_timeout       5         seconds for one attempt at one address
+        failover_on_timeout   None      on with several hosts and reconnect
+        reconnect             None      a Backoff: reconnect after a loss
+        max_pending_messages  1000      messages buffered per subscription
+        heartbeat_tolerance   None      1.25 intervals (2.5 with ActiveMQ)
+        headers               {}        extra CONNECT headers (client-id, ...)
+        limits                None      Limits() on what the broker sends
+        websocket             None      a path such as "/ws": STOMP over WebSocket
+        hosts                 ()        [(host, port), ...] tried in order
+        randomize             False     try hosts in a shuffled order
+        tracing               None      a stomp_proto.tracing.Tracing
+        retry_first_connect   False     retry the first connect on reconnect's schedule
+        on_state_change       None      hook(state, error) at each ClientState
+        on_session            None      hook(event) at each SessionEvent
     """
 
     #: The user name (CONNECT ``login`` header); default none.
@@ -341,8 +373,11 @@ class ClientOptions(TypedDict, total=False):
     reconnect: Backoff | None
     #: Messages buffered per subscription before reading pauses; default 1000.
     max_pending_messages: int
-    #: Silence allowed from the broker, in its heart-beat intervals; default 2.5.
-    heartbeat_tolerance: float
+    #: Silence allowed from the broker, in its heart-beat intervals, before the
+    #: session counts as lost (:class:`HeartBeatLost`); default 1.25 - a silent
+    #: broker is noticed within 1.5 intervals - and 2.5 with ActiveMQ, whose beats
+    #: come up to two intervals apart.  At least 1.
+    heartbeat_tolerance: float | None
     #: Extra CONNECT headers; default none.
     headers: Mapping[str, str]
     #: The :class:`Limits` on what the broker sends; default ``Limits()``.
@@ -365,6 +400,13 @@ class ClientOptions(TypedDict, total=False):
     #: (connected, reconnecting, closed, failed) in the client's own task or thread
     #: (see :doc:`failover`); default none.
     on_state_change: StateHook | None
+    #: Called as ``on_session(event)`` with each :class:`SessionEvent`: the first
+    #: session up (``"connected"``), a session lost (``"lost"``), a later one up with
+    #: its subscriptions restored (``"reconnected"``), no more attempts
+    #: (``"gave_up"``); in the client's own task or thread, so it must not block.
+    #: What it raises is logged.  Default none; ``client.session_events()`` gives
+    #: the same events to iterate.
+    on_session: SessionEventHook | None
 
 
 # Tracebacks and reprs say stomp_proto.TracingHook, the name users import, though the top

@@ -68,11 +68,24 @@ from ._errors import (
     connect_timed_out,
     message_timed_out,
     reason,
+    timed_out,
 )
+from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
+from ._transaction import TransactionBase
+from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
 
-__all__ = ["DISPATCH_THREAD", "IDLE_READ", "READER_THREAD", "Client", "Subscription", "open_client"]
+__all__ = [
+    "DISPATCH_THREAD",
+    "IDLE_READ",
+    "READER_THREAD",
+    "Client",
+    "Subscription",
+    "Transaction",
+    "Unsolicited",
+    "open_client",
+]
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -198,6 +211,8 @@ class Subscription:
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
         self._tracing = client._options.tracing
+        #: The thread that calls ``on_message`` (while the subscription is open).
+        self._dispatcher: threading.Thread | None = None
 
     @property
     def id(self) -> str:
@@ -283,6 +298,26 @@ class Subscription:
         while (message := self.get()) is not None:
             yield message
 
+    def unsubscribe(
+        self,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE now, before the ``with`` block ends (which then does nothing
+        more): the messages buffered still come, then the end.  It may be called
+        from the subscription's own ``on_message``.
+
+        :param headers: more headers, sent as given: ActiveMQ's
+            ``activemq.subscriptionName`` removes a durable subscription (see
+            :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        self._client._unsubscribe(self, headers, receipt)
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher is not threading.current_thread():
+            dispatcher.join()
+
     def _needs_data(self) -> bool:
         return self._takers > 0 and not self._messages and not self._ended
 
@@ -303,6 +338,104 @@ class Subscription:
                 if not client._overflowing:
                     client._hand_on()
             self._arrived.notify_all()
+
+
+class Unsolicited(UnsolicitedBase):
+    """``client.unsolicited`` of the threads client: the messages for subscriptions
+    the client did not make, oldest first, at most ``max_pending_messages`` (past
+    that the oldest is dropped, and counted in :attr:`dropped`).  Any thread may
+    take from it."""
+
+    __slots__ = ("_arrived",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._arrived = threading.Condition()
+
+    def _wake(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def get(self, timeout: float | None = None) -> Message | None:
+        """The oldest message, waiting for one; ``None`` once the client has ended
+        and none is left.  TimeoutError after ``timeout`` seconds (``None``: wait
+        as long as it takes)."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: self._messages or self._ended, timeout):
+                raise timed_out("the wait for an unsolicited message", timeout)
+            return self.get_nowait()
+
+
+class Transaction(TransactionBase):
+    """A transaction from ``client.begin()``: what is sent, acknowledged or rejected
+    through it takes effect at :meth:`commit`, and not at all after :meth:`abort`.
+    Ended once; a frame after that is a LocalProtocolError.  A transaction still
+    open when its session is lost is gone (STOMP 1.2 §BEGIN).
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client, transaction: str) -> None:
+        super().__init__(transaction)
+        self._client = client
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+        content_length: bool = True,
+    ) -> None:
+        """:meth:`Client.send` within the transaction; ``destination``, ``body``,
+        ``content_type``, ``headers``, ``receipt`` and ``content_length`` as there."""
+        self._client.send(
+            destination,
+            body,
+            content_type=content_type,
+            headers=headers,
+            transaction=self._use(),
+            receipt=receipt,
+            content_length=content_length,
+        )
+
+    def ack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`Client.ack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        self._client.ack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    def nack(
+        self,
+        message: Message,
+        *,
+        receipt: bool = False,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """:meth:`Client.nack` of ``message`` within the transaction; ``receipt`` and
+        ``headers`` as there."""
+        self._client.nack(message, transaction=self._use(), receipt=receipt, headers=headers)
+
+    def commit(self) -> None:
+        """COMMIT: what the transaction holds takes effect; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        client._send(*client._core.commit_event(self._use("committed")))
+
+    def abort(self) -> None:
+        """ABORT: what the transaction holds is dropped; returns with the broker's
+        receipt."""
+        client = self._client
+        client._core.take_refusal()
+        client._send(*client._core.abort_event(self._use("aborted")))
 
 
 class Client(ClientView):
@@ -335,9 +468,13 @@ class Client(ClientView):
         self._stopping = threading.Event()
         self._closed = False
         self._connected_once = False
-        #: Messages for subscriptions this client did not make (e.g. RabbitMQ
-        #: /temp-queue/ replies); the oldest are dropped when it is full.
-        self.unsolicited: deque[Message] = deque(maxlen=options.max_pending_messages)
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
+        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = Unsolicited(options.max_pending_messages)
         # -- the read role, the buffers and every wait: under the hub lock --------
         self._hub: threading.Lock = threading.Lock()
         #: Where the background thread waits while it does not read.
@@ -404,7 +541,7 @@ class Client(ClientView):
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._state_lock:
-                data = conn.send(self._options.connect_event(versions))
+                data = self._core.encode(conn, self._options.connect_event(versions))
             stream.send(data)
         except BaseException:
             stream.close()
@@ -423,7 +560,7 @@ class Client(ClientView):
         with self._write_lock:
             for subscribe in self._core.restore_subscriptions():
                 with self._state_lock:
-                    data = conn.send(subscribe)
+                    data = self._core.encode(conn, subscribe)
                 stream.send(data)
         self._session_connected = True
         self._connect_deadline = None
@@ -633,13 +770,19 @@ class Client(ClientView):
         with self._hub:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
-                if subscription is None:
-                    self.unsolicited.append(message)
-                    continue
                 if receipt is not None:
                     waiter = self._waiters.pop(receipt, None)
                     if waiter is not None:
                         waiter._settle(message, None)
+                if subscription is None:
+                    # A reply goes to its request; anything else no subscription takes is kept.
+                    key = self._core.reply_key(message)
+                    waiter = None if key is None else self._waiters.pop(key, None)
+                    if waiter is not None:
+                        waiter._settle(message, None)
+                    else:
+                        self.unsolicited._put(message)
+                    continue
                 if subscription._ended:
                     continue  # nobody takes it: dropped
                 overflow = subscription._overflow
@@ -843,6 +986,7 @@ class Client(ClientView):
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
+        self.unsolicited._end()
         self._ready.set()
 
     # -- writing (any thread) -------------------------------------------------------
@@ -1046,21 +1190,18 @@ class Client(ClientView):
         """
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
         self._subscribe(subscription)
-        dispatcher = None
         if on_message is not None:
-            dispatcher = threading.Thread(
+            subscription._dispatcher = threading.Thread(
                 target=_dispatch,
                 args=(subscription, on_message),
                 name=DISPATCH_THREAD,
                 daemon=True,
             )
-            dispatcher.start()
+            subscription._dispatcher.start()
         try:
             yield subscription
         finally:
-            self._unsubscribe(subscription)
-            if dispatcher is not None and dispatcher is not threading.current_thread():
-                dispatcher.join()
+            subscription.unsubscribe()
 
     def _subscribe(self, subscription: Subscription) -> None:
         self._core.take_refusal()
@@ -1072,12 +1213,46 @@ class Client(ClientView):
             raise
         self._core.subscribe_done(subscription, ok=True)
 
-    def _unsubscribe(self, subscription: Subscription) -> None:
-        unsubscribe = self._core.unsubscribing(subscription)
-        if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
-            with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                self._send(unsubscribe)
-        subscription._end(None)
+    def unsubscribe(
+        self,
+        id: str,
+        *,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        """UNSUBSCRIBE the subscription ``id``: one of this client's open
+        subscriptions (as its :meth:`Subscription.unsubscribe`) or, with
+        ``headers``, a durable one that outlives its subscription at the broker.
+
+        :param id: the subscription's id (``subscribe(..., id=...)``).
+        :param headers: more headers, sent as given: ActiveMQ removes a durable
+            subscription, once its consumer is gone, by an UNSUBSCRIBE with
+            ``activemq.subscriptionName`` (see :ref:`durable-subscriptions`).
+        :param receipt: return only once the broker has confirmed it.
+        """
+        subscription = self._core.subscriptions.get(id)
+        if subscription is not None:
+            subscription.unsubscribe(headers=headers, receipt=receipt)
+            return
+        self._core.take_refusal()
+        self._send(*self._core.removal_event(id, headers, receipt))
+
+    def _unsubscribe(
+        self,
+        subscription: Subscription,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        receipt: bool = False,
+    ) -> None:
+        unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
+        try:
+            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+                if unsubscribe.receipt is not None:  # asked for: what fails is raised
+                    self._send(unsubscribe, unsubscribe.receipt)
+                    return
+                with suppress(ClientError, ProtocolError, OSError, TimeoutError):
+                    self._send(unsubscribe)
+        finally:
+            subscription._end(None)
 
     def ack(
         self,
@@ -1137,6 +1312,103 @@ class Client(ClientView):
             return
         with tracing.settling(message, nack, self.broker, self.version):
             self._send(event, receipt_id, message, hold=hold)
+
+    def request(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        *,
+        timeout: float | None = None,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> Message:
+        """Send a request and return its reply: request/reply over a temporary queue.
+
+        The SEND carries ``reply-to`` (a ``/temp-queue/`` destination of this
+        client's) and a ``correlation-id`` of its own; the replier sends its reply
+        to the ``reply-to`` it got, with the same ``correlation-id`` (see
+        :ref:`request-reply`).  On RabbitMQ the broker makes the temporary queue;
+        elsewhere the client subscribes to it once, at the first request.
+        Replies go to their requests, never to :attr:`unsolicited` (unless they
+        come too late) and never with a warning.
+
+        :param destination: where the request goes (the replier's queue).
+        :param body: the request, as for :meth:`send`.
+        :param timeout: seconds to wait for the reply; ``None``: the client's
+            ``timeout``.  TimeoutError after that.
+        :param content_type: the ``content-type`` header, as for :meth:`send`.
+        :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
+            ``correlation-id``: the request sets those).
+        """
+        if not self._ready.is_set() or self._closed or self._core.error is not None:
+            self._wait_ready()  # the broker's name decides where replies go
+        reply_to, subscribe = self._core.reply_destination()
+        if subscribe is not None:
+            try:
+                self._subscribe(Subscription(self, subscribe))
+            except BaseException:
+                self._core.reply_failed(subscribe)
+                raise
+        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        waiter = self._expect(key)
+        seconds = self._options.timeout if timeout is None else timeout
+        try:
+            self.send(destination, body, content_type=content_type, headers=pairs)
+            try:
+                reply = waiter.wait(seconds)
+            except TimeoutError:
+                raise timed_out(f"the reply to a request to {destination}", seconds) from None
+        finally:
+            self._waiters.pop(key, None)
+            self._core.request_ended(correlation)
+        assert isinstance(reply, Message)
+        return reply
+
+    def session_events(self) -> Iterator[SessionEvent]:
+        """``for event in client.session_events()``: each :class:`SessionEvent` from
+        this call on - a session lost, the next one up (``"reconnected"``), the
+        client giving up - until the client is over (closed, or failed for good).
+        Each ``next()`` blocks until the next event.
+
+        Each iterator keeps the events of its own from the moment it is made: none
+        is missed while the loop body runs, or before the loop starts.  The
+        ``on_session`` option is the callback form.
+        """
+        events: deque[SessionEvent | None] = deque()
+        arrived = threading.Condition()
+
+        def heard(event: SessionEvent | None) -> None:
+            with arrived:
+                events.append(event)
+                arrived.notify_all()
+
+        self._core.life.listen(heard)
+        return self._session_events(events, arrived, heard)
+
+    def _session_events(
+        self,
+        events: deque[SessionEvent | None],
+        arrived: threading.Condition,
+        heard: Callable[[SessionEvent | None], None],
+    ) -> Iterator[SessionEvent]:
+        try:
+            while True:
+                with arrived:
+                    arrived.wait_for(lambda: bool(events))
+                    event = events.popleft()
+                if event is None:
+                    return
+                yield event
+        finally:
+            self._core.life.unlisten(heard)
+
+    def begin(self) -> Transaction:
+        """BEGIN a transaction, ended by its ``commit()`` or ``abort()`` (the
+        :meth:`transaction` block does the same around a block)."""
+        self._core.take_refusal()
+        tx = self._core.next_id("tx")
+        self._send(Begin(tx))
+        return Transaction(self, tx)
 
     @contextmanager
     def transaction(self) -> Iterator[str]:

@@ -6,9 +6,21 @@
 """
 
 from .._public import present_as
+from ._access import Permissions, load_permissions
 from ._core import BrokerCore, BrokerOptions, Outbox, Session
 from ._server import Broker, run_broker
+from ._throttle import LoginThrottle
 
-__all__ = ["Broker", "BrokerCore", "BrokerOptions", "Outbox", "Session", "run_broker"]
+__all__ = [
+    "Broker",
+    "BrokerCore",
+    "BrokerOptions",
+    "LoginThrottle",
+    "Outbox",
+    "Permissions",
+    "Session",
+    "load_permissions",
+    "run_broker",
+]
 
-present_as(__name__, Broker, BrokerCore, Outbox, Session)
+present_as(__name__, Broker, BrokerCore, LoginThrottle, Outbox, Session)

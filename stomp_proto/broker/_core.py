@@ -52,10 +52,11 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from types import MappingProxyType
+from typing import Literal, TypedDict
 
 from .. import (
     Abort,
@@ -85,8 +86,10 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
+from ._access import AccessRules, Permissions
 from ._budget import MemoryBudget, message_size
 from ._metrics import Counters
+from ._throttle import LoginThrottle
 
 __all__ = ["BrokerCore", "BrokerOptions", "Outbox", "Session"]
 
@@ -101,8 +104,9 @@ DEFAULT_SERVER_NAME = f"stomp_proto-broker/{__version__}"
 #: Seconds a client has to complete its CONNECT, by default.
 DEFAULT_CONNECT_TIMEOUT = 30.0
 #: The broker's heart-beats by default, ``(can send every ms, wants to receive every ms)``:
-#: it sends as often as a client asks, down to every 100 ms, and asks for one every 10 s.
-DEFAULT_HEARTBEAT = (100, 10000)
+#: it sends as often as a client asks, down to every 100 ms, and takes them as often as
+#: the client offers, down to every 1 s (the spec settles on the larger of the two).
+DEFAULT_HEARTBEAT = (100, 1000)
 #: Seconds a frame may take from its first byte to its last, by default.
 DEFAULT_FRAME_TIMEOUT = 60.0
 #: Seconds a session may stay paused (its client not reading) before it is ended, by default.
@@ -117,6 +121,18 @@ DEFAULT_MAX_TRANSACTION_BYTES = 128 * 1024 * 1024
 DEFAULT_MAX_DESTINATIONS = 10_000
 #: Transactions one session may have open at once, by default.
 DEFAULT_MAX_TRANSACTIONS = 100
+#: Client connections the broker serves at once, by default (ActiveMQ's default too).
+DEFAULT_MAX_CONNECTIONS = 1000
+#: Sessions one login may have open at once, by default.
+DEFAULT_MAX_CONNECTIONS_PER_LOGIN = 100
+#: Seconds a session whose client sends no heart-beats may go without traffic, by default.
+DEFAULT_IDLE_TIMEOUT = 600.0
+#: Failed logins per second one client address may go on making, by default (after 10).
+DEFAULT_FAILED_LOGIN_RATE = 2.0
+#: The ERROR message of a SEND or SUBSCRIBE the login's ``permissions`` do not allow.
+ACCESS_REFUSED = "access refused"
+#: The ERROR message of a connection refused by ``max_connections`` or its per-login cap.
+TOO_MANY_CONNECTIONS = "too many connections"
 #: The ERROR message every client gets when the broker shuts down.
 SHUTDOWN_REASON = "broker shutting down"
 
@@ -126,10 +142,17 @@ class BrokerOptions(TypedDict, total=False):
 
     #: Login to passcode; ``None`` (the default) lets anyone in.
     users: Mapping[str, str] | None
+    #: Login to the destinations it may write to and read (:class:`Permissions`);
+    #: ``None`` (the default): every login may do everything.
+    permissions: Mapping[str, Permissions] | None
+    #: Failed logins per second a client address may go on making after 10; 2.0;
+    #: ``None``: no limit.
+    failed_login_rate: float | None
     #: The protocol versions the broker speaks; default all three.
     versions: tuple[Version, ...]
-    #: ``(can send every ms, wants to receive every ms)``: the first is the shortest
-    #: interval the broker sends heart-beats at, if a client asks (0: never); (100, 10000).
+    #: ``(can send every ms, wants to receive every ms)``: the shortest intervals the
+    #: broker sends heart-beats at if a client asks, and wants them at if a client
+    #: offers (0: never); (100, 1000).
     heartbeat: tuple[int, int]
     #: The :class:`~stomp_proto.Limits` on incoming frames; default ``Limits()``.
     limits: Limits | None
@@ -157,6 +180,13 @@ class BrokerOptions(TypedDict, total=False):
     frame_timeout: float | None
     #: Seconds a session may stay paused before it is ended; ``None``: no limit.
     slow_consumer_timeout: float | None
+    #: Client connections served at once; 1000.
+    max_connections: int
+    #: Sessions one login may have open at once; 100.
+    max_connections_per_login: int
+    #: Seconds a session without heart-beats from its client and without a
+    #: subscription may go without a frame either way; 600 s; ``None``: no limit.
+    idle_timeout: float | None
     #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
 
@@ -357,8 +387,21 @@ class Session:
         self._opened_at: float | None = None
         self._frame_started: float | None = None
         self._paused_since: float | None = None
+        self._idle_since: float | None = None
         #: Events were consumed since the last handle_timer: a frame completed.
         self._progress = False
+        #: Bytes came from the client, or a message went to it, since the last handle_timer.
+        self._active = False
+        #: The login it is counted under (``max_connections_per_login``), once CONNECTED.
+        self._login: str | None = None
+        #: The login its CONNECT gave (whether or not ``users`` checked it), for ``permissions``.
+        self._claimed_login: str | None = None
+        #: Where the client connects from (a host), for the failed-login throttle.
+        self._address: str | None = None
+        #: The time of the last handle_timer, in the caller's clock.
+        self._now: float | None = None
+        #: A CONNECT waiting for the failed-login throttle to let its address try again.
+        self._waiting_connect: Connect | None = None
         #: Why a deadline ended the session, until process() sends the ERROR.
         self._expired: tuple[str, str] | None = None
 
@@ -399,6 +442,8 @@ class Session:
         """``data``, the bytes read from the client; ``None`` when it closed the stream."""
         # After the broker ended the session, whatever is still in flight is moot.
         if not self._closed:
+            if data:
+                self._active = True
             self.connection.receive_data(data)
 
     def process(self) -> Outbox:
@@ -424,11 +469,30 @@ class Session:
             due.append(self._deadline(self._frame_started, core._frame_timeout))
         if core._slow_consumer_timeout is not None and self._paused:
             due.append(self._deadline(self._paused_since, core._slow_consumer_timeout))
+        if core._idle_timeout is not None and self._idle_watched:
+            due.append(self._deadline(self._idle_since, core._idle_timeout))
+        if self._waiting_connect is not None:
+            due.append(core._login_ready_at(self))
         return min(due) if due else None
 
     @staticmethod
     def _deadline(start: float | None, timeout: float) -> float:
         return 0.0 if start is None else start + timeout
+
+    @property
+    def _idle_watched(self) -> bool:
+        """Whether the idle timeout applies: connected, no heart-beats expected
+        from the client (they would end a silent one sooner), read from, and
+        subscribed to nothing (a subscriber may wait quietly for rare messages;
+        ``max_connections`` bounds how many do)."""
+        beats = self.connection.heartbeat
+        return (
+            beats is not None
+            and beats[1] == 0
+            and self.connection.state is ConnectionState.CONNECTED
+            and not self.reading_blocked
+            and not self._core._subscribed(self)
+        )
 
     @property
     def _handshaking(self) -> bool:
@@ -444,6 +508,7 @@ class Session:
         if self._closed:
             return b""
         core = self._core
+        self._now = now
         if self._opened_at is None:
             self._opened_at = now
         reading = not self.reading_blocked
@@ -459,6 +524,9 @@ class Session:
             self._paused_since = None
         elif self._paused_since is None:
             self._paused_since = now
+        if self._active or self._idle_since is None or not self._idle_watched:
+            self._idle_since = now
+        self._active = False
         if self._expired is None:
             self._expired = self._expiry(now, core)
         return self.connection.handle_timer(now, reading=reading)
@@ -472,6 +540,8 @@ class Session:
              "frame timeout", "frame not completed within {} s of its start"),
             (self._paused, self._paused_since, core._slow_consumer_timeout,
              "slow consumer", "output not read for {} s"),
+            (self._idle_watched, self._idle_since, core._idle_timeout,
+             "idle timeout", "no frame either way for {} s, no heart-beats, no subscription"),
         ]  # fmt: skip
         for applies, start, timeout, message, detail in checks:
             if applies and start is not None and timeout is not None and now >= start + timeout:
@@ -484,6 +554,10 @@ class Session:
     def expiry(self) -> tuple[str, str] | None:
         """(message, detail) of the deadline that ended the session, until its ERROR is sent."""
         return self._expired
+
+    def restart_idle_clock(self) -> None:
+        """Its last subscription ended: the idle timeout counts from the next handle_timer."""
+        self._idle_since = None
 
     def frame_completed(self) -> None:
         """A frame came out of the connection: its frame-timeout clock starts again."""
@@ -526,14 +600,28 @@ class BrokerCore:
     is refused.  ``max_queue_bytes`` bounds the bytes one queue (or one topic
     subscription) holds, ``max_transaction_bytes`` those one open transaction
     holds; ``max_destinations`` is the most queues and topics the broker keeps,
-    ``max_transactions`` the most transactions one session may have open.  See
-    :doc:`security` for the defaults.
+    ``max_transactions`` the most transactions one session may have open.
+    ``max_connections`` is the most client connections served at once (one
+    more gets ERROR ``too many connections`` before anything else),
+    ``max_connections_per_login`` the most sessions one login may have open
+    (a CONNECT beyond it gets the same ERROR); ``idle_timeout`` ends, with
+    ERROR ``idle timeout``, a session whose client sends no heart-beats once no
+    frame has gone either way for that many seconds; a session holding a
+    subscription is exempt (waiting for rare messages is what it is for), and
+    its clock restarts when the last subscription ends.  ``permissions`` maps
+    each login to the destinations it may write to and read
+    (:class:`Permissions`; a SEND or SUBSCRIBE beyond them gets ERROR ``access
+    refused``).  ``failed_login_rate`` bounds the failed logins per second of
+    one client address (the ``address`` of :meth:`open_session`): after 10,
+    its CONNECTs wait their turn.  See :doc:`security` for the defaults.
     """
 
     def __init__(
         self,
         *,
         users: Mapping[str, str] | None = None,
+        permissions: Mapping[str, Permissions] | None = None,
+        failed_login_rate: float | None = DEFAULT_FAILED_LOGIN_RATE,
         versions: tuple[Version, ...] = VERSIONS,
         heartbeat: tuple[int, int] = DEFAULT_HEARTBEAT,
         limits: Limits | None = None,
@@ -549,6 +637,9 @@ class BrokerCore:
         connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
         slow_consumer_timeout: float | None = DEFAULT_SLOW_CONSUMER_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections_per_login: int = DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         strict: bool = False,
     ) -> None:
         if not versions or any(v not in VERSIONS for v in versions):
@@ -564,6 +655,8 @@ class BrokerCore:
             ("max_destinations", max_destinations),
             ("max_transactions", max_transactions),
             ("output_limit", output_limit),
+            ("max_connections", max_connections),
+            ("max_connections_per_login", max_connections_per_login),
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -571,13 +664,23 @@ class BrokerCore:
             ("connect_timeout", connect_timeout),
             ("frame_timeout", frame_timeout),
             ("slow_consumer_timeout", slow_consumer_timeout),
+            ("idle_timeout", idle_timeout),
         ):
             if timeout is not None and not timeout > 0:
                 raise ValueError(f"{name} must be positive, or None")
         self._connect_timeout = connect_timeout
         self._frame_timeout = frame_timeout
         self._slow_consumer_timeout = slow_consumer_timeout
+        self._idle_timeout = idle_timeout
+        self._max_connections = max_connections
+        self._max_connections_per_login = max_connections_per_login
+        #: Sessions past CONNECTED, by login (sessions without one are not counted).
+        self._logins: Counter[str] = Counter()
         self._users = dict(users) if users is not None else None
+        self._access = AccessRules(permissions) if permissions is not None else None
+        if failed_login_rate is not None and not failed_login_rate > 0:
+            raise ValueError("failed_login_rate must be positive, or None")
+        self._throttle = LoginThrottle(failed_login_rate) if failed_login_rate else None
         self._strict = strict
         self._versions = versions
         self._heartbeat = heartbeat
@@ -607,6 +710,24 @@ class BrokerCore:
     def strict(self) -> bool:
         """Whether client frames are checked to the letter of the specs (not the default)."""
         return self._strict
+
+    @property
+    def users(self) -> Mapping[str, str] | None:
+        """The logins admitted and their passcodes; ``None`` when anyone is let in."""
+        return MappingProxyType(self._users) if self._users is not None else None
+
+    @property
+    def login_throttle(self) -> LoginThrottle | None:
+        """The failed-login throttle (``failed_login_rate``), for a transport's other doors."""
+        return self._throttle
+
+    def authenticate(self, login: str | None, passcode: str | None) -> bool:
+        """Whether ``users`` admits ``login`` with ``passcode`` (anyone, without ``users``).
+
+        The check a CONNECT gets, in constant time whether or not the login
+        exists; for a transport's other doors (``Broker``'s ``/metrics``).
+        """
+        return self._users is None or self._login_ok(login, passcode)
 
     @property
     def memory_used(self) -> int:
@@ -642,23 +763,38 @@ class BrokerCore:
 
         For a topic, the sums over its subscriptions' private queues.
         """
-        found: dict[str, tuple[int, int, int]] = {}
-        for destination, queue in self._queues.items():
-            unacked = sum(len(s.unacked) for s in queue.consumers)
-            found[destination] = (len(queue.ready), unacked, len(queue.consumers))
-        for destination, subscriptions in self._topics.items():
-            queued = sum(len(s.queue.ready) for s in subscriptions)
-            unacked = sum(len(s.unacked) for s in subscriptions)
-            found[destination] = (queued, unacked, len(subscriptions))
-        return dict(sorted(found.items()))
+        return dict(sorted(self.each_destination()))
+
+    def each_destination(self) -> Iterator[tuple[str, tuple[int, int, int]]]:
+        """Each destination in use and its ``(queued, unacked, subscribers)``, one at a time.
+
+        The names are those in use at the call; one gone by the time the
+        iteration reaches it is skipped.  So a transport can look at 100,000
+        destinations a slice at a time, letting clients be served in between.
+        """
+        for destination in list(self._queues):
+            queue = self._queues.get(destination)
+            if queue is not None:
+                unacked = sum(len(s.unacked) for s in queue.consumers)
+                yield destination, (len(queue.ready), unacked, len(queue.consumers))
+        for destination in list(self._topics):
+            subscriptions = self._topics.get(destination)
+            if subscriptions:
+                queued = sum(len(s.queue.ready) for s in subscriptions)
+                unacked = sum(len(s.unacked) for s in subscriptions)
+                yield destination, (queued, unacked, len(subscriptions))
 
     # -- driving ---------------------------------------------------------------
 
-    def open_session(self, versions: tuple[Version, ...] | None = None) -> Session:
+    def open_session(
+        self, versions: tuple[Version, ...] | None = None, address: str | None = None
+    ) -> Session:
         """A session for a new client connection.
 
         ``versions`` narrows the broker's versions for this session (a
         WebSocket subprotocol caps them); it must keep at least one of them.
+        ``address`` is where the client connects from (its host, without the
+        port): failed logins are throttled per address.
         """
         allowed = self._versions
         if versions is not None:
@@ -668,6 +804,14 @@ class BrokerCore:
         session_id = f"s{next(self._session_ids)}"
         connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
+        session._address = address
+        if len(self._sessions) >= self._max_connections:
+            # Told at its first process(), before anything it sends is read.
+            limit = self._max_connections
+            session._expired = (
+                TOO_MANY_CONNECTIONS,
+                f"the broker serves at most {limit} connections (max_connections)",
+            )
         self._sessions[session_id] = session
         self._books[session] = _Books()
         return session
@@ -683,7 +827,11 @@ class BrokerCore:
                 self._end_session(session, outbox)
             else:
                 self._refuse(session, None, message, detail, outbox, _reason(message))
-        while not session.closed:
+        if session._waiting_connect is not None and not session.closed:
+            waiting, session._waiting_connect = session._waiting_connect, None
+            self._on_connect(session, waiting, outbox)
+        # Nothing after a waiting CONNECT is looked at before it is answered.
+        while not session.closed and session._waiting_connect is None:
             try:
                 event = connection.next_event()
             except RemoteProtocolError as exc:
@@ -756,7 +904,10 @@ class BrokerCore:
             self._on_subscribe(session, event, outbox)
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
-            self._drop_subscription(self._books[session].subscriptions.pop(event.key or ""), outbox)
+            subscriptions = self._books[session].subscriptions
+            self._drop_subscription(subscriptions.pop(event.key or ""), outbox)
+            if not subscriptions:
+                session.restart_idle_clock()
         elif isinstance(event, (Ack, Nack)):
             self._on_ack(session, event, outbox)
         elif isinstance(event, Begin):
@@ -772,17 +923,33 @@ class BrokerCore:
         if isinstance(event, Disconnect):
             self._end_session(session, outbox)
 
+    def _login_ready_at(self, session: Session) -> float:
+        """When the throttle lets ``session``'s address try a login (``now`` if it may)."""
+        now, address = session._now, session._address
+        if self._throttle is None or now is None or address is None:
+            return now or 0.0
+        return self._throttle.ready_at(address, now)
+
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
-        if self._users is not None and not self._login_ok(event.login, event.passcode):
-            self._refuse(
-                session,
-                None,
-                LOGIN_FAILED,
-                "the login or the passcode is wrong",
-                outbox,
-                "login_failed",
-            )
+        if self._users is not None:
+            if session._now is not None and self._login_ready_at(session) > session._now:
+                session._waiting_connect = event  # until the throttle lets its address try
+                return
+            if not self._login_ok(event.login, event.passcode):
+                self._count_failed_login(session)
+                self._refuse_login(session, outbox)
+                return
+        login = event.login
+        if login is not None and self._logins[login] >= self._max_connections_per_login:
+            limit = self._max_connections_per_login
+            detail = f"login {login!r} has {limit} sessions open (max_connections_per_login)"
+            reason = "too_many_connections_for_login"
+            self._refuse(session, None, TOO_MANY_CONNECTIONS, detail, outbox, reason)
             return
+        if login is not None:
+            self._logins[login] += 1
+            session._login = login
+        session._claimed_login = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
         # wants, but not more often than the broker can.
@@ -793,6 +960,16 @@ class BrokerCore:
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
 
+    def _count_failed_login(self, session: Session) -> None:
+        if self._throttle is not None and session._address and session._now is not None:
+            self._throttle.failed(session._address, session._now)
+
+    def _refuse_login(self, session: Session, outbox: Outbox) -> None:
+        self._refuse(
+            session, None, LOGIN_FAILED, "the login or the passcode is wrong", outbox,
+            "login_failed",
+        )  # fmt: skip
+
     def _login_ok(self, login: str | None, passcode: str | None) -> bool:
         assert self._users is not None
         expected = self._users.get(login) if login is not None else None
@@ -801,7 +978,26 @@ class BrokerCore:
         matches = hmac.compare_digest((passcode or "").encode(), reference)
         return matches and expected is not None
 
+    def _allowed(
+        self,
+        session: Session,
+        access: Literal["write", "read"],
+        event: Send | Subscribe,
+        outbox: Outbox,
+    ) -> bool:
+        """Whether the login may ``access`` the destination; if not, refuse ``event``."""
+        if self._access is None or self._access.allows(
+            session._claimed_login, access, event.destination
+        ):
+            return True
+        verb = "send to" if access == "write" else "subscribe to"
+        detail = f"not allowed to {verb} {event.destination!r}"
+        self._refuse(session, event.receipt, ACCESS_REFUSED, detail, outbox, "access_refused")
+        return False
+
     def _on_send(self, session: Session, event: Send, outbox: Outbox) -> None:
+        if not self._allowed(session, "write", event, outbox):
+            return
         if event.transaction is None:
             session._publisher = True
             if self._has_room(session, event, [event], outbox):
@@ -846,6 +1042,8 @@ class BrokerCore:
         transactions[event.transaction] = _Transaction()
 
     def _on_subscribe(self, session: Session, event: Subscribe, outbox: Outbox) -> None:
+        if not self._allowed(session, "read", event, outbox):
+            return
         prefetch = self._prefetch(event)
         if prefetch is None:
             detail = "prefetch-count and activemq.prefetchSize must be non-negative integers"
@@ -1087,6 +1285,7 @@ class BrokerCore:
             )
             data = connection.send(delivery)
         outbox.write(session, data)
+        session._active = True
         self.counters.messages_delivered += 1
         if subscription.ack == "auto":
             subscription.queue.settle([message])
@@ -1125,6 +1324,11 @@ class BrokerCore:
         self._dispatch(queue, outbox)
         self._forget_if_unused(queue)
 
+    def _subscribed(self, session: Session) -> bool:
+        """Whether ``session`` holds at least one subscription."""
+        books = self._books.get(session)
+        return books is not None and bool(books.subscriptions)
+
     def _forget_if_unused(self, queue: _Queue) -> None:
         # Queues come and go with their names; keep none that holds nothing for no one.
         unused = not queue.private and not queue.consumers and queue.held == 0
@@ -1160,6 +1364,11 @@ class BrokerCore:
         # Closed first, so that what is requeued below is not delivered back to it.
         session.end()
         outbox.to_close.add(session)
+        if session._login is not None:
+            self._logins[session._login] -= 1
+            if not self._logins[session._login]:
+                del self._logins[session._login]
+            session._login = None
         books = self._books.pop(session)
         for subscription in books.subscriptions.values():
             self._drop_subscription(subscription, outbox)

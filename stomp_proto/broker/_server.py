@@ -58,7 +58,10 @@ more, then it is aborted), and wait for every task.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
 import logging
+import socket
 import ssl as _ssl
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
@@ -87,7 +90,16 @@ from ._core import (
     Outbox,
     Session,
 )
-from ._metrics import CONTENT_TYPE, METRICS_PATH, exposition
+from ._listen import accept_forever, listen
+from ._metrics import (
+    CONTENT_TYPE,
+    DEFAULT_TOP_DESTINATIONS,
+    METRICS_PATH,
+    SCRAPE_SLICE,
+    DestinationSummary,
+    exposition,
+    exposition_lines,
+)
 
 __all__ = ["Broker", "run_broker"]
 
@@ -174,8 +186,12 @@ class Broker:
     the broker's own origin or one of ``allowed_origins``
     (``"scheme://host[:port]"``, ``"*"`` for any; see :doc:`/security`);
     ``metrics`` serves ``GET /metrics`` (the Prometheus text format, see
-    :meth:`metrics`) on the same port; the other keywords, ``options``, are
-    the :class:`BrokerCore` options (:class:`BrokerOptions`).
+    :meth:`metrics`) on the same port: with ``users``, only to a request
+    carrying one of their logins (HTTP Basic), or ``metrics_token``
+    (``Authorization: Bearer TOKEN``; required with or without ``users``), and
+    with only the ``metrics_destinations`` deepest destinations listed one by
+    one (``None``: every one) beside the totals; the other keywords,
+    ``options``, are the :class:`BrokerCore` options (:class:`BrokerOptions`).
     Use it as an async context manager::
 
         async with Broker() as broker:
@@ -193,8 +209,13 @@ class Broker:
         websocket: str | None = None,
         allowed_origins: Iterable[str] = (),
         metrics: bool = True,
+        metrics_token: str | None = None,
+        metrics_destinations: int | None = DEFAULT_TOP_DESTINATIONS,
         **options: Unpack[BrokerOptions],
     ) -> None:
+        if metrics_token is not None and not metrics_token:
+            raise ValueError("metrics_token must not be empty")
+        DestinationSummary(metrics_destinations)  # checks it
         if websocket is not None:
             check_path(websocket)
             require_wsproto()
@@ -203,6 +224,10 @@ class Broker:
         self._origins = OriginPolicy(allowed_origins, secure=ssl is not None)
         #: Whether ``GET /metrics`` is served.
         self.serves_metrics = metrics
+        self._metrics_token = metrics_token
+        self._metrics_destinations = metrics_destinations
+        #: Whether a scrape needs credentials: a login of ``users``, or the token.
+        self._metrics_guarded = metrics_token is not None or options.get("users") is not None
         #: The :class:`BrokerCore` that does the work (inspect queues and sessions there).
         self.core = BrokerCore(**options)
         #: The WebSocket path served beside plain STOMP; ``None``: plain STOMP only.
@@ -219,7 +244,9 @@ class Broker:
         self._tls_timeout = connect_timeout or TLS_HANDSHAKE_TIMEOUT
         #: Seconds a connection may stay silent before it is taken for plain STOMP.
         self._silence_limit = min(HANDSHAKE_TIMEOUT, connect_timeout or HANDSHAKE_TIMEOUT)
-        self._server: asyncio.Server | None = None
+        #: The listening sockets, and the task accepting on each (``_listen``).
+        self._listeners: list[socket.socket] | None = None
+        self._acceptors: list[asyncio.Task[None]] = []
         self._peers: dict[Session, _Peer] = {}
         #: Connections not yet known to be WebSocket or plain STOMP.
         self._undecided: set[asyncio.Task[None]] = set()
@@ -247,16 +274,76 @@ class Broker:
         Counters (``stomp_broker_*_total``): connections opened by transport,
         sessions opened, messages received, delivered, acked and nacked,
         sessions refused by reason, WebSocket upgrades refused by status, bytes
-        received and sent.  Gauges: open connections and sessions, and per
-        destination the messages queued, the unacknowledged ones and the
-        subscribers.  See :doc:`/metrics`.
+        received and sent.  Gauges: open connections and sessions, memory
+        used, its limit and alarm, totals over every destination, and for the
+        ``metrics_destinations`` deepest destinations (every one if ``None``)
+        the messages queued, the unacknowledged ones and the subscribers.  See
+        :doc:`/metrics`.  This builds it in one go; a scrape builds it a slice
+        at a time, letting clients be served in between.
         """
-        open_sessions = sum(
-            session.connection.state is ConnectionState.CONNECTED for session in self.core.sessions
-        )
-        return exposition(
-            self.core.counters, len(self._peers), open_sessions, self.core.destinations()
-        )
+        summary = DestinationSummary(self._metrics_destinations)
+        for name, stats in self.core.each_destination():
+            summary.add(name, stats)
+        return exposition(self.core.counters, self._gauges(), summary)
+
+    def _gauges(self) -> dict[str, int]:
+        core = self.core
+        return {
+            "connections_open": len(self._peers),
+            "sessions_open": sum(
+                session.connection.state is ConnectionState.CONNECTED for session in core.sessions
+            ),
+            "memory_used_bytes": core.memory_used,
+            "memory_limit_bytes": core.memory_limit,
+            "memory_alarm": int(core.memory_alarm),
+        }
+
+    async def _scrape(self) -> bytes:
+        """What ``GET /metrics`` answers, built :data:`SCRAPE_SLICE` steps at a time."""
+        summary = DestinationSummary(self._metrics_destinations)
+        for index, (name, stats) in enumerate(self.core.each_destination(), 1):
+            summary.add(name, stats)
+            if index % SCRAPE_SLICE == 0:
+                await asyncio.sleep(0)
+        body = bytearray()
+        lines = exposition_lines(self.core.counters, self._gauges(), summary)
+        for index, line in enumerate(lines, 1):
+            body += line.encode("utf-8") + b"\n"
+            if index % SCRAPE_SLICE == 0:
+                await asyncio.sleep(0)
+        return bytes(body)
+
+    async def _may_scrape(self, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Whether the request ``head`` carries the credentials a scrape needs, if any.
+
+        HTTP Basic with a login and passcode of ``users``, or ``Authorization:
+        Bearer`` with ``metrics_token``.  Failed tries count towards the
+        client's failed-login throttle, and wait for it, as a CONNECT does.
+        """
+        throttle, host = self.core.login_throttle, _host(writer)
+        loop = asyncio.get_running_loop()
+        if self._metrics_guarded and throttle is not None and host is not None:
+            await asyncio.sleep(throttle.ready_at(host, loop.time()) - loop.time())
+        allowed = self._credentials_ok(head)
+        if not allowed and throttle is not None and host is not None:
+            throttle.failed(host, loop.time())
+        return allowed
+
+    def _credentials_ok(self, head: bytes) -> bool:
+        if not self._metrics_guarded:
+            return True
+        scheme, _, credentials = _header_value(head, b"authorization").partition(" ")
+        scheme = scheme.lower()
+        if scheme == "bearer" and self._metrics_token is not None:
+            return hmac.compare_digest(credentials.strip().encode(), self._metrics_token.encode())
+        if scheme == "basic" and self.core.users is not None:
+            try:
+                decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
+            except ValueError:
+                return False
+            login, sep, passcode = decoded.partition(":")
+            return bool(sep) and self.core.authenticate(login, passcode)
+        return False
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -272,12 +359,18 @@ class Broker:
 
     async def start(self) -> None:
         """Start listening."""
-        if self._server is not None or self._closing:
+        if self._listeners is not None or self._closing:
             raise RuntimeError("a Broker can be started once")
-        # TLS is started per connection (_secure), so that its handshake has the
-        # CONNECT deadline and its failures are logged.
-        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
-        self._port = self._server.sockets[0].getsockname()[1]
+        # The broker's own accept loop, not asyncio.start_server's, which floods the
+        # log at the descriptor limit; TLS is started per connection (_secure), so
+        # that its handshake has the CONNECT deadline and its failures are logged.
+        self._listeners = await listen(self.host, self._requested_port)
+        self._port = self._listeners[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._acceptors = [
+            loop.create_task(accept_forever(sock, self._connected), name="stomp-broker-accept")
+            for sock in self._listeners
+        ]
         log.info("STOMP broker listening on %s", self.listening_on)
 
     @property
@@ -295,7 +388,7 @@ class Broker:
 
     async def serve_forever(self) -> None:
         """Wait until the broker is closed (by :meth:`close`, or by cancelling this)."""
-        if self._server is None:
+        if self._listeners is None:
             await self.start()
         await self._closed.wait()
 
@@ -305,8 +398,11 @@ class Broker:
             await self._closed.wait()
             return
         self._closing = True
-        if self._server is not None:
-            self._server.close()
+        for acceptor in self._acceptors:
+            acceptor.cancel()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        for sock in self._listeners or ():
+            sock.close()
         told = len(self.core.sessions)
         self._flush(self.core.shut_down())
         for task in self._undecided:
@@ -316,12 +412,18 @@ class Broker:
         for peer in peers:
             peer.stop()
         await asyncio.gather(*(p.task for p in peers if p.task is not None), return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
         self._closed.set()
         log.info("STOMP broker closed: %d session(s) ended with ERROR %r", told, SHUTDOWN_REASON)
 
     # -- connections -------------------------------------------------------------
+
+    async def _connected(self, client: socket.socket) -> None:
+        """A connection ``accept_forever`` took: streams around it, then ``_accept``."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_SIZE, loop=loop)
+        # With a client_connected_cb the protocol is server-side (start_tls needs it).
+        protocol = asyncio.StreamReaderProtocol(reader, self._accept, loop=loop)
+        await loop.connect_accepted_socket(lambda: protocol, client)
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
@@ -371,14 +473,17 @@ class Broker:
         # The transport pauses (and drain() waits) past the same mark that pauses deliveries.
         writer.transport.set_write_buffer_limits(high=self._output_limit)
         if self.websocket is None and not self.serves_metrics:
-            self._start(_Peer(self._open_session(accepted), reader, writer))
+            self._start(_Peer(self._open_session(accepted, writer), reader, writer))
             return
         self._undecide(self._route(reader, writer, accepted), "stomp-broker-route")
 
     def _open_session(
-        self, accepted: float, versions: tuple[Version, ...] | None = None
+        self,
+        accepted: float,
+        writer: asyncio.StreamWriter,
+        versions: tuple[Version, ...] | None = None,
     ) -> Session:
-        session = self.core.open_session(versions)
+        session = self.core.open_session(versions, _host(writer))
         # Its CONNECT deadline counts from the connection, not from when it was routed.
         session.handle_timer(accepted)
         return session
@@ -407,7 +512,7 @@ class Broker:
             except TimeoutError:
                 # Silent: no browser and no scraper (they speak first), so STOMP.
                 if not self._closing:
-                    self._start(_Peer(self._open_session(accepted), reader, writer))
+                    self._start(_Peer(self._open_session(accepted, writer), reader, writer))
                     return
                 data = b""
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
@@ -418,7 +523,7 @@ class Broker:
                     data += chunk
                 if not data.startswith(_HTTP_GET):
                     if data and not self._closing:
-                        session = self._open_session(accepted)
+                        session = self._open_session(accepted, writer)
                         self._start(_Peer(session, reader, writer, pending=data))
                         return
                 elif await self._answer_http(reader, writer, data, peername, accepted):
@@ -459,7 +564,16 @@ class Broker:
         request_line = data.split(b"\r\n", 1)[0].split(b" ")
         target = request_line[1].decode("latin-1") if len(request_line) > 1 else ""
         if self.serves_metrics and target.partition("?")[0] == METRICS_PATH:
-            writer.write(_http_answer(200, "OK", CONTENT_TYPE, self.metrics()))
+            if not await self._may_scrape(data.partition(b"\r\n\r\n")[0], writer):
+                log.info("STOMP broker: %s asked for %s: no valid credentials", peername, target)
+                scheme = "Basic" if self.core.users is not None else "Bearer"
+                challenge = (("WWW-Authenticate", f'{scheme} realm="stomp_proto broker"'),)
+                writer.write(
+                    _http_answer(401, "Unauthorized", "text/plain", "credentials required\n",
+                                 challenge)
+                )  # fmt: skip
+                return False
+            writer.write(_http_answer(200, "OK", CONTENT_TYPE, await self._scrape()))
             return False
         if self.websocket is None:
             log.info("STOMP broker: %s asked for %r: not found", peername, target)
@@ -476,7 +590,7 @@ class Broker:
         writer.write(upgrade.to_send)
         if upgrade.channel is None or self._closing:
             return False
-        session = self._open_session(accepted, upgrade.versions)
+        session = self._open_session(accepted, writer, upgrade.versions)
         self._start(_Peer(session, reader, writer, upgrade.channel, b""))
         return True
 
@@ -633,6 +747,14 @@ class Broker:
             await asyncio_drain_and_close(peer.reader, writer)
 
 
+def _host(writer: asyncio.StreamWriter) -> str | None:
+    """The client's host (without the port), for the failed-login throttle."""
+    peername = writer.get_extra_info("peername")
+    if isinstance(peername, tuple) and peername:
+        return str(peername[0])
+    return None
+
+
 def _address(peername: object) -> str:
     """``host:port`` of a peer name (``[host]:port`` for IPv6); anything else as it is."""
     if isinstance(peername, tuple) and len(peername) >= 2:
@@ -670,14 +792,30 @@ def _log_ending(peer: _Peer, shutting_down: bool) -> None:
         log.info("%s lost: closed without DISCONNECT", where)
 
 
-def _http_answer(status: int, reason: str, content_type: str, body: str) -> bytes:
+def _http_answer(
+    status: int,
+    reason: str,
+    content_type: str,
+    body: str | bytes,
+    headers: tuple[tuple[str, str], ...] = (),
+) -> bytes:
     """A complete HTTP/1.1 answer that closes the connection."""
-    payload = body.encode("utf-8")
+    payload = body.encode("utf-8") if isinstance(body, str) else body
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
     head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n{extra}"
         f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + payload
+
+
+def _header_value(head: bytes, name: bytes) -> str:
+    """The value of the first header ``name`` (lower case) in a request head; ``""`` if none."""
+    for line in head.split(b"\r\n")[1:]:
+        field, sep, value = line.partition(b":")
+        if sep and field.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
 
 
 def _log_refusal(peer: str, error: RemoteProtocolError) -> None:
@@ -695,6 +833,8 @@ async def run_broker(
     websocket: str | None = None,
     allowed_origins: Iterable[str] = (),
     metrics: bool = True,
+    metrics_token: str | None = None,
+    metrics_destinations: int | None = DEFAULT_TOP_DESTINATIONS,
     on_listening: Callable[[Broker], object] | None = None,
     **options: Unpack[BrokerOptions],
 ) -> None:
@@ -703,7 +843,9 @@ async def run_broker(
     ``ssl`` (a server-side :class:`ssl.SSLContext`) makes it a TLS server;
     ``websocket``: also serve STOMP over WebSocket at this path, to the
     ``allowed_origins`` (see :class:`Broker`); ``metrics``: serve ``GET
-    /metrics``; ``options`` are the :class:`BrokerCore` options.
+    /metrics``, guarded and bounded by ``metrics_token`` and
+    ``metrics_destinations`` as for :class:`Broker`; ``options`` are the
+    :class:`BrokerCore` options.
 
     ``on_listening`` is called with the broker once it listens (say, to print
     ``broker.port`` when ``port`` is 0).
@@ -715,6 +857,8 @@ async def run_broker(
         websocket=websocket,
         allowed_origins=allowed_origins,
         metrics=metrics,
+        metrics_token=metrics_token,
+        metrics_destinations=metrics_destinations,
         **options,
     ) as broker:
         if on_listening is not None:

@@ -58,10 +58,14 @@ def pure_twin() -> ModuleType:
     return _twin
 
 
-def check_builds_agree(data: bytes) -> None:
-    """The differential property: the installed build and the pure one trace ``data`` alike."""
-    ours = run_script(stomp_proto, data)
-    pure = run_script(pure_twin(), data)
+def check_builds_agree(data: bytes, *, unbounded: bool = False) -> None:
+    """The differential property: the installed build and the pure one trace ``data`` alike.
+
+    ``unbounded``: the script's limits are picked from values around and past what a C
+    integer holds (:data:`UNBOUNDED`), not small ones.
+    """
+    ours = run_script(stomp_proto, data, unbounded)
+    pure = run_script(pure_twin(), data, unbounded)
     if ours != pure:
         pairs = zip([*ours, None], [*pure, None], strict=False)
         at = next(i for i, (a, b) in enumerate(pairs) if a != b)
@@ -78,9 +82,10 @@ def check_builds_agree(data: bytes) -> None:
 class Script:
     """The input read as choices; past its end every choice is the first one."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, unbounded: bool = False) -> None:
         self.data = data
         self.at = 0
+        self.unbounded = unbounded
 
     def byte(self) -> int:
         if self.at >= len(self.data):
@@ -141,15 +146,31 @@ def attempt(trace: Trace, call: Callable[[], object]) -> object:
     return value
 
 
-def run_script(api: ModuleType, data: bytes) -> Trace:
-    script = Script(data)
+def run_script(api: ModuleType, data: bytes, unbounded: bool = False) -> Trace:
+    script = Script(data, unbounded)
     scenario = SCENARIOS[script.byte() % len(SCENARIOS)]
     trace: Trace = [scenario.__name__]
     scenario(api, script, trace)
     return trace
 
 
+#: What the unbounded target's limits are made of: small ones (to reach the limits), the
+#: defaults, and values around the native code's clamp (2**60 - 1 on 64 bits), C's
+#: largest integer and past it.  Limits have no upper bound: a broker's
+#: ``--max-body-size`` may be 2**64.
+UNBOUNDED = (None, 2**60 - 1, 2**60, 2**63 - 1, 2**63, 2**64, 10**20, 40)
+
+
 def _limits(api: ModuleType, script: Script) -> Any:
+    if script.unbounded:
+        # One byte per limit: the default (None) or one of UNBOUNDED, for each field.
+        values = {}
+        for name in ("max_line_length", "max_headers", "max_head_size"):
+            values[name] = UNBOUNDED[script.byte() % len(UNBOUNDED)]
+        # The body and the frame: mostly past C's range, the cases the clamp is for.
+        for name in ("max_body_size", "max_frame_size"):
+            values[name] = UNBOUNDED[(script.byte() + 5) % len(UNBOUNDED)]
+        return api.Limits(**{name: value for name, value in values.items() if value is not None})
     if script.byte() & 1:
         return None
     small = 1 + script.byte() % 64

@@ -101,6 +101,7 @@ def main() -> None:
         variants(after_first_frame(server), version, "client", (0, 1))
     deep_seeds()
     differential_seeds()
+    unbounded_seeds()
     for target in TARGETS:
         print(target, len(list((CORPUS / target).iterdir())), "seeds")
 
@@ -186,6 +187,35 @@ def differential_seeds() -> None:
     for settle in (1, 0):
         session = [3, 2, 1, 0, 0, 1, 0, 0, 0, 4, 0, 0, 1, 0, 2, 104, 105, 6, 0, 7, 0, settle, 0, 0]
         write("differential", bytes([*session, 6, 3, 4, 3, 0, 2, 6, 1]))
+
+
+def unbounded_seeds() -> None:
+    """Scripts for the unbounded target (the differential one under limits up to and
+    past 2**64): heads that the pure code reads and whose bodies come later - long
+    content-lengths, blank lines before a lenient server's command - to the decoder
+    and to a server, whole and in pieces, under each pick of limits."""
+    (CORPUS / "unbounded").mkdir(parents=True, exist_ok=True)
+    frames = [
+        b"SEND\ndestination:/q\ncontent-length:0000000000000000005\n\nhello\x00",
+        b"SEND\ndestination:/q\ncontent-length:18446744073709551615\n\nab",
+        b"SEND\ndestination:/q\ncontent-length:999999999999999999\n\nabc\x00",
+        b"  \nSEND\ndestination:/q\ncontent-length:5\n\nhello\x00",
+        b"\r\n\t\nSEND\ndestination:/q\n\nno length\x00\n",
+        b"SEND\ndestination:/q\n \t\nblank line of blanks\x00",
+    ]
+    connect = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00"
+    # Five limit bytes (each picks one of differential.UNBOUNDED), then the chunking.
+    picks = [bytes([5, 5, 5, 0, 0]), bytes([1, 2, 3, 1, 2]), bytes([0, 0, 0, 3, 4]),
+             bytes([4, 6, 5, 7, 6]), bytes([3, 3, 3, 2, 1])]  # fmt: skip
+    for n, frame in enumerate(frames):
+        for limits in picks[n % 2 :: 2]:
+            for chunking in (0, 3, 17):
+                # the decoder (strict 1.2: config 2), then a lenient server (config 4)
+                write("unbounded", bytes([0, 2, *limits, chunking]) + frame)
+                write("unbounded", bytes([2, 4, *limits, chunking]) + connect + frame + frame)
+    rng = random.Random(64)
+    for scenario in (3, 4) * 3:
+        write("unbounded", bytes([scenario]) + rng.randbytes(rng.randint(16, 300)))
 
 
 _SERVER = {b"CONNECTED", b"MESSAGE", b"RECEIPT", b"ERROR"}

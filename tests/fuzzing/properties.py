@@ -552,3 +552,11 @@ TARGETS.update(
 from .differential import check_builds_agree  # noqa: E402
 
 TARGETS["differential"] = check_builds_agree
+
+
+def check_builds_agree_unbounded(data: bytes) -> None:
+    """The differential property under limits of any size, up to and past 2**64."""
+    check_builds_agree(data, unbounded=True)
+
+
+TARGETS["unbounded"] = check_builds_agree_unbounded
