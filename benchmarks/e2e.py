@@ -70,7 +70,17 @@ ROOT = HERE.parent
 #: is the asyncio client on uvloop's event loop.  "floor" is no client either: frames
 #: made and counted with bytes operations on a blocking socket (see :func:`run_floor`),
 #: what any Python client pays at least, for the wake-ups and system calls alone.
-CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "floor", "stomp.py", "stompman")
+CLIENTS = (
+    "asyncio",
+    "uvloop",
+    "trio",
+    "threads",
+    "bare",
+    "stomppy",
+    "floor",
+    "stomp.py",
+    "stompman",
+)
 #: With --compiled, our clients also run on the accelerated build of stomp_proto (the
 #: native fast path; until it came, the mypyc-compiled core), as rows named
 #: "asyncio[compiled]" and so on.  On the embedded broker those rows talk to a second
@@ -78,7 +88,9 @@ CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "floor", "stomp.py", 
 #: wheel runs on both sides), so its CPU column shows the broker's gain; the other rows,
 #: the peers' included, keep the pure-build broker.
 COMPILED = "[compiled]"
-OUR_CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare")
+#: "stomppy" is stomp.py's program (run_stomppy's) on stomp_proto.stomppy, the layer
+#: that gives stomp.py's API on our core: the same code as the "stomp.py" row.
+OUR_CLIENTS = ("asyncio", "uvloop", "trio", "threads", "bare", "stomppy")
 
 
 def implementation(client: str) -> str:
@@ -465,6 +477,17 @@ def _floor_consume(sock: socket.socket, spec: Spec, tally: Tally, carried: bytes
 def run_stomppy(spec: Spec) -> None:
     import stomp
 
+    stomppy_program(spec, stomp)
+
+
+def run_stomppy_layer(spec: Spec) -> None:
+    import stomp_proto.stomppy
+
+    stomppy_program(spec, stomp_proto.stomppy)
+
+
+def stomppy_program(spec: Spec, stomp: Any) -> None:
+    """A stomp.py program: ``stomp`` is stomp.py itself or stomp_proto.stomppy."""
     body = b"x" * spec.size
     conn = stomp.Connection12([(spec.host, spec.port)], heartbeats=HEARTBEAT, vhost=spec.vhost)
     done = threading.Event()
@@ -551,6 +574,7 @@ RUNNERS: dict[str, Callable[[Spec], None]] = {
     "bare": run_bare,
     "floor": run_floor,
     "stomp.py": run_stomppy,
+    "stomppy": run_stomppy_layer,
     "stompman": run_stompman,
 }
 
@@ -1020,6 +1044,8 @@ COLOURS = {
     "trio[compiled]": "#0b6a73",
     "threads[compiled]": "#145214",
     "bare[compiled]": "#3b3b3b",
+    "stomppy": "#e377c2",
+    "stomppy[compiled]": "#8c2d6f",
 }
 
 

@@ -24,6 +24,13 @@ PUBLIC_MODULES = [
     "stomp_proto.broker",
     "stomp_proto.check",
     "stomp_proto.spark",
+    # The connection classes first: their names there are the ones they are defined
+    # under (stomp_proto.stomppy.Connection is an alias, documented by its class).
+    "stomp_proto.stomppy.connect",
+    "stomp_proto.stomppy.adapter.ws",
+    "stomp_proto.stomppy",
+    "stomp_proto.stomppy.listener",
+    "stomp_proto.stomppy.exception",
 ]
 _DIRECTIVE = re.compile(
     r"^\.\. (?:py:)?(auto)?(module|currentmodule|class|function|data|exception|attribute|method)"

@@ -63,7 +63,17 @@ def test_codec_benchmark(results: Path) -> None:
 def test_end_to_end_benchmark(results: Path) -> None:
     rows = load(results, "e2e.json")["rows"]
     embedded = [row for row in rows if row["broker"] == "embedded"]
-    clients = {"asyncio", "uvloop", "trio", "threads", "bare", "floor", "stomp.py", "stompman"}
+    clients = {
+        "asyncio",
+        "uvloop",
+        "trio",
+        "threads",
+        "bare",
+        "stomppy",
+        "floor",
+        "stomp.py",
+        "stompman",
+    }
     assert {row["client"] for row in embedded} == clients
     assert {row["ack"] for row in embedded} == {"auto", "client-individual"}
     assert {row["size"] for row in embedded} == {100, 4096}

@@ -1,0 +1,7 @@
+"""Connections over other transports than plain TCP (stomp.py's ``stomp.adapter``)."""
+
+from __future__ import annotations
+
+from . import ws
+
+__all__ = ["ws"]
