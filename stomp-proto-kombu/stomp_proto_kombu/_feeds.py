@@ -80,8 +80,13 @@ class Feeds:
         #: Notified when a buffer gains a message, a settlement frees a slot, or
         #: the connection fails.
         self.changed = threading.Condition(self._lock)
+        self._generation = 0
         self._buffers: dict[str, deque[Delivery]] = {}
         self._queues: dict[str, _QueueFeed] = {}
+        #: Subscriptions of cancelled consumers that still have messages taken and
+        #: not settled: each ends when its last one is (an acknowledgement needs
+        #: its subscription, on RabbitMQ and in our client alike).
+        self._ending: list[tuple[str, _QueueFeed]] = []
         self._exchanges: dict[str, contextlib.ExitStack] = {}
         self._bindings: dict[str, list[_Binding]] = {}
         #: Delivery tag -> (queue, STOMP message), for what was taken and not settled.
@@ -116,24 +121,36 @@ class Feeds:
                 return
         prefetch = str(window)
         stack = contextlib.ExitStack()
-        stack.enter_context(
-            self.client.subscribe(
-                self.queue_destination(queue),
-                ack="auto" if auto else "client-individual",
-                headers={
-                    **headers,
-                    "prefetch-count": prefetch,
-                    "activemq.prefetchSize": prefetch,
-                },
-                on_message=lambda message: self._arrived(queue, message, settle=not auto),
-            )
-        )
         with self._lock:
+            # Live before the SUBSCRIBE goes: its first messages may come before
+            # subscribe() returns.
             self._buffers.setdefault(queue, deque())
             self._queues[queue] = _QueueFeed(stack, window)
+        try:
+            stack.enter_context(
+                self.client.subscribe(
+                    self.queue_destination(queue),
+                    ack="auto" if auto else "client-individual",
+                    headers={
+                        **headers,
+                        "prefetch-count": prefetch,
+                        "activemq.prefetchSize": prefetch,
+                    },
+                    on_message=lambda message: self._arrived(queue, message, settle=not auto),
+                )
+            )
+        except BaseException:
+            with self._lock:
+                self._queues.pop(queue, None)
+            raise
 
     def cancel(self, queue: str) -> None:
-        """End ``queue``'s own subscription; what it buffered and nobody took goes back."""
+        """End ``queue``'s own subscription; what it buffered and nobody took goes back.
+
+        A message taken and not yet settled keeps the subscription until it is (a
+        Celery worker's warm shutdown cancels its consumer, then acknowledges the
+        tasks that finish); what the broker still delivers meanwhile goes back.
+        """
         with self._lock:
             feed = self._queues.pop(queue, None)
             if feed is None:
@@ -141,10 +158,13 @@ class Feeds:
             buffer = self._buffers.get(queue, deque())
             untaken = [d for d in buffer if d.message is not None]
             self._buffers[queue] = deque(d for d in buffer if d.message is None)
+            if feed.pending:
+                self._ending.append((queue, feed))
         for delivery in untaken:
             assert delivery.message is not None
             self._put_back(delivery.message)
-        feed.stack.close()
+        if not feed.pending:
+            feed.stack.close()
 
     def bind(self, queue: str, exchange: str, matches: Callable[[str], bool]) -> None:
         """Copy what is published to ``exchange`` whose routing key ``matches`` to ``queue``."""
@@ -185,6 +205,13 @@ class Feeds:
         for stack in ended:
             stack.close()
 
+    def _feed_of(self, queue: str, tag: str) -> _QueueFeed | None:
+        """The live or ending subscription that delivered ``tag`` of ``queue``."""
+        feed = self._queues.get(queue)
+        if feed is not None and tag in feed.pending:
+            return feed
+        return next((f for q, f in self._ending if q == queue and tag in f.pending), None)
+
     def consumed(self, queue: str) -> bool:
         with self._lock:
             return queue in self._queues
@@ -208,15 +235,35 @@ class Feeds:
                 self._unsignal()
             return delivery
 
+    def buffered(self, queue: str) -> int:
+        """How many messages are buffered for ``queue`` and not yet taken."""
+        with self._lock:
+            return len(self._buffers.get(queue, ()))
+
     def has_messages(self, queues: Iterable[str]) -> bool:
         with self._lock:
             return any(self._buffers.get(queue) for queue in queues)
 
-    def wait(self, timeout: float | None) -> None:
-        """Wait until something changes (a message, a settlement, a failure), or ``timeout``."""
+    @property
+    def generation(self) -> int:
+        """A count of changes (a message, a settlement, a failure): read it before
+        looking for a message, and give it to :meth:`wait`."""
         with self._lock:
-            if self.failure is None and not self.closed:
-                self.changed.wait(timeout)
+            return self._generation
+
+    def wait(self, timeout: float | None, since: int) -> None:
+        """Wait until something changed after ``since`` (a :attr:`generation`), or
+        ``timeout``: a change made while the caller looked is not missed."""
+        with self._lock:
+            self.changed.wait_for(
+                lambda: self._generation != since or self.failure is not None or self.closed,
+                timeout,
+            )
+
+    def _changed(self) -> None:
+        # Under the lock.
+        self._generation += 1
+        self.changed.notify_all()
 
     def settle(self, tag: str, *, ack: bool, requeue: bool = False) -> None:
         """Acknowledge the message of delivery ``tag`` (``ack``), or put it back
@@ -227,10 +274,13 @@ class Feeds:
             if entry is None:
                 return
             queue, message = entry
-            feed = self._queues.get(queue)
-            if feed is not None:
+            feed = self._feed_of(queue, tag)
+            # A cancelled consumer's subscription must outlive the frame that
+            # settles its message: its tag goes once that frame went.
+            ending = feed if feed is not None and feed is not self._queues.get(queue) else None
+            if feed is not None and ending is None:
                 feed.pending.discard(tag)
-            self.changed.notify_all()
+            self._changed()
             if any(self._buffers.values()):
                 self._signal()
         if ack:
@@ -239,6 +289,19 @@ class Feeds:
             self._put_back(message)
         else:
             self._drop(message)
+        if ending is not None:
+            self._settled(queue, ending, tag)
+
+    def _settled(self, queue: str, feed: _QueueFeed, tag: str) -> None:
+        """``tag`` of a cancelled consumer's ``feed`` is settled (its frame went); the
+        subscription ends with the last one."""
+        with self._lock:
+            feed.pending.discard(tag)
+            ended = not feed.pending and (queue, feed) in self._ending
+            if ended:
+                self._ending.remove((queue, feed))
+        if ended:
+            feed.stack.close()  # UNSUBSCRIBE, after every frame that settled a message
 
     def _put_back(self, message: Message) -> None:
         """Have the broker deliver ``message`` again."""
@@ -273,9 +336,18 @@ class Feeds:
         # An auto-acknowledged message has nothing to settle.
         delivery = Delivery(envelope_of(message), message if settle else None)
         with self._lock:
-            self._buffers.setdefault(queue, deque()).append(delivery)
-            self._signal()
-            self.changed.notify_all()
+            if queue in self._queues:
+                self._buffers.setdefault(queue, deque()).append(delivery)
+                self._signal()
+                self._changed()
+        # Else its consumer was cancelled, and the subscription lives on only for
+        # the messages taken before: this one is left unsettled (it fills the
+        # prefetch window, so that the broker stops sending), and the broker
+        # delivers it again when the subscription ends (ActiveMQ, the embedded
+        # broker) or the connection does (RabbitMQ).  Putting it back now would
+        # not do: RabbitMQ hands a NACKed message to the same subscription at
+        # once, and one that ends with it in flight answers "Subscription not
+        # found", an ERROR that ends the connection.
 
     def _published(self, exchange: str, message: Message) -> None:
         envelope = envelope_of(message)
@@ -291,7 +363,7 @@ class Feeds:
                 buffer.append(Delivery(copy, None))
             if targets:
                 self._signal()
-                self.changed.notify_all()
+                self._changed()
 
     def lost(self, error: BaseException | None) -> None:
         """The client's session ended for good: every wait hears it."""
@@ -299,7 +371,7 @@ class Feeds:
             if self.failure is None:
                 self.failure = error or ConnectionError("the STOMP connection ended")
             self._signal()
-            self.changed.notify_all()
+            self._changed()
 
     # -- the event loop's file descriptor --------------------------------------
 
@@ -312,7 +384,7 @@ class Feeds:
         with self._lock:
             if any(self._buffers.values()):
                 self._signal()
-            self.changed.notify_all()
+            self._changed()
 
     def quiet(self) -> None:
         """The event loop found nothing it may deliver now: its descriptor stops
@@ -342,10 +414,12 @@ class Feeds:
                 return
             self.closed = True
             stacks = [feed.stack for feed in self._queues.values()]
+            stacks += [feed.stack for _, feed in self._ending]
             stacks += list(self._exchanges.values())
             self._queues.clear()
+            self._ending.clear()
             self._exchanges.clear()
-            self.changed.notify_all()
+            self._changed()
         try:
             self.client.close()  # ends the subscriptions' threads too
             for stack in stacks:

@@ -19,7 +19,7 @@ import importlib.metadata
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from queue import Empty
 from typing import Any
 
@@ -187,15 +187,14 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         feeds = self.feeds
         if not feeds.consumed(queue):
             feeds.consume(queue, 1, self._subscribe_headers(queue))
-        delivery = feeds.take(queue)
-        if delivery is None:
-            deadline = time.monotonic() + float(self.options["get_wait"])
-            while delivery is None:
-                left = deadline - time.monotonic()
-                if left <= 0 or feeds.failure is not None:
-                    break
-                feeds.wait(left)
-                delivery = feeds.take(queue)
+        deadline = time.monotonic() + float(self.options["get_wait"])
+        while True:
+            since = feeds.generation
+            delivery = feeds.take(queue)
+            left = deadline - time.monotonic()
+            if delivery is not None or left <= 0 or feeds.failure is not None:
+                break
+            feeds.wait(left, since)
         if delivery is None:
             if feeds.failure is not None:
                 raise feeds.failure
@@ -297,6 +296,15 @@ class Channel(virtual.Channel):  # type: ignore[misc]
         return None
 
 
+#: The most messages one ``drain_events`` call delivers.  Kombu's own suite expects
+#: one call to deliver what is ready, as pyamqp does; but a caller that drains
+#: until one message comes must not be flooded: Celery's ``rpc://`` result
+#: consumer keeps the results it was not waiting for in a buffer of 8192 and
+#: drops the oldest beyond it, which lost results of 10,000 tasks waited on in
+#: order when one call delivered every reply at once.
+DRAIN_BATCH = 100
+
+
 class Transport(virtual.Transport):  # type: ignore[misc]
     """Kombu's transport for STOMP brokers, on stomp_proto's threads client.
 
@@ -351,9 +359,39 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             if state in (ClientState.FAILED, ClientState.CLOSED) and feeds_ready.is_set():
                 holder[0].lost(error)
 
-        client = stomp_proto.threads.connect(
-            conninfo.hostname or "127.0.0.1",
-            int(conninfo.port or self.default_port),
+        host, port = conninfo.hostname or "127.0.0.1", int(conninfo.port or self.default_port)
+        try:
+            client = self._connect(host, port, beat, timeout, on_state_change)
+        except stomp_proto.BrokerError as exc:
+            # The broker's reason, with the broker named (its ERROR frame names
+            # neither it nor the login); still a connection error, which Kombu and
+            # Celery retry as they retry a refused socket.
+            raise ConnectionRefusedError(
+                f"the STOMP broker at {host}:{port} refused the CONNECT of "
+                f"{conninfo.userid!r}: {exc}"
+            ) from exc
+        self._feeds = Feeds(
+            client,
+            queue_prefix=str(self.options["queue_prefix"]),
+            topic_prefix=str(self.options["topic_prefix"]),
+        )
+        holder.append(self._feeds)
+        feeds_ready.set()
+        result: Transport = super().establish_connection()
+        return result
+
+    def _connect(
+        self,
+        host: str,
+        port: int,
+        beat: Any,
+        timeout: float,
+        on_state_change: Callable[[ClientState, BaseException | None], None],
+    ) -> stomp_proto.threads.Client:
+        conninfo = self.client
+        return stomp_proto.threads.connect(
+            host,
+            port,
             login=conninfo.userid,
             passcode=conninfo.password,
             vhost=conninfo.virtual_host or "/",
@@ -364,15 +402,6 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             connect_timeout=timeout,
             on_state_change=on_state_change,
         )
-        self._feeds = Feeds(
-            client,
-            queue_prefix=str(self.options["queue_prefix"]),
-            topic_prefix=str(self.options["topic_prefix"]),
-        )
-        holder.append(self._feeds)
-        feeds_ready.set()
-        result: Transport = super().establish_connection()
-        return result
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context from Kombu's ``ssl`` argument (Celery's ``broker_use_ssl``);
@@ -441,24 +470,24 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         return False
 
     def drain_events(self, connection: Any, timeout: float | None = None) -> None:
-        """Deliver the messages buffered for consumers (as many as the prefetch count
-        allows), waiting up to ``timeout`` seconds for the first (``socket.timeout``
-        then, as every transport raises)."""
+        """Deliver what is buffered for consumers (as the prefetch count allows, and
+        at most :data:`DRAIN_BATCH` messages), waiting up to ``timeout`` seconds for
+        the first (``socket.timeout`` then, as every transport raises)."""
         feeds = self.feeds
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if feeds.failure is not None:
                 raise feeds.failure
+            since = feeds.generation
             if self._deliver_one():
-                # And what else is buffered and may go now, without waiting: a
-                # virtual transport's drain_events delivers what is ready.
-                while feeds.failure is None and self._deliver_one():
-                    pass
+                for _ in range(DRAIN_BATCH - 1):
+                    if feeds.failure is not None or not self._deliver_one():
+                        break
                 return
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError()  # socket.timeout, which Kombu expects
-            feeds.wait(left)
+            feeds.wait(left, since)
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         """Celery's event loop: the feeds' descriptor is readable while a message waits."""
