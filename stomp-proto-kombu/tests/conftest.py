@@ -173,3 +173,130 @@ def broker(request: pytest.FixtureRequest) -> BrokerUnderTest:
     fixture = {"embedded": "embedded_broker"}.get(request.param, request.param)
     value: BrokerUnderTest = request.getfixturevalue(fixture)
     return value
+
+
+# -- brokers of a test's own, which it may stop and start ---------------------------
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "brokers"
+
+
+def restartable_port(low: int, high: int) -> int:
+    """A free port in [low, high): below the ephemeral range, so that no outgoing
+    connection takes it while the broker that owns it is down for a restart."""
+    start = low + os.getpid() % (high - low)
+    for offset in range(high - low):
+        port = low + (start - low + offset) % (high - low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in [{low}, {high})")
+
+
+class PrivateBroker:
+    """A broker on ports of its own, started for the tests that stop and start it:
+    the shared brokers serve every other test."""
+
+    def __init__(
+        self, name: str, state: Path, missing: dict[str, str], *, extra: list[str] | None = None
+    ) -> None:
+        self.name = name
+        #: More command-line arguments for the embedded broker.
+        self.extra = extra or []
+        self.state = state
+        self.port = restartable_port(20000, 24000)
+        self.missing = missing
+        self._process: subprocess.Popen[bytes] | None = None
+        self._ports = {
+            "RMQ_AMQP_PORT": str(restartable_port(24000, 25000)),
+            "RMQ_DIST_PORT": str(restartable_port(19000, 20000)),
+            "RMQ_EPMD_PORT": str(restartable_port(18000, 19000)),
+        }
+
+    @property
+    def under_test(self) -> BrokerUnderTest:
+        return BrokerUnderTest(self.name, "127.0.0.1", self.port, missing=self.missing)
+
+    def _env(self) -> dict[str, str]:
+        env = {**os.environ, "STOMP_BROKERS_DIR": str(self.state)}
+        if self.name == "RabbitMQ":
+            env.update(
+                self._ports,
+                RMQ_STOMP_PORT=str(self.port),
+                RMQ_WS_PORT="0",
+                RMQ_NODENAME=f"kombu{os.getpid()}@localhost",
+            )
+        else:
+            env["AMQ_STOMP_PORT"] = str(self.port)
+        return env
+
+    def _script(self, action: str, **env: str) -> None:
+        script = SCRIPTS / f"{action}-{self.name.lower()}.sh"
+        done = subprocess.run(
+            ["bash", str(script)], env={**self._env(), **env}, capture_output=True,
+            text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{script.name} exited {done.returncode}: {done.stderr[-3000:]}")
+
+    def start(self, *, fresh: bool) -> None:
+        """Start it (``fresh``: with no messages kept from before); return once it
+        takes a login."""
+        if self.name == "the embedded broker":
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "stomp_proto", "broker", "--port", str(self.port),
+                 "--user", "guest:guest", "--log-level", "warning", *self.extra],
+            )  # fmt: skip
+            while (problem := _answers(self.under_test)) is not None:
+                if self._process.poll() is not None:
+                    raise RuntimeError(f"the embedded broker exited: {problem}")
+                time.sleep(0.05)
+        elif self.name == "RabbitMQ":
+            self._script("start", RMQ_FRESH="1" if fresh else "0")
+        else:
+            self._script("start", AMQ_FRESH="1" if fresh else "0")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait()
+            self._process = None
+        elif self.name != "the embedded broker":
+            self._script("stop")
+
+    def restart(self) -> None:
+        """Stop it, then start it again on what it kept (the embedded broker keeps
+        nothing: its messages live in memory only)."""
+        self.stop()
+        self.start(fresh=False)
+
+
+@pytest.fixture(params=BROKERS)
+def private_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrivateBroker]:
+    """A broker of the test's own, of each kind; a failure to start it skips the
+    test, or fails it under ``CI=true``."""
+    name, missing = {
+        "embedded": ("the embedded broker", {
+            "durability": "the embedded broker keeps messages in memory only: a restart "
+            "loses what was queued",
+        }),
+        "rabbitmq": ("RabbitMQ", {}),
+        "activemq": ("ActiveMQ", {}),
+    }[request.param]  # fmt: skip
+    broker = PrivateBroker(name, tmp_path_factory.mktemp(f"private-{request.param}"), missing)
+    try:
+        broker.start(fresh=True)
+    except (RuntimeError, OSError) as exc:
+        broker.stop()
+        message = f"a private {name} did not start: {exc}"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield broker
+    finally:
+        broker.stop()
