@@ -50,6 +50,31 @@ def _unavailable() -> str | None:
     return _java_problem()
 
 
+def spark_home_without_the_zip(where: Path) -> Path:
+    """A SPARK_HOME for the tests: pyspark's own, without its ``python/`` (``where``).
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python
+    worker's PYTHONPATH, so a worker imports pyspark from that zip - compiled anew
+    in each worker, as a zip holds no bytecode: 0.65 s of CPU where the installed
+    package's cached bytecode takes 0.16 s.  The streaming sources' driver-side
+    worker (``PythonStreamingSourceRunner``, one per query start) must connect back
+    to Spark within 10 s, a bound set in ``PythonWorkerFactory.createSimpleWorker``
+    (``selector.select(10000)`` in Spark 4.x) that no setting changes; on a loaded
+    machine that compile took longer, and queries failed with "[STREAM_FAILED] ...
+    Python worker failed to connect back".  Here the zip's path names nothing, and
+    the workers import the installed pyspark (the same version) instead.
+    """
+    import pyspark
+
+    installed = Path(pyspark.__file__).parent
+    where.mkdir(parents=True, exist_ok=True)
+    for entry in installed.iterdir():
+        link = where / entry.name
+        if entry.name != "python" and not link.exists():
+            link.symlink_to(entry)
+    return where
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     problem = _unavailable()
@@ -58,6 +83,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             pytest.fail(f"CI=true and Spark cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
     from stomp_proto.spark import local_session
+
+    # Before the JVM starts (it reads SPARK_HOME then); Spark drivers that tests
+    # start in child processes inherit it.
+    os.environ["SPARK_HOME"] = str(
+        spark_home_without_the_zip(tmp_path_factory.mktemp("spark-home"))
+    )
 
     session = local_session(
         "stomp_proto-tests", conf_dir=tmp_path_factory.mktemp("spark-conf"), ui=False
