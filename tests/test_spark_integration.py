@@ -126,6 +126,20 @@ def run_stream(query: Any, timeout: float = 120) -> None:
         query.stop()
 
 
+def test_the_python_workers_import_the_installed_pyspark(spark: Any) -> None:
+    """Not Spark's pyspark.zip, compiled anew in each worker (see spark_home_without_the_zip)."""
+
+    def where(_: Any) -> str:
+        import pyspark
+
+        return str(pyspark.__file__)
+
+    import pyspark
+
+    found = set(spark.sparkContext.parallelize([0, 1], 2).map(where).collect())
+    assert found == {pyspark.__file__}, found
+
+
 def test_stream_every_message_arrives_and_is_acked_after_its_batch_commits(
     spark: Any, broker: BrokerThread, tmp_path: Path
 ) -> None:
