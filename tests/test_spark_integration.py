@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from brokers import real_broker
 from test_spark_logic import BrokerThread, record_session
+from timeouts import bound_text, scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -120,8 +121,11 @@ def committed(checkpoint: Path) -> set[int]:
 
 
 def run_stream(query: Any, timeout: float = 120) -> None:
+    """Until ``query`` ends, within ``timeout`` s on an idle machine (scaled); stopped after."""
     try:
-        assert query.awaitTermination(timeout), "the query did not finish in time"
+        assert query.awaitTermination(scaled(timeout)), (
+            f"the query did not finish in {bound_text(timeout)}"
+        )
     finally:
         query.stop()
 
@@ -221,7 +225,7 @@ def test_restart_from_the_checkpoint_loses_nothing(
         .start()
     )
     with pytest.raises(Exception, match="the sink crashed"):
-        query.awaitTermination(120)
+        query.awaitTermination(scaled(120))
     query.stop()
     first_run = len(seen)
     assert committed(checkpoint) == {0, 1}
