@@ -20,7 +20,9 @@ the set of threads (a threads client must not leave its reader behind).
 
 Everything is bounded: the scenario as a whole, each client's connect and
 receipt waits (``timeout=CLIENT_TIMEOUT``), each wait for a message (``WAIT``)
-and each call into the service loop.
+and each call into the service loop.  Each bound is its idle-machine value
+scaled by the measured load factor (``timeouts.scaled``), and a time-out says
+what it waited for.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any, TypeVar
 import pytest
 import trio
 from helpers import LogRecords
+from timeouts import bound_text, scaled
 
 from stomp_proto import ClientConnection, Message, Version
 from stomp_proto import threads as stomp_threads
@@ -89,12 +92,16 @@ T = TypeVar("T")
 ADAPTERS = ("asyncio", "trio", "threads")
 VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
 HOST = "127.0.0.1"
+# The bounds below are 5, 5, 30 and 15 s on an idle machine, times the load factor.
 #: The clients' ``timeout`` option: seconds for connecting and for each receipt.
-CLIENT_TIMEOUT = 5.0
+CLIENT_TIMEOUT = scaled(5.0)
 #: Seconds a scenario waits for one message.
-WAIT = 5.0
-#: Seconds a whole scenario may take (the global pytest timeout is far larger).
+WAIT = scaled(5.0)
+#: Seconds a whole scenario may take, on an idle machine: ``run`` scales it (the
+#: global pytest timeout is far larger).
 SCENARIO_TIMEOUT = 30.0
+#: Seconds a call into the service loop may take, on an idle machine.
+SERVICE_CALL = 15.0
 #: Threads named like this belong to a blocking client (its reader and event loop).
 READER_THREAD = "stomp_proto-reader"
 
@@ -156,9 +163,16 @@ class ServiceLoop:
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
-    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 15.0) -> T:
-        """Run ``coroutine`` on the service loop and wait for its result (blocking)."""
-        return self.submit(coroutine).result(timeout)
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = SERVICE_CALL) -> T:
+        """Run ``coroutine`` on the service loop and wait for its result (blocking);
+        ``timeout`` is the bound on an idle machine (scaled by the load factor)."""
+        name = getattr(coroutine, "__qualname__", repr(coroutine))
+        try:
+            return self.submit(coroutine).result(scaled(timeout))
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(
+                f"{name} on the service loop: not done after {bound_text(timeout)}"
+            ) from None
 
     # These run on the service loop.
 
@@ -218,7 +232,7 @@ class ServiceLoop:
             leftovers = [repr(task) for task in self.call(self._shut_down(), timeout=20)]
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
+            self._thread.join(scaled(10))
         if not self._thread.is_alive():
             self.loop.close()
         return leftovers
@@ -429,12 +443,29 @@ class Harness:
 
     # -- the service loop -----------------------------------------------------------
 
-    async def on_service(self, coroutine: Coroutine[Any, Any, T], timeout: float = 15.0) -> T:
-        """Run ``coroutine`` on the service loop; await it from the scenario's loop."""
+    async def on_service(
+        self, coroutine: Coroutine[Any, Any, T], timeout: float | None = SERVICE_CALL
+    ) -> T:
+        """Run ``coroutine`` on the service loop; await it from the scenario's loop.
+
+        ``timeout``: the bound on an idle machine (scaled by the load factor);
+        None for a coroutine bounded by itself (``timeouts.run_command``), which
+        the scenario's own bound still covers.
+        """
+        name = getattr(coroutine, "__qualname__", repr(coroutine))
         future = self.service.submit(coroutine)
-        if self.adapter == "trio":
-            return await trio.to_thread.run_sync(future.result, timeout, abandon_on_cancel=True)
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        bound = None if timeout is None else scaled(timeout)
+        try:
+            if self.adapter == "trio":
+                return await trio.to_thread.run_sync(future.result, bound, abandon_on_cancel=True)
+            return await asyncio.wait_for(asyncio.wrap_future(future), bound)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise  # the coroutine's own time-out, which says what it waited for
+            assert timeout is not None
+            raise TimeoutError(
+                f"{name} on the service loop: not done after {bound_text(timeout)}"
+            ) from None
 
     async def start_broker(
         self, port: int = 0, *, vanishing: bool = False, **options: Any
@@ -514,15 +545,30 @@ class Harness:
 
     # -- running ------------------------------------------------------------------
 
+    def _too_slow(self, scenario: Scenario, timeout: float) -> TimeoutError:
+        return TimeoutError(
+            f"the scenario {scenario.__qualname__} on {self.adapter}: not done after "
+            f"{bound_text(timeout)}"
+        )
+
     async def _main_asyncio(self, scenario: Scenario, timeout: float) -> None:
-        async with asyncio.timeout(timeout):
-            await scenario(self)
+        bound = asyncio.timeout(scaled(timeout))
+        try:
+            async with bound:
+                await scenario(self)
+        except TimeoutError as exc:
+            if bound.expired():
+                raise self._too_slow(scenario, timeout) from exc
+            raise
         leftovers = asyncio.all_tasks() - {asyncio.current_task()}
         assert not leftovers, f"tasks left running on the scenario's loop: {leftovers}"
 
     async def _main_trio(self, scenario: Scenario, timeout: float) -> None:
-        with trio.fail_after(timeout):
-            await scenario(self)
+        try:
+            with trio.fail_after(scaled(timeout)):
+                await scenario(self)
+        except trio.TooSlowError as exc:
+            raise self._too_slow(scenario, timeout) from exc
 
 
 Scenario = Callable[[Harness], Awaitable[None]]
@@ -537,6 +583,8 @@ def run(
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> None:
     """Run ``scenario`` on ``adapter``, bounded, then check that nothing was left behind.
+
+    ``timeout``: the scenario's bound on an idle machine (scaled by the load factor).
 
     ``loop_factory``: the event loop an asyncio scenario runs on (another
     implementation, such as uvloop's); by default asyncio's own.

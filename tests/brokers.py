@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timeouts import bound_text, scaled
 
 from stomp_proto import (
     ClientConnection,
@@ -147,8 +148,8 @@ def _start_record() -> dict[str, str]:
 
 def _stomp_ping(port: int, vhost: str, login: str, passcode: str) -> dict[str, str]:
     """CONNECT and DISCONNECT on a fresh socket; the CONNECTED headers (or OSError)."""
-    with socket.create_connection((HOST, port), timeout=5) as sock:
-        sock.settimeout(5)
+    with socket.create_connection((HOST, port), timeout=scaled(5)) as sock:
+        sock.settimeout(scaled(5))
         conn = ClientConnection()
         sock.sendall(
             conn.send(Connect(host=vhost, accept_versions=("1.2",), login=login, passcode=passcode))
@@ -287,7 +288,7 @@ class Wire:
     closed: bool = False
 
     def __post_init__(self) -> None:
-        self.sock = socket.create_connection((HOST, self.port), timeout=5)
+        self.sock = socket.create_connection((HOST, self.port), timeout=scaled(5))
 
     def close(self) -> None:
         self.sock.close()
@@ -327,9 +328,10 @@ class Wire:
             yield event
 
     def frames(self, count: int, timeout: float = 5.0) -> list[Event]:
-        """The next ``count`` events other than heart-beats (ConnectionClosed counts)."""
+        """The next ``count`` events other than heart-beats (ConnectionClosed counts);
+        ``timeout`` is the bound on an idle machine (scaled by the load factor)."""
         got: list[Event] = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             for event in self._drain():
                 if not isinstance(event, HeartBeat):
@@ -338,7 +340,7 @@ class Wire:
                 return got
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"got {got!r}, wanted {count} events")
+                raise TimeoutError(f"got {got!r}, wanted {count} events in {bound_text(timeout)}")
             self._read(left)
 
     def settle(self, quiet: float = 0.2, timeout: float = 3.0) -> list[Event]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapter_harness import Backoff, ConnectionLost, Harness, free_port
+from timeouts import bound_text, scaled
 
 from stomp_proto import LocalProtocolError
 
@@ -105,9 +106,9 @@ class ChaosProxy:
         return len(self._pairs)
 
     async def wait_closed(self, seconds: float = 5.0) -> int:
-        """Wait until the clients have closed every connection (or ``seconds``
-        pass); how many are still open."""
-        deadline = asyncio.get_running_loop().time() + seconds
+        """Wait until the clients have closed every connection (or ``seconds``,
+        scaled by the load factor, pass); how many are still open."""
+        deadline = asyncio.get_running_loop().time() + scaled(seconds)
         while self._pairs and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
         return len(self._pairs)
@@ -480,8 +481,9 @@ class BrokerProcess:
         return (HOST, self.port)
 
     def wait_listening(self, timeout: float = 30.0) -> None:
-        """Until the broker accepts connections (or it died: then why)."""
-        deadline = time.monotonic() + timeout
+        """Until the broker accepts connections (or it died: then why); ``timeout`` is
+        the bound on an idle machine (scaled by the load factor)."""
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"the broker exited early: {self.process.communicate()}")
@@ -490,7 +492,7 @@ class BrokerProcess:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise AssertionError(f"nothing listens on port {self.port} after {timeout} s")
+        raise AssertionError(f"nothing listens on port {self.port} after {bound_text(timeout)}")
 
     def kill(self) -> None:
         """``kill -9``: its connections drop as the system closes them, with no ERROR."""

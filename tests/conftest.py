@@ -256,6 +256,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_build_hook",
         "test_packaging",
         "test_scripts",
+        "test_timeouts",
     ),
     # left out of a plain ``pytest`` run (see pyproject.toml); scripts/test.sh runs it
     "benchmark": ("test_benchmarks_smoke",),
@@ -328,10 +329,37 @@ def serial_lane(module: str, name: str) -> str:
     return SERIAL_LANE.get(f"{module}::{name}", SERIAL_LANE.get(module, "shared"))
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    from timeouts import load_factor
+
+    return f"load factor: {load_factor():g} (time bounds are scaled by it; see tests/timeouts.py)"
+
+
+def _scale_timeout(config: pytest.Config, item: pytest.Item) -> None:
+    """pytest-timeout's bound of ``item`` (its mark, or the ini's ``timeout``) times the
+    load factor: each is what the test needs on an idle machine."""
+    from timeouts import load_factor
+
+    factor = load_factor()
+    if factor == 1.0:
+        return
+    marker = item.get_closest_marker("timeout")
+    others = {k: v for k, v in (marker.kwargs if marker else {}).items() if k != "timeout"}
+    if marker is not None and marker.args:
+        seconds = float(marker.args[0])
+    elif marker is not None and "timeout" in marker.kwargs:
+        seconds = float(marker.kwargs["timeout"])
+    else:
+        seconds = float(config.getini("timeout") or 0)
+    if seconds > 0:
+        item.add_marker(pytest.mark.timeout(seconds * factor, **others), append=False)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unsorted = set()
     misplaced = set()
     for item in items:
+        _scale_timeout(config, item)
         module = item.path.stem
         layer = _LAYER_OF.get(module)
         if layer is None:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import pytest
 from helpers import LogRecords
+from timeouts import bound_text, scaled
 
 from stomp_proto import (
     AckMode,
@@ -46,7 +47,8 @@ E = TypeVar("E", bound=Event)
 
 
 def run(test: Callable[[], Awaitable[None]], timeout: float = 15.0) -> None:
-    """Run an async test body on a fresh loop, bounded; fail on leftovers and complaints.
+    """Run an async test body on a fresh loop, bounded (``timeout`` on an idle machine,
+    scaled by the load factor); fail on leftovers and complaints.
 
     Complaints are what asyncio or the broker log at WARNING or above: a task
     destroyed while pending, an exception never retrieved, a failed connection.
@@ -54,7 +56,15 @@ def run(test: Callable[[], Awaitable[None]], timeout: float = 15.0) -> None:
     complaints = LogRecords("asyncio", "stomp_proto.broker")
 
     async def bounded() -> None:
-        await asyncio.wait_for(test(), timeout)
+        bound = asyncio.timeout(scaled(timeout))
+        try:
+            async with bound:
+                await test()
+        except TimeoutError as exc:
+            if bound.expired():
+                what = getattr(test, "__qualname__", "the test")
+                raise TimeoutError(f"{what}: not done after {bound_text(timeout)}") from exc
+            raise
         leftovers = asyncio.all_tasks() - {asyncio.current_task()}
         assert not leftovers, f"tasks left running: {leftovers}"
 

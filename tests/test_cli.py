@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 from adapter_harness import HOST, ServiceLoop, dead_port, free_port
+from timeouts import bound_text, scaled
 
 import stomp_proto
 from stomp_proto import Limits
@@ -52,7 +53,8 @@ _EARLY_ERR: dict[int, bytes] = {}
 
 
 def listening_port(process: subprocess.Popen[str], timeout: float = 15.0) -> int:
-    """The port ``process`` (``stomp-proto broker --port 0``) says it listens on.
+    """The port ``process`` (``stomp-proto broker --port 0``) says it listens on, within
+    ``timeout`` seconds on an idle machine (scaled by the load factor).
 
     Read from the pipe's descriptor, never its buffered file: what is read here is
     kept for :func:`stop`, and ``communicate()`` reads on from the descriptor.
@@ -61,11 +63,13 @@ def listening_port(process: subprocess.Popen[str], timeout: float = 15.0) -> int
     fd = process.stderr.fileno()
     said = re.compile(rb"listening on " + re.escape(HOST.encode()) + rb":(\d+)\D")
     seen = b""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while (found := said.search(seen)) is None:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise AssertionError(f"the broker said nowhere it listens in {timeout} s: {seen!r}")
+            raise AssertionError(
+                f"the broker said nowhere it listens in {bound_text(timeout)}: {seen!r}"
+            )
         if select.select([fd], [], [], min(left, 0.5))[0]:
             chunk = os.read(fd, 65536)
             if not chunk:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from brokers import real_broker
 from test_spark_logic import BrokerThread, record_session
+from timeouts import bound_text, scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,6 +51,31 @@ def _unavailable() -> str | None:
     return _java_problem()
 
 
+def spark_home_without_the_zip(where: Path) -> Path:
+    """A SPARK_HOME for the tests: pyspark's own, without its ``python/`` (``where``).
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python
+    worker's PYTHONPATH, so a worker imports pyspark from that zip - compiled anew
+    in each worker, as a zip holds no bytecode: 0.65 s of CPU where the installed
+    package's cached bytecode takes 0.16 s.  The streaming sources' driver-side
+    worker (``PythonStreamingSourceRunner``, one per query start) must connect back
+    to Spark within 10 s, a bound set in ``PythonWorkerFactory.createSimpleWorker``
+    (``selector.select(10000)`` in Spark 4.x) that no setting changes; on a loaded
+    machine that compile took longer, and queries failed with "[STREAM_FAILED] ...
+    Python worker failed to connect back".  Here the zip's path names nothing, and
+    the workers import the installed pyspark (the same version) instead.
+    """
+    import pyspark
+
+    installed = Path(pyspark.__file__).parent
+    where.mkdir(parents=True, exist_ok=True)
+    for entry in installed.iterdir():
+        link = where / entry.name
+        if entry.name != "python" and not link.exists():
+            link.symlink_to(entry)
+    return where
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     problem = _unavailable()
@@ -58,6 +84,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             pytest.fail(f"CI=true and Spark cannot run: {problem}", pytrace=False)
         pytest.skip(problem)
     from stomp_proto.spark import local_session
+
+    # Before the JVM starts (it reads SPARK_HOME then); Spark drivers that tests
+    # start in child processes inherit it.
+    os.environ["SPARK_HOME"] = str(
+        spark_home_without_the_zip(tmp_path_factory.mktemp("spark-home"))
+    )
 
     session = local_session(
         "stomp_proto-tests", conf_dir=tmp_path_factory.mktemp("spark-conf"), ui=False
@@ -89,10 +121,27 @@ def committed(checkpoint: Path) -> set[int]:
 
 
 def run_stream(query: Any, timeout: float = 120) -> None:
+    """Until ``query`` ends, within ``timeout`` s on an idle machine (scaled); stopped after."""
     try:
-        assert query.awaitTermination(timeout), "the query did not finish in time"
+        assert query.awaitTermination(scaled(timeout)), (
+            f"the query did not finish in {bound_text(timeout)}"
+        )
     finally:
         query.stop()
+
+
+def test_the_python_workers_import_the_installed_pyspark(spark: Any) -> None:
+    """Not Spark's pyspark.zip, compiled anew in each worker (see spark_home_without_the_zip)."""
+
+    def where(_: Any) -> str:
+        import pyspark
+
+        return str(pyspark.__file__)
+
+    import pyspark
+
+    found = set(spark.sparkContext.parallelize([0, 1], 2).map(where).collect())
+    assert found == {pyspark.__file__}, found
 
 
 def test_stream_every_message_arrives_and_is_acked_after_its_batch_commits(
@@ -176,7 +225,7 @@ def test_restart_from_the_checkpoint_loses_nothing(
         .start()
     )
     with pytest.raises(Exception, match="the sink crashed"):
-        query.awaitTermination(120)
+        query.awaitTermination(scaled(120))
     query.stop()
     first_run = len(seen)
     assert committed(checkpoint) == {0, 1}

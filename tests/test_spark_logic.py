@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 from adapter_harness import dead_port
+from timeouts import bound_text, scaled
 
 from stomp_proto import (
     Ack,
@@ -127,10 +128,12 @@ class BrokerThread:
         return self.inspect(count)
 
     def wait_for(self, condition: Callable[[], bool], timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
+        """Until ``condition()`` holds, within ``timeout`` s on an idle machine (scaled)."""
+        deadline = time.monotonic() + scaled(timeout)
         while not condition():
             if time.monotonic() > deadline:
-                raise AssertionError("condition not met in time")
+                what = getattr(condition, "__qualname__", repr(condition))
+                raise AssertionError(f"{what} not met in {bound_text(timeout)}")
             time.sleep(0.02)
 
     def options(self, **extra: Any) -> dict[str, str]:

@@ -10,6 +10,7 @@ test's streams.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 from brokers import Endpoint, real_broker, spark_settings
 from conftest import CLEAN_UP
+from timeouts import run_command
 
 from stomp_proto import Frame, FrameEncoder, Message, Receipt, Send, Subscribe
 from stomp_proto.spark._options import ConnectionSettings
@@ -50,12 +52,13 @@ RABBITMQCTL = ROOT / "scripts" / "brokers" / "rabbitmqctl.sh"
 
 
 def rabbitmqctl(*args: str) -> str:
-    done = subprocess.run(
-        ["bash", str(RABBITMQCTL), *args], capture_output=True, text=True, timeout=60, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"rabbitmqctl {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
+    """``rabbitmqctl ARGS``' output; RuntimeError when it fails, TimeoutError when it is
+    still running after 60 s (scaled by the load factor: it boots an Erlang VM)."""
+    command = ["bash", str(RABBITMQCTL), *args]
+    try:
+        return asyncio.run(run_command(command, what=f"rabbitmqctl {' '.join(args)}", seconds=60))
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 @pytest.fixture(scope="module")
