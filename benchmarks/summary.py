@@ -3,9 +3,9 @@
     python benchmarks/summary.py            # rewrite docs/_generated/*.inc and README's block
     python benchmarks/summary.py --check    # exit 1 if any of them is out of date
 
-It reads ``benchmarks/results/codec.json``, ``e2e.json``, ``broker.json`` and
-``spark-tasks.json`` (what ``scripts/bench.sh`` writes) and writes the reST tables
-that ``docs/benchmarks.rst`` includes, plus the summary between the
+It reads ``benchmarks/results/codec.json``, ``e2e.json``, ``broker.json``,
+``spark-tasks.json`` and ``celery.json`` (what ``scripts/bench.sh`` writes) and
+writes the reST tables that ``docs/benchmarks.rst`` includes, plus the summary between the
 ``benchmark-summary`` markers in ``README.rst``.
 Nothing here is typed by hand: run it after a benchmark run and commit what it wrote.
 ``tests/test_docs_pages.py`` runs ``--check``.
@@ -400,6 +400,51 @@ def readme_block(codec: dict[str, Any], e2e: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- Celery and Kombu -------------------------------------------------------------------
+
+#: The rows of the Celery table: (part, key, label, whether more is better).
+_CELERY_ROWS = (
+    ("kombu", "publish_per_s", "Kombu publish, messages/s", True),
+    ("kombu", "consume_per_s", "Kombu consume (ack each), messages/s", True),
+    ("celery", "tasks_per_s", "Celery tasks/s (prefork, 2 processes, ``rpc://``)", True),
+    ("celery", "latency_p50_ms", "Celery task latency p50, ms", False),
+    ("celery", "latency_p99_ms", "Celery task latency p99, ms", False),
+    ("celery", "cpu_broker_s_per_1000", "RabbitMQ's CPU, s per 1,000 tasks", False),
+    ("celery", "cpu_worker_s_per_1000", "the worker's CPU, s per 1,000 tasks", False),
+    ("celery", "cpu_client_s_per_1000", "the client's CPU, s per 1,000 tasks", False),
+)
+
+
+def celery_table(celery: dict[str, Any]) -> str:
+    """This transport beside pyamqp on one RabbitMQ, with the verdict on the targets:
+    at least pyamqp's tasks/s, and no worse latency."""
+    ours, theirs = celery["transports"]["stomp-proto-kombu"], celery["transports"]["pyamqp"]
+    rows = []
+    for part, key, label, more_is_better in _CELERY_ROWS:
+        a, b = ours[part][key], theirs[part][key]
+        better = a >= b if more_is_better else a <= b
+        rows.append(
+            [label, f"{a:,.2f}", f"{b:,.2f}", ratio(a / b) + ("" if better else " (worse)")]
+        )
+    met = {
+        "tasks/s at least pyamqp's": ours["celery"]["tasks_per_s"]
+        >= theirs["celery"]["tasks_per_s"],
+        "latency no worse (p50 and p99)": all(
+            ours["celery"][key] <= theirs["celery"][key]
+            for key in ("latency_p50_ms", "latency_p99_ms")
+        ),
+    }
+    header = (
+        f"Medians of {celery['repeats']} alternating runs: {celery['messages']:,} Kombu "
+        f"messages of 100 B, {celery['tasks']:,} tasks, {celery['paced_tasks']} tasks one at a "
+        f"time for the latency; Python {celery['python']}.\n\n"
+    )
+    targets = table(["target", "verdict"], [[name, verdict(ok)] for name, ok in met.items()])
+    return (
+        header + table(["measure", "stomp-proto-kombu", "pyamqp", "ratio"], rows) + "\n" + targets
+    )
+
+
 def outputs() -> dict[Path, str]:
     codec, e2e, broker = load("codec.json"), load("e2e.json"), load("broker.json")
     spark = load("spark-tasks.json")
@@ -410,6 +455,7 @@ def outputs() -> dict[Path, str]:
         GENERATED / "compiled-targets.inc": note + compiled_targets(codec, e2e, broker, spark),
         GENERATED / "e2e-results.inc": note + e2e_table(e2e),
         GENERATED / "broker-results.inc": note + broker_table(broker),
+        GENERATED / "celery-results.inc": note + celery_table(load("celery.json")),
     }
     readme = README.read_text(encoding="utf-8")
     start = readme.index(README_START) + len(README_START)

@@ -39,7 +39,9 @@ if [ -e "${built_in_place[0]}" ]; then
     exit 1
 fi
 
+own_venv=false
 if [ -z "${PYTHON:-}" ]; then
+    own_venv=true
     # shellcheck source=scripts/_venv.sh
     source scripts/_venv.sh
     ensure_venv '.[bench]'
@@ -80,6 +82,22 @@ compiled=()
 [ ${#accelerated[@]} -gt 0 ] && compiled=(--compiled)
 "$PYTHON" benchmarks/e2e.py "${quick[@]}" "${compiled[@]}" \
     --json "$results/e2e.json" --svg "$charts/benchmarks-e2e.svg"
+
+# Celery and Kombu on RabbitMQ: the Kombu transport of stomp-proto-kombu beside
+# Celery's default pyamqp (AMQP 0-9-1 on the same broker), alternating.
+section "Celery and Kombu: stomp-proto-kombu beside pyamqp"
+if "$own_venv"; then
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check -e "./stomp-proto-kombu[test]"
+fi
+if ! "$PYTHON" -c 'import celery, stomp_proto_kombu' 2>/dev/null; then
+    echo "skipped: $PYTHON has no celery or stomp_proto_kombu (pip install './stomp-proto-kombu[test]')"
+elif [ -n "${RABBITMQ_STOMP_PORT:-}" ] && [ -n "${RABBITMQ_AMQP_PORT:-}" ]; then
+    "$PYTHON" stomp-proto-kombu/benchmarks/celery_vs_pyamqp.py "${quick[@]}" \
+        --stomp-port "$RABBITMQ_STOMP_PORT" --amqp-port "$RABBITMQ_AMQP_PORT" \
+        --json "$results/celery.json"
+else
+    echo "skipped: no RabbitMQ in this run (STOMP_BROKERS=${STOMP_BROKERS:-})"
+fi
 
 # One stomp-streams read task on each build, alternating (RabbitMQ's stream queues, Spark
 # not started: the task's own code, as an executor runs it).  Not in the quick run.
