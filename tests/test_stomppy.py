@@ -460,3 +460,194 @@ def test_a_slow_listener_does_not_stop_our_heartbeats() -> None:
     assert len(during) >= 3, (beats, callback_window)
     conn.transport.stop()
     server.close()
+
+
+# -- stomp.utils's helpers, on the core's codec ----------------------------------
+
+
+def test_parse_frame_reads_what_the_codec_reads() -> None:
+    from stomp_proto.stomppy.utils import parse_frame
+
+    receipt = parse_frame(b"RECEIPT\nreceipt-id:message-12345\n\n")
+    assert (receipt.cmd, receipt.headers, receipt.body) == (
+        "RECEIPT",
+        {"receipt-id": "message-12345"},
+        b"",
+    )
+    # 1.2 "Augmented BNF": lines may end in CRLF; "Repeated Header Entries": the first counts.
+    message = parse_frame(b"MESSAGE\r\nk:a\\cb\r\nk:second\r\n\r\nhello\x00")
+    assert (message.cmd, message.headers, message.body) == ("MESSAGE", {"k": "a:b"}, b"hello")
+    assert parse_frame(b"\r\n").cmd == "heartbeat"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"FOO",  # no such command, no blank line
+        b"MESSAGE\nk:\\t\n\n",  # 1.2 "Value Encoding": an undefined escape is fatal
+        b"MESSAGE\nk:v",  # cut short before the blank line
+    ],
+)
+def test_parse_frame_refuses_what_the_spec_forbids(data: bytes) -> None:
+    from stomp_proto import RemoteProtocolError
+    from stomp_proto.stomppy.utils import parse_frame
+
+    with pytest.raises(RemoteProtocolError):
+        parse_frame(data)
+
+
+def test_convert_frame_encodes_as_the_connections_do() -> None:
+    from stomp_proto.stomppy.utils import convert_frame, pack, parse_frame
+
+    frame = Frame(
+        "SEND",
+        {"b": "x:y\nz", "a": ("1", "2"), "none": None, "content-length": 0},
+        "h\u00e9",
+    )
+    data = pack(convert_frame(frame))
+    # Name order, None left out, a tuple repeated, 1.2 escapes, the length set (last).
+    assert data == b"SEND\na:1\na:2\nb:x\\cy\\nz\ncontent-length:3\n\nh\xc3\xa9\x00"
+    back = parse_frame(data)
+    assert back.headers == {"a": "1", "b": "x:y\nz", "content-length": "3"}
+    assert back.body == "h\u00e9".encode()
+    assert convert_frame(Frame(None)) == [b"\n"]
+
+
+def test_parse_headers_keeps_the_first_and_trims_nothing() -> None:
+    from stomp_proto import RemoteProtocolError
+    from stomp_proto.stomppy.utils import parse_headers
+
+    lines = ["skipped:x", "h1:a\\c\\\\b  ", "h1:second", " sp : v "]
+    assert parse_headers(lines, offset=1) == {"h1": "a:\\b  ", " sp ": " v "}
+    with pytest.raises(RemoteProtocolError):
+        parse_headers(["h:\\t"])
+
+
+def test_the_small_helpers() -> None:
+    from stomp_proto.stomppy import utils
+
+    assert utils.pack([b"ab", b"c"]) == b"abc"
+    assert utils.join((b"a", b"\xc3\xa9")) == "a\u00e9"
+    assert (utils.length(None), utils.length("abc")) == (0, 3)
+    masked = utils.clean_lines(["x", "passcode: s3cret", b"passcode:s3cret\n"])
+    assert "s3cret" not in masked
+    assert masked.count("passcode:********") == 2
+    ran = threading.Event()
+    thread = utils.default_create_thread(ran.set)
+    thread.join(WAIT)
+    assert ran.is_set() and thread.daemon
+
+
+def test_localhost_names_skip_the_scan_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stomp_proto.stomppy import utils
+
+    monkeypatch.setenv("STOMP_SKIP_HOSTNAME_SCAN", "1")
+    assert utils._localhost_names() == ["localhost", "127.0.0.1"]
+    monkeypatch.delenv("STOMP_SKIP_HOSTNAME_SCAN")
+    assert socket.gethostname() in utils._localhost_names()
+    assert utils.is_localhost(("localhost", 1)) == 1
+    assert utils.is_localhost(("192.0.2.1", 1)) == 2
+
+
+# -- stomp.listener.HeartbeatListener ---------------------------------------------
+
+
+class RecordingTransport:
+    """What HeartbeatListener uses of a transport, recording what it is asked."""
+
+    def __init__(self) -> None:
+        self.sent: list[Frame] = []
+        self.events: list[str] = []
+        self.changed = threading.Condition()
+
+    def is_connected(self) -> bool:
+        return True
+
+    def transmit(self, frame: Frame) -> None:
+        with self.changed:
+            self.sent.append(frame)
+            self.changed.notify_all()
+
+    def notify(self, event: str, *args: Any) -> None:
+        with self.changed:
+            self.events.append(event)
+            self.changed.notify_all()
+
+    def disconnect_socket(self) -> None:
+        self.notify("disconnect_socket")
+
+
+def test_heartbeat_listener_sends_and_notices_silence() -> None:
+    from stomp_proto.stomppy.listener import HeartbeatListener
+
+    transport = RecordingTransport()
+    listener = HeartbeatListener(transport, (50, 80))
+    connect = Frame("CONNECT", {})
+    listener.on_send(connect)
+    assert connect.headers["heart-beat"] == "50,80"
+    # 1.1 "Heart-beating": each direction is the larger ask, 0 when either says 0.
+    listener.on_connected(Frame("CONNECTED", {"heart-beat": "100, 60"}))
+    assert listener.heartbeats == (60, 100)
+    assert listener.received_heartbeat is not None
+    with transport.changed:
+        assert transport.changed.wait_for(
+            lambda: "disconnect_socket" in transport.events and transport.sent, WAIT
+        )
+    assert all(frame.cmd is None for frame in transport.sent)
+    assert transport.events[:2] == ["heartbeat_timeout", "disconnect_socket"]
+    thread = listener.heartbeat_thread
+    listener.on_disconnected()
+    if thread is not None:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+
+def test_heartbeat_listener_counts_any_frame_as_life() -> None:
+    from stomp_proto.stomppy.listener import HeartbeatListener
+
+    listener = HeartbeatListener(RecordingTransport(), (0, 0))
+    listener.on_message(Frame("MESSAGE"))
+    assert listener.received_heartbeat is None  # nothing negotiated: nothing kept
+    listener.on_connected(Frame("CONNECTED", {"heart-beat": "0,0"}))
+    assert listener.heartbeat_thread is None
+    listener.received_heartbeat = time.monotonic() - 60
+    before = listener.received_heartbeat
+    for received in (listener.on_heartbeat, lambda: listener.on_receipt(Frame("RECEIPT"))):
+        received()
+        assert listener.received_heartbeat > before
+        before = listener.received_heartbeat
+
+
+def test_a_heartbeat_frame_is_an_end_of_line_on_the_wire(broker: BrokerThread) -> None:
+    conn = connect(broker)
+    try:
+        listener = conn.get_listener("test")
+        conn.subscribe("/queue/after-heartbeat", id=1)
+        conn.transport.transmit(Frame(None, {}, None))
+        conn.transport.transmit(Frame(None, {}, None))
+        # Had the heart-beats been frames of an empty command, the broker would refuse them.
+        conn.send("/queue/after-heartbeat", "still framed")
+        assert listener.wait_for_message(WAIT)
+        assert listener.get_latest_message()[1] == "still framed"
+    finally:
+        conn.disconnect()
+
+
+# -- stomp.transport's module constants -----------------------------------------
+
+
+def test_ssl_and_keepalive_constants(broker: BrokerThread) -> None:
+    import inspect
+    import ssl
+
+    from stomp_proto.stomppy import transport
+
+    assert transport.DEFAULT_SSL_VERSION == ssl.PROTOCOL_TLS_CLIENT
+    default = inspect.signature(transport.Transport.set_ssl).parameters["ssl_version"].default
+    assert default is transport.DEFAULT_SSL_VERSION
+    assert hasattr(socket, "TCP_KEEPIDLE") == transport.LINUX_KEEPALIVE_AVAIL
+    conn = connect(broker, keepalive=("linux", 30, 5, 3))
+    try:
+        assert conn.is_connected()
+    finally:
+        conn.disconnect()

@@ -15,10 +15,13 @@ import time
 from typing import Any
 
 from . import log
-from .utils import Frame, clean_headers
+from .constants import CMD_CONNECT, CMD_STOMP, HDR_HEARTBEAT
+from .exception import NotConnectedException
+from .utils import Frame, calculate_heartbeats, clean_headers, default_create_thread
 
 __all__ = [
     "ConnectionListener",
+    "HeartbeatListener",
     "PrintingListener",
     "Publisher",
     "StatsListener",
@@ -297,3 +300,133 @@ class TestListener(StatsListener, WaitingListener, PrintingListener):
         with self.heartbeat_condition:
             self.heartbeat_received = True
             self.heartbeat_condition.notify_all()
+
+
+class HeartbeatListener(ConnectionListener):
+    """Heart-beats kept by a listener, as stomp.py's connections do it.
+
+    The layer's connections keep heart-beats themselves (a program passes
+    ``heartbeats=`` and needs no listener); this class is for a program that
+    drives a transport of its own with it.  On ``on_connected`` it negotiates
+    (``calculate_heartbeats`` of the CONNECTED frame's ``heart-beat`` and
+    ``heartbeats``) and, unless both are 0, starts a thread that sends a
+    heart-beat (``transport.transmit(Frame(None))``) when nothing was sent for the
+    send interval, and that, when nothing was received for the receive interval
+    times ``heart_beat_receive_scale``, tells the transport's listeners
+    (``on_heartbeat_timeout``) and drops the socket.  Every frame received and
+    every heart-beat moves ``received_heartbeat`` on; ``on_disconnected`` ends
+    the thread.
+    """
+
+    def __init__(
+        self, transport: Any, heartbeats: tuple[int, int], heart_beat_receive_scale: float = 1.5
+    ) -> None:
+        #: The connection's transport (``is_connected``, ``transmit``, ``notify``, ...).
+        self.transport = transport
+        #: What was asked, then (after ``on_connected``) what was negotiated, in ms.
+        self.heartbeats = heartbeats
+        #: How much longer than the receive interval silence is allowed.
+        self.heart_beat_receive_scale = heart_beat_receive_scale
+        #: ``time.monotonic()`` of the last frame received; None before ``on_connected``.
+        self.received_heartbeat: float | None = None
+        #: When the next heart-beat is due (monotonic); None while none is sent.
+        self.next_outbound_heartbeat: float | None = None
+        #: True while the heart-beat thread should run.
+        self.running = False
+        #: The heart-beat thread, once started.
+        self.heartbeat_thread: Any = None
+        #: Set by ``on_disconnected`` to end the thread at once.
+        self.heartbeat_terminate_event = threading.Event()
+        #: True between ``on_disconnecting`` and the next ``on_connected``.
+        self.disconnecting = False
+        #: The negotiated send interval in seconds (0: none sent).
+        self.send_sleep = 0.0
+        #: The negotiated receive interval in seconds, scaled (0: none watched).
+        self.receive_sleep = 0.0
+
+    def on_connected(self, frame: Frame) -> None:
+        self.disconnecting = False
+        offered = frame.headers.get(HDR_HEARTBEAT)
+        if offered is None:
+            return
+        self.heartbeats = calculate_heartbeats(
+            str(offered).replace(" ", "").split(","), self.heartbeats
+        )
+        if self.heartbeats == (0, 0):
+            return
+        self.send_sleep = self.heartbeats[0] / 1000
+        self.receive_sleep = self.heartbeats[1] / 1000 * self.heart_beat_receive_scale
+        # The first heart-beat gets a whole interval of grace on top.
+        self.received_heartbeat = time.monotonic() + self.receive_sleep
+        self.running = True
+        self.heartbeat_terminate_event.clear()
+        if self.heartbeat_thread is None:
+            self.heartbeat_thread = default_create_thread(self._loop)
+
+    def on_disconnecting(self) -> None:
+        self.disconnecting = True
+
+    def on_disconnected(self) -> None:
+        self.running = False
+        self.heartbeat_terminate_event.set()
+
+    def on_message(self, frame: Frame) -> None:
+        self._received()
+
+    def on_receipt(self, frame: Frame) -> None:
+        self._received()
+
+    def on_error(self, frame: Frame) -> None:
+        self._received()
+
+    def on_heartbeat(self) -> None:
+        self._received()
+
+    def on_send(self, frame: Frame) -> None:
+        if frame.cmd in (CMD_CONNECT, CMD_STOMP) and self.heartbeats != (0, 0):
+            frame.headers[HDR_HEARTBEAT] = "{},{}".format(*self.heartbeats)
+        if self.next_outbound_heartbeat is not None:
+            self.next_outbound_heartbeat = time.monotonic() + self.send_sleep
+
+    def _received(self) -> None:
+        if self.received_heartbeat is not None:
+            # max(): the first interval's grace is kept until it has passed.
+            self.received_heartbeat = max(self.received_heartbeat, time.monotonic())
+
+    def _loop(self) -> None:
+        if self.send_sleep:
+            self.next_outbound_heartbeat = time.monotonic() + self.send_sleep
+        try:
+            while self.running:
+                if self.heartbeat_terminate_event.wait(self._until_next_event()):
+                    break
+                self._tick(time.monotonic())
+        finally:
+            self.heartbeat_thread = None
+
+    def _until_next_event(self) -> float:
+        now = time.monotonic()
+        waits = []
+        if self.next_outbound_heartbeat is not None:
+            waits.append(self.next_outbound_heartbeat - now)
+        if self.receive_sleep and self.received_heartbeat is not None:
+            waits.append(self.received_heartbeat + self.receive_sleep - now)
+        # Never a busy loop: at least 10 ms, at most a second between looks.
+        return min(max(min(waits, default=1.0), 0.01), 1.0)
+
+    def _tick(self, now: float) -> None:
+        if self.disconnecting or not self.transport.is_connected():
+            return
+        due = self.next_outbound_heartbeat
+        if self.send_sleep and due is not None and now >= due:
+            try:
+                self.transport.transmit(Frame(None, {}, None))
+            except NotConnectedException:
+                log.debug("heart-beat not sent: not connected")
+            self.next_outbound_heartbeat = now + self.send_sleep
+        received = self.received_heartbeat
+        if self.receive_sleep and received is not None and now > received + self.receive_sleep:
+            log.debug("no heart-beat received for %.1f s", now - received)
+            self.received_heartbeat = now  # one time-out per silent interval
+            self.transport.notify("heartbeat_timeout")
+            self.transport.disconnect_socket()

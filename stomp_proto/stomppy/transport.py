@@ -52,6 +52,17 @@ from .utils import Frame, calculate_heartbeats, clean_headers, decode, encode, i
 
 __all__ = ["BaseTransport", "Transport"]
 
+#: ``set_ssl``'s default ``ssl_version``, as in stomp.py: ``ssl.PROTOCOL_TLS_CLIENT``, or
+#: None where the ``ssl`` module lacks it.  The layer's TLS context negotiates the
+#: highest version both sides support whatever ``ssl_version`` says.
+DEFAULT_SSL_VERSION: Any = getattr(ssl, "PROTOCOL_TLS_CLIENT", None)
+#: True where the socket module has Linux's keep-alive options, so that
+#: ``keepalive=("linux", idle, interval, count)`` is applied (elsewhere only
+#: ``SO_KEEPALIVE`` is set).
+LINUX_KEEPALIVE_AVAIL = all(
+    hasattr(socket, name) for name in ("SOL_TCP", "TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
+)
+
 #: How long ``disconnect()`` waits for the broker's receipt before closing anyway.
 DISCONNECT_WAIT = 10.0
 _VERSIONS: tuple[Version, ...] = ("1.0", "1.1", "1.2")
@@ -61,6 +72,16 @@ def _default_create_thread(target: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=target, name="stomp_proto.stomppy reader", daemon=True)
     thread.start()
     return thread
+
+
+def _keep_alive(sock: socket.socket, keepalive: Any) -> None:
+    """Turn TCP keep-alive on; ``("linux", idle, interval, count)`` also sets its timing."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if isinstance(keepalive, tuple) and keepalive[0] == "linux" and LINUX_KEEPALIVE_AVAIL:
+        _, idle, interval, count = keepalive
+        sock.setsockopt(socket.SOL_TCP, socket.TCP_KEEPIDLE, idle)
+        sock.setsockopt(socket.SOL_TCP, socket.TCP_KEEPINTVL, interval)
+        sock.setsockopt(socket.SOL_TCP, socket.TCP_KEEPCNT, count)
 
 
 def _host_list(
@@ -251,7 +272,7 @@ class Transport(Publisher):
         cert_file: str | None = None,
         ca_certs: str | None = None,
         cert_validator: Callable[[Any, str], tuple[bool, str]] | None = None,
-        ssl_version: Any = None,
+        ssl_version: Any = DEFAULT_SSL_VERSION,
         password: Any = None,
         verify: bool = True,
     ) -> None:
@@ -290,7 +311,7 @@ class Transport(Publisher):
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.keepalive:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                _keep_alive(sock, self.keepalive)
             raw = SocketStream(sock)
             stream: BlockingStream = raw
             params = self._ssl.get((host, port))
@@ -448,7 +469,10 @@ class Transport(Publisher):
         """Send ``frame`` (after the listeners' ``on_send``); NotConnectedException
         when there is no connection."""
         self.notify("send", frame)
-        command = frame.cmd or ""
+        if frame.cmd is None:  # stomp.py's heart-beat frame: an end-of-line
+            self.send(b"\n")
+            return
+        command = frame.cmd
         headers = _wire_headers(frame.headers)
         # Not encode(""): in UTF-16 that is a byte-order mark, a body of two bytes.
         body = encode(frame.body, self.encoding) if frame.body else b""
