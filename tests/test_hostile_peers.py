@@ -14,6 +14,7 @@ import tracemalloc
 
 import pytest
 from test_broker_server import StreamClient, run
+from timeouts import scaled
 
 import stomp_proto.asyncio as stomp_asyncio
 from stomp_proto import (
@@ -149,19 +150,28 @@ def test_slowloris_body_is_cut_off_by_the_frame_deadline() -> None:
 
 def test_frames_that_complete_reset_the_frame_deadline() -> None:
     """A client whose frames each complete in time is never cut off, however long it runs."""
+    # Each frame goes in 8-byte pieces 10 ms apart (about 0.1 s on an idle machine);
+    # the deadline scales with the machine's load, and the frames go on until
+    # together they took twice as long as it.
+    deadline = scaled(0.25)
 
     async def body() -> None:
-        async with Broker(frame_timeout=0.25) as broker:
+        async with Broker(frame_timeout=deadline) as broker:
             client = await StreamClient.connect(broker)
-            frame = client.conn.send(Send("/queue/t", b"x" * 20))
-            for _ in range(3):  # each frame takes ~0.1 s; together well past the deadline
-                for n in range(0, len(frame), 8):
-                    client.writer.write(frame[n : n + 8])
-                    await client.writer.drain()
-                    await asyncio.sleep(0.01)
-            await client.send(Send("/queue/t", b"", receipt="ok"))
-            assert (await client.expect(Receipt)).receipt_id == "ok"
-            await client.close()
+            try:
+                frame = client.conn.send(Send("/queue/t", b"x" * 20))
+                loop = asyncio.get_running_loop()
+                started, frames = loop.time(), 0
+                while frames < 3 or loop.time() - started < 2 * deadline:
+                    for n in range(0, len(frame), 8):
+                        client.writer.write(frame[n : n + 8])
+                        await client.writer.drain()
+                        await asyncio.sleep(0.01)
+                    frames += 1
+                await client.send(Send("/queue/t", b"", receipt="ok"))
+                assert (await client.expect(Receipt)).receipt_id == "ok"
+            finally:
+                await client.close()
 
     run(body)
 
