@@ -232,10 +232,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("pki")
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     _openssl("req", "-x509", *ec, "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.pem",
-             "-days", "1", "-subj", "/CN=test CA")  # fmt: skip
+             "-days", "1", "-subj", "/CN=test CA",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    # Python 3.13's default contexts verify with VERIFY_X509_STRICT, which refuses a CA
+    # certificate without keyUsage and a certificate it signed that does not name its key
+    # (authorityKeyIdentifier); real CAs' certificates have both.
+    strict = "basicConstraints=CA:FALSE\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
     for name, extension in (
-        ("server", "subjectAltName=IP:127.0.0.1"),
-        ("client", "extendedKeyUsage=clientAuth"),
+        ("server", strict + "subjectAltName=IP:127.0.0.1"),
+        ("client", strict + "extendedKeyUsage=clientAuth"),
     ):
         _openssl("req", *ec, "-keyout", f"{d}/{name}.key", "-out", f"{d}/{name}.csr",
                  "-subj", f"/CN={name}")  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 
 import pytest
 from test_broker_core import Client, Net
-from test_cli import listening_port, stop
+from test_cli import listening_port, stop, wait_for_stderr
 
 from stomp_proto import (
     ClientConnection,
@@ -247,7 +248,8 @@ def test_at_the_descriptor_limit_the_log_stays_small_and_clients_are_served_late
             with contextlib.suppress(BlockingIOError):
                 sock.connect(("127.0.0.1", port))
             held.append(sock)
-        time.sleep(3)
+        # The broker has run out of descriptors once it says so (then the rest wait).
+        wait_for_stderr(process, re.compile(rb"cannot accept connections"), 15, "EMFILE")
         waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
         waiting_conn = ClientConnection()
         waiting.sendall(waiting_conn.send(Connect(host="/")))

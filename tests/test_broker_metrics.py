@@ -9,6 +9,7 @@ import base64
 import math
 
 import pytest
+from timeouts import scaled
 
 from stomp_proto import ClientConnection, Connect, Send
 from stomp_proto.asyncio import BrokerError, connect
@@ -133,7 +134,9 @@ def test_metrics_follow_connections_messages_acks_and_refusals() -> None:
 
 def test_deadline_and_protocol_refusals_are_counted_by_reason() -> None:
     async def body() -> None:
-        async with Broker(HOST, 0, connect_timeout=0.2) as broker:
+        # Scaled: the second connection's CONNECT must beat the deadline that the first
+        # one's silence runs into.
+        async with Broker(HOST, 0, connect_timeout=scaled(0.2)) as broker:
             silent = await asyncio.open_connection(HOST, broker.port)
             assert (await asyncio.wait_for(silent[0].read(), 10)).startswith(b"ERROR\n")
             silent[1].close()

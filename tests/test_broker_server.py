@@ -399,8 +399,10 @@ def test_silent_client_is_closed_and_its_messages_requeued() -> None:
             assert (await other.expect(Message)).body != held.body
             loop = asyncio.get_running_loop()
             start = loop.time()
-            await silent.closed_by_broker(timeout=5)
-            assert loop.time() - start < 3.0  # deadline 150 ms; generous bound
+            await silent.closed_by_broker(timeout=scaled(5))
+            # The deadline is 150 ms: closed long before the 5 s bound above, it was the
+            # missed heart-beats that closed it (not the bound, not some later cause).
+            assert loop.time() - start < scaled(3.0)
             again = await other.expect(Message)
             assert again.body == held.body and ("redelivered", "true") in again.headers
             await silent.close()
@@ -414,10 +416,13 @@ def test_broker_sends_heartbeats() -> None:
         async with Broker(heartbeat=(100, 0)) as broker:
             client = await StreamClient.connect(broker, heartbeat=(0, 100))
             assert client.conn.heartbeat == (0, 100)
-            await asyncio.sleep(0.5)
-            await client.send(Send("/queue/none", b"", receipt="r"))
-            await client.expect(Receipt)
-            assert client.heartbeats >= 2
+            # Ends on the heart-beats it waits for; each round trip reads what came.
+            deadline = asyncio.get_running_loop().time() + scaled(10)
+            while client.heartbeats < 2:
+                assert asyncio.get_running_loop().time() < deadline, f"no beats in {bound_text(10)}"
+                await asyncio.sleep(0.1)
+                await client.send(Send("/queue/none", b"", receipt="r"))
+                await client.expect(Receipt)
             await client.close()
 
     run(body)

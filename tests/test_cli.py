@@ -54,6 +54,16 @@ _EARLY_ERR: dict[int, bytes] = {}
 
 def listening_port(process: subprocess.Popen[str], timeout: float = 15.0) -> int:
     """The port ``process`` (``stomp-proto broker --port 0``) says it listens on, within
+    ``timeout`` seconds on an idle machine (scaled by the load factor)."""
+    said = re.compile(rb"listening on " + re.escape(HOST.encode()) + rb":(\d+)\D")
+    found = wait_for_stderr(process, said, timeout, "where it listens")
+    return int(found.group(1))
+
+
+def wait_for_stderr(
+    process: subprocess.Popen[str], pattern: re.Pattern[bytes], timeout: float, what: str
+) -> re.Match[bytes]:
+    """The first match of ``pattern`` in what ``process`` writes to stderr, within
     ``timeout`` seconds on an idle machine (scaled by the load factor).
 
     Read from the pipe's descriptor, never its buffered file: what is read here is
@@ -61,22 +71,23 @@ def listening_port(process: subprocess.Popen[str], timeout: float = 15.0) -> int
     """
     assert process.stderr is not None
     fd = process.stderr.fileno()
-    said = re.compile(rb"listening on " + re.escape(HOST.encode()) + rb":(\d+)\D")
-    seen = b""
+    seen = _EARLY_ERR.get(process.pid, b"")
     deadline = time.monotonic() + scaled(timeout)
-    while (found := said.search(seen)) is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(
-                f"the broker said nowhere it listens in {bound_text(timeout)}: {seen!r}"
-            )
-        if select.select([fd], [], [], min(left, 0.5))[0]:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise AssertionError(f"the broker exited early: {seen!r}")
-            seen += chunk
-    _EARLY_ERR[process.pid] = seen
-    return int(found.group(1))
+    try:
+        while (found := pattern.search(seen)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(
+                    f"the broker said nothing of {what} in {bound_text(timeout)}: {seen!r}"
+                )
+            if select.select([fd], [], [], min(left, 0.5))[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"the broker exited early: {seen!r}")
+                seen += chunk
+    finally:
+        _EARLY_ERR[process.pid] = seen
+    return found
 
 
 def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int, str, str]:

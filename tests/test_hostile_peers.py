@@ -85,7 +85,8 @@ def _error_in(data: bytes) -> Error:
 )
 def test_slowloris_before_connect_is_cut_off_by_the_connect_deadline(prefix: bytes) -> None:
     async def body() -> None:
-        async with Broker(connect_timeout=0.3, frame_timeout=None) as broker:
+        # Scaled: the other client's CONNECT must beat this deadline on a loaded machine.
+        async with Broker(connect_timeout=scaled(0.3), frame_timeout=None) as broker:
             client = await StreamClient.open(broker)
             stop = asyncio.Event()
             trickler = asyncio.create_task(_trickle(client, prefix, stop))
@@ -115,9 +116,14 @@ def test_silent_connection_is_cut_off_by_the_connect_deadline() -> None:
 def test_slowloris_header_is_cut_off_by_the_frame_deadline(heartbeat: tuple[int, int]) -> None:
     """Bytes arriving keep heart-beats alive; the frame deadline still ends the session."""
 
+    # Scaled: the heart-beats (and the other client's frames) must keep up on a loaded
+    # machine; the trickle's bytes come every 20 ms, well inside the beats.
+    beat = round(scaled(50))
+    beats = (beat, beat) if heartbeat != (0, 0) else heartbeat
+
     async def body() -> None:
-        async with Broker(frame_timeout=0.3, heartbeat=(50, 50)) as broker:
-            client = await StreamClient.connect(broker, heartbeat=heartbeat)
+        async with Broker(frame_timeout=scaled(0.3), heartbeat=(beat, beat)) as broker:
+            client = await StreamClient.connect(broker, heartbeat=beats)
             stop = asyncio.Event()
             trickler = asyncio.create_task(
                 _trickle(client, b"SEND\ndestination:/queue/a\nx-endless:", stop)
