@@ -39,6 +39,7 @@ mkdir -p "$scratch/shim/stomp"
 cat > "$scratch/shim/stomp/__init__.py" <<'PY'
 import sys
 import stomp_proto.stomppy
+import stomp_proto.stomppy.__main__  # stomp.__main__: its command-line client
 sys.modules.update({"stomp" + name[len("stomp_proto.stomppy"):]: module for name, module in list(sys.modules.items()) if name.startswith("stomp_proto.stomppy")})
 PY
 # For the baseline: stomp.py 9 renamed stomp.logging (which the suite imports) to stomp.log.

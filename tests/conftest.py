@@ -193,6 +193,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_threads_concurrency",
         "test_on_message",
         "test_stomppy",
+        "test_stomppy_cli",
         "test_native_api",
         "test_threads_read_role",
         "test_tracing",

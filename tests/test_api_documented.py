@@ -28,6 +28,8 @@ PUBLIC_MODULES = [
     # under (stomp_proto.stomppy.Connection is an alias, documented by its class).
     "stomp_proto.stomppy.connect",
     "stomp_proto.stomppy.adapter.ws",
+    "stomp_proto.stomppy.adapter.multicast",
+    "stomp_proto.stomppy.cli",
     "stomp_proto.stomppy",
     "stomp_proto.stomppy.listener",
     "stomp_proto.stomppy.exception",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import ws
+from . import multicast, ws
 
-__all__ = ["ws"]
+__all__ = ["multicast", "ws"]
