@@ -1,16 +1,18 @@
-"""A conformance checker for STOMP brokers: ``python -m stomp_proto check HOST:PORT``.
+"""A conformance checker for STOMP brokers and clients: ``stomp-check HOST:PORT``.
 
 :func:`run_check` runs the catalogue's cases (:func:`catalogue`) against a
 running broker and returns a :class:`Report` of :class:`Result` values, each
 with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
-:func:`write_junit` and :func:`write_html` write it out.  See
-``docs/checking.rst``.
+:func:`write_junit` and :func:`write_html` write it out; :func:`main` is the
+``stomp-check`` command.  See ``docs/checking.rst``.  It uses the public names
+of ``stomp_proto`` only.
 """
 
-from .._frame import Version
-from .._public import present_as
+from stomp_proto import Version
+
 from ._case import CATALOGUE, Case, Outcome, Probe, Verdict, case
 from ._case import GROUPS as _GROUPS
+from ._command import check_command, client_command, main
 from ._html import write_html
 from ._report import write_json, write_junit
 from ._runner import Report, Result, run, select
@@ -56,10 +58,22 @@ __all__ = [
     "Wire",
     "case",
     "catalogue",
+    "check_command",
+    "client_command",
+    "main",
     "run_check",
     "write_html",
     "write_json",
     "write_junit",
 ]
 
-present_as(__name__, Probe, Unreachable, Verdict, Wire)
+__version__ = "0.1.0.dev0"
+
+#: Each class renamed below, and the module that defines it (docs/conf.py puts these
+#: back while the site is built, for autodoc's ``#:`` comments and viewcode).
+DEFINED_IN: dict[type, str] = {}
+
+# Tracebacks and reprs say stomp_check.Verdict, the name users import.
+for _cls in (Probe, Unreachable, Verdict, Wire):
+    DEFINED_IN[_cls] = _cls.__module__
+    _cls.__module__ = __name__
