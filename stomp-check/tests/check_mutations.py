@@ -1,6 +1,6 @@
 """A proxy in front of the embedded broker that breaks one rule of the specs at a time.
 
-Used by ``tests/test_checker.py`` to judge the checker: each mutation must turn
+Used by ``test_checker.py`` to judge the checker: each mutation must turn
 the cases that test the broken clause FAILED (or NON-STRICT), and the proxy
 without a mutation must leave a clean run clean.  Frames are read with the
 checker's tolerant reader and forwarded byte for byte unless the mutation

@@ -4,12 +4,12 @@
   its clause;
 * the embedded broker in strict mode gives no FAILED case (through the CLI,
   with every report format);
-* each deviation a mutating proxy injects (tests/check_mutations.py) turns the
+* each deviation a mutating proxy injects (check_mutations.py) turns the
   cases of the broken clause FAILED or NON-STRICT, and the proxy without a
   mutation leaves them OK;
 * RabbitMQ and ActiveMQ give the verdicts committed in
-  ``docs/_generated/check/*.json``, from which the deviation table of
-  ``docs/interop.rst`` is generated (tests/check_reports.py).
+  ``reports/json/*.json``, from which the deviation table of
+  ``docs/interop.rst`` is generated (check_reports.py).
 """
 
 from __future__ import annotations
