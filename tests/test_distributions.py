@@ -42,16 +42,30 @@ def test_the_satellites_are_found() -> None:
     assert {"stomp-proto-kombu", "stomp-check"} <= names, names
 
 
-@pytest.mark.parametrize("folder", SATELLITES, ids=lambda path: path.name)
-def test_a_satellite_imports_no_private_name_of_the_core(folder: Path) -> None:
+def private_imports_under(folder: Path) -> dict[str, list[str]]:
+    """:func:`private_imports` of each Python file under ``folder``, by its path there."""
     sources = sorted(folder.rglob("*.py"))
     assert sources, f"no Python file under {folder}"
-    problems = {
-        str(path.relative_to(ROOT)): found
+    return {
+        str(path.relative_to(folder)): found
         for path in sources
         if (found := private_imports(path.read_text(encoding="utf-8")))
     }
+
+
+@pytest.mark.parametrize("folder", SATELLITES, ids=lambda path: path.name)
+def test_a_satellite_imports_no_private_name_of_the_core(folder: Path) -> None:
+    problems = private_imports_under(folder)
     assert not problems, f"private names of stomp_proto imported: {problems}"
+
+
+def test_the_check_sees_a_private_import_deep_in_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("from stomp_proto import Frame\n")
+    (tmp_path / "pkg" / "sub" / "late.py").write_text(
+        "def f():\n    import stomp_proto._decoder as d\n    return d\n"
+    )
+    assert private_imports_under(tmp_path) == {"pkg/sub/late.py": ["2: stomp_proto._decoder"]}
 
 
 @pytest.mark.parametrize(
