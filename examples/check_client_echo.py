@@ -1,5 +1,5 @@
-# The echo script of `python -m stomp_proto check-client`, for stomp_proto's clients:
-#   python -m stomp_proto check-client --port 61630 &
+# The echo script of `stomp-check client`, for stomp_proto's clients:
+#   stomp-check client --port 61630 &
 #   python examples/check_client_echo.py --port 61630 --client asyncio   # or trio, threads
 # Connect, subscribe to /queue/check, echo each message (body and x- headers) to
 # /queue/echo with a receipt; start over when the session ends; stop at "done".

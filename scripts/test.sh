@@ -35,7 +35,7 @@ source scripts/_venv.sh
 ensure_venv '.[dev]'
 # The satellite distributions of this repository (each in its folder, on the core's
 # public names only) are linted, type-checked and documented from .venv too.
-SATELLITES=(stomp-proto-kombu)
+SATELLITES=(stomp-proto-kombu stomp-check)
 for satellite in "${SATELLITES[@]}"; do
     "$VENV_BIN/python" -m pip install --quiet --disable-pip-version-check -e "./$satellite[test]"
 done
@@ -97,8 +97,6 @@ NOT_EVERY_PYTHON=(
     tests/test_browser_stompjs.py
     tests/test_client_matrix.py
     tests/test_client_mistakes.py
-    # the conformance checker: hundreds of connections per run, real brokers among them
-    tests/test_checker.py
     # brokers killed, frozen and hung under each client, timed: about 40 s, run alone
     tests/test_chaos_processes.py
     # the PySpark data source
@@ -581,8 +579,9 @@ while [ "${#JOB_OF_PID[@]}" -gt 0 ]; do finish_job; done
 stop_if_failed
 
 # Each satellite distribution installed from its folder into 3.11's venv, beside the
-# core's wheel, and its own tests run there against the shared brokers (Kombu's suite
-# on the embedded broker, RabbitMQ and ActiveMQ), with nothing else running.
+# core's wheel, and its own tests run there, with nothing else running: Kombu's suite
+# on the embedded broker, RabbitMQ and ActiveMQ; the checker's hundreds of connections
+# to embedded brokers, proxies and clients of its own, and to the shared brokers.
 for satellite in "${SATELLITES[@]}"; do
     section "$satellite: installed from its folder, its tests"
     ".venv-3.11/bin/python" -m pip install --quiet --disable-pip-version-check \

@@ -16,6 +16,7 @@
     stomp-proto demo                               broker, producer and consumer in one go
     stomp-proto check 127.0.0.1:61613 [--json F]   check a broker against the specs
     stomp-proto check-client --port 61630          play a broker, check a client
+                                                   (both: stomp-check, when installed)
 
 Exit codes: 0 success, 1 connection or broker failure (or nothing arrived
 within ``listen --timeout``), 2 bad arguments, 130 interrupted.
@@ -422,12 +423,36 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="broker, producer and consumer in one process")
     demo.add_argument("--messages", type=int, default=5000, help="(default %(default)s)")
     demo.add_argument("--size", type=int, default=100, help="body bytes (default %(default)s)")
-    from .check._command import add_client_parser
-    from .check._command import add_parser as add_check_parser
-
-    add_check_parser(commands)
-    add_client_parser(commands)
+    # The checker is the stomp-check distribution: main() hands these commands' arguments
+    # to it whole; they are here for the list of commands.
+    for name, what in CHECKER_COMMANDS.items():
+        checker = commands.add_parser(name, help=f"{what} (needs stomp-check)", add_help=False)
+        checker.add_argument("arguments", nargs=argparse.REMAINDER)
     return parser
+
+
+#: The commands that the stomp-check distribution runs, with what they do.
+CHECKER_COMMANDS = {
+    "check": "check a running broker against the STOMP specs",
+    "check-client": "play a broker and check a client running the echo script",
+}
+#: What ``check`` and ``check-client`` say when stomp-check is not installed.
+CHECKER_MISSING = (
+    "the conformance checker is the stomp-check distribution, which is not installed: "
+    "pip install stomp-check (from a checkout of stomp-proto: pip install ./stomp-check)"
+)
+
+
+def _checker(command: str, arguments: Sequence[str], err: TextIO) -> int:
+    """``check`` and ``check-client``, run by stomp-check (exit 2 when it is missing)."""
+    try:
+        import stomp_check
+    except ImportError:
+        print(f"stomp-proto {command}: {CHECKER_MISSING}", file=err)
+        return EXIT_USAGE
+    if command == "check":
+        return stomp_check.check_command(arguments, prog="stomp-proto check")
+    return stomp_check.client_command(arguments, prog="stomp-proto check-client")
 
 
 # -- send ------------------------------------------------------------------------
@@ -684,17 +709,12 @@ async def _demo(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] and arguments[0] in CHECKER_COMMANDS:  # options of its own
+        return _checker(arguments[0], arguments[1:], sys.stderr)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     out, err = sys.stdout, sys.stderr
-    if args.command in ("check", "check-client"):  # the checker has options of its own
-        from .check._command import client_main
-        from .check._command import main as check_main
-
-        try:
-            return (check_main if args.command == "check" else client_main)(args, out, err)
-        except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
     if args.command == "broker" and args.cafile and not args.certfile:
         parser.error("broker: --cafile needs --certfile")
     if hasattr(args, "tls"):  # a command that connects

@@ -212,8 +212,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_broker_access",
         "test_broker_server",
         "test_broker_vectors",
-        "test_checker_clauses",
         "test_cli",
+        "test_check_shim",
         "test_hostile_peers",
     ),
     "spark": (
@@ -234,7 +234,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "interop": (
         "test_browser_stompjs",
         "test_chaos_rabbitmq",
-        "test_checker",
         "test_client_matrix",
         "test_client_mistakes",
         "test_interop_brokers",
@@ -256,6 +255,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_accelerated_build",
         "test_build_hook",
         "test_packaging",
+        "test_distributions",
         "test_scripts",
         "test_timeouts",
     ),
@@ -270,8 +270,6 @@ _LAYER_OF = {module: layer for layer, modules in LAYERS.items() for module in mo
 #: process only the modules named here, so a test marked ``serial`` in its module
 #: must be named here too (collection fails otherwise).  Why each:
 SERIAL: dict[str, str] = {
-    "test_checker": "hundreds of connections, to real brokers among them, each set up "
-    "within a time-out",
     "test_chaos_rabbitmq": "a fault-injecting proxy and a workload that saturates RabbitMQ",
     "test_chaos_processes": "asserts how long a failover takes (hung, frozen and killed "
     "brokers, in processes of their own)",
@@ -313,10 +311,6 @@ SERIAL_LANE: dict[str, str] = {
     "test_spark_streams_broker_restart": "own",
     "test_spark_queue_broker_restart::test_a_streaming_query_from_a_queue_to_a_queue_rides_"
     "out_a_restart": "own",
-    # The checker's runs against embedded brokers, proxies and clients of its own ...
-    "test_checker": "own",
-    # ... but for its runs against RabbitMQ and ActiveMQ.
-    "test_checker::test_a_fresh_run_gives_the_committed_verdicts": "shared",
     "test_adapters::test_heartbeats_keep_an_idle_connection_alive": "alone",
     "test_threads_read_role": "alone",
     "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"

@@ -22,7 +22,9 @@ PUBLIC_MODULES = [
     "stomp_proto.trio",
     "stomp_proto.threads",
     "stomp_proto.broker",
-    "stomp_proto.check",
+    "stomp_proto.websocket",
+    # the conformance checker, a distribution of its own (stomp-check/)
+    "stomp_check",
     "stomp_proto.spark",
     # The connection classes first: their names there are the ones they are defined
     # under (stomp_proto.stomppy.Connection is an alias, documented by its class).

@@ -1,46 +1,46 @@
-"""A conformance checker for STOMP brokers: ``python -m stomp_proto check HOST:PORT``.
+"""Deprecated: the conformance checker is the ``stomp-check`` distribution now.
 
-:func:`run_check` runs the catalogue's cases (:func:`catalogue`) against a
-running broker and returns a :class:`Report` of :class:`Result` values, each
-with a :class:`Verdict` in Autobahn's terms; :func:`write_json`,
-:func:`write_junit` and :func:`write_html` write it out.  See
-``docs/checking.rst``.
+``import stomp_proto.check`` warns (DeprecationWarning) and gives the names of
+:mod:`stomp_check` when it is installed; it raises ImportError, saying how to install
+it, when it is not.  This module goes in the next release: import ``stomp_check``.
 """
 
-from .._frame import Version
-from .._public import present_as
-from ._case import CATALOGUE, Case, Outcome, Probe, Verdict, case
-from ._case import GROUPS as _GROUPS
-from ._html import write_html
-from ._report import write_json, write_junit
-from ._runner import Report, Result, run, select
-from ._wire import RawFrame, Target, Unreachable, Wire
+import warnings
 
-#: The groups of cases, in report order: the key used in case ids -> its title.
-GROUPS: dict[str, str] = _GROUPS
+#: How to install the checker, for the messages that need it.
+INSTALL_HINT = (
+    "the conformance checker is the stomp-check distribution: pip install stomp-check "
+    "(from a checkout of stomp-proto: pip install ./stomp-check)"
+)
 
+try:
+    import stomp_check as _stomp_check
+except ImportError as exc:
+    raise ImportError(f"stomp_proto.check is gone: {INSTALL_HINT}", name=__name__) from exc
 
-def catalogue() -> list[Case]:
-    """Every case, in the order of their ids."""
-    return list(CATALOGUE)
+warnings.warn(
+    "stomp_proto.check is deprecated and goes in the next release: import stomp_check",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
-
-def run_check(
-    target: Target,
-    versions: tuple[Version, ...] = ("1.0", "1.1", "1.2"),
-    cases: tuple[str, ...] = (),
-    exclude: tuple[str, ...] = (),
-    *,
-    workers: int = 12,
-) -> Report:
-    """Run the cases of ``versions`` matching ``cases`` (wildcards on ids, or group names)
-    and not ``exclude`` against ``target``; raises :class:`Unreachable` when it cannot connect.
-    """
-    unknown = [v for v in versions if v not in ("1.0", "1.1", "1.2")]
-    if unknown:
-        raise ValueError(f"unknown STOMP versions {unknown}: use 1.0, 1.1 and 1.2")
-    return run(target, select(versions, cases, exclude), workers=workers)
-
+GROUPS = _stomp_check.GROUPS
+Case = _stomp_check.Case
+Outcome = _stomp_check.Outcome
+Probe = _stomp_check.Probe
+RawFrame = _stomp_check.RawFrame
+Report = _stomp_check.Report
+Result = _stomp_check.Result
+Target = _stomp_check.Target
+Unreachable = _stomp_check.Unreachable
+Verdict = _stomp_check.Verdict
+Wire = _stomp_check.Wire
+case = _stomp_check.case
+catalogue = _stomp_check.catalogue
+run_check = _stomp_check.run_check
+write_html = _stomp_check.write_html
+write_json = _stomp_check.write_json
+write_junit = _stomp_check.write_junit
 
 __all__ = [
     "GROUPS",
@@ -61,5 +61,3 @@ __all__ = [
     "write_json",
     "write_junit",
 ]
-
-present_as(__name__, Probe, Unreachable, Verdict, Wire)

@@ -1,6 +1,6 @@
-// The echo script of `python -m stomp_proto check-client --websocket /ws`, for
+// The echo script of `stomp-check client --websocket /ws`, for
 // @stomp/stompjs under Node (the `ws` package as its WebSocket).  Run by
-// tests/test_checker.py:
+// stomp-check/tests/test_checker.py:
 //
 //     node check_echo.mjs <ws-url>
 //

@@ -1,13 +1,16 @@
-"""``python -m stomp_proto check``: the command line of the checker."""
+"""``stomp-check``: the command line of the checker (``python -m stomp_proto check`` too)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .._frame import Version
+from stomp_proto import Version
+
 from ._case import CATALOGUE, Case
 from ._html import write_html
 from ._report import print_table, write_json, write_junit
@@ -17,6 +20,8 @@ from ._wire import Target, Unreachable
 #: Exit statuses: no case FAILED; a case FAILED (or NON-STRICT under --strict); the run
 #: could not be made or is incomplete (no connection, a case NOT-RUN, bad options).
 EXIT_CLEAN, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
+#: Interrupted (Ctrl-C), as a shell reports SIGINT.
+EXIT_INTERRUPTED = 130
 #: ``--version`` -> the versions it checks.
 VERSIONS: dict[str, tuple[Version, ...]] = {
     "1.0": ("1.0",),
@@ -37,8 +42,13 @@ def _patterns(text: str) -> list[str]:
     return [p for p in text.split(",") if p]
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    check = commands.add_parser("check", help="check a running broker against the STOMP specs")
+def _check_parser(prog: str) -> argparse.ArgumentParser:
+    check = argparse.ArgumentParser(
+        prog=prog,
+        description="Check a running broker against the STOMP specs.",
+        epilog="stomp-check client [--port 61630] ...: play a broker and check a client "
+        "running the echo script (stomp-check client --help)",
+    )
     check.add_argument("address", type=_address, metavar="HOST:PORT")
     check.add_argument("--login", help="user name")
     check.add_argument("--passcode", help="password")
@@ -53,6 +63,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how the run's queues are named (default %(default)s)",
     )
     check.add_argument("--workers", type=int, default=12, help="cases run at once")
+    return check
 
 
 def _add_report_options(parser: argparse.ArgumentParser) -> None:
@@ -95,9 +106,9 @@ def _add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="list every case")
 
 
-def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    client = commands.add_parser(
-        "check-client", help="play a broker and check a client running the echo script"
+def _client_parser(prog: str) -> argparse.ArgumentParser:
+    client = argparse.ArgumentParser(
+        prog=prog, description="Play a broker and check a client running the echo script."
     )
     client.add_argument("--host", default="127.0.0.1", help="address to listen on")
     client.add_argument("--port", type=int, default=61630, help="port (default %(default)s)")
@@ -111,6 +122,7 @@ def add_client_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="seconds to wait for the client to (re)connect; then exit 2 (default %(default)s)",
     )
     _add_report_options(client)
+    return client
 
 
 def _write_reports(report: Report, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -124,11 +136,11 @@ def _write_reports(report: Report, args: argparse.Namespace, out: TextIO, err: T
             page = write_html(report, args.html, name=args.name)
             out.write(f"HTML report: {page}\n")
     except OSError as exc:  # checked before the run; the disk can still fill or vanish
-        err.write(f"stomp-proto {args.command}: cannot write the report: {exc}\n")
+        err.write(f"{args.prog}: cannot write the report: {exc}\n")
         return EXIT_UNREACHABLE
     if report.incomplete or report.not_run():
         why = report.incomplete or f"{len(report.not_run())} cases could not run"
-        err.write(f"stomp-proto {args.command}: incomplete run: {why}\n")
+        err.write(f"{args.prog}: incomplete run: {why}\n")
         return EXIT_UNREACHABLE
     return EXIT_FAILED if report.failed(strict=args.strict) else EXIT_CLEAN
 
@@ -171,16 +183,16 @@ def _unwritable(path: Path, *, folder: bool) -> str:
     return ""
 
 
-def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._client_mode import CLIENT_CATALOGUE, serve_client_cases
 
     refusal = _refusal(args, CLIENT_CATALOGUE)
     if refusal:
-        err.write(f"stomp-proto check-client: {refusal}\n")
+        err.write(f"{args.prog}: {refusal}\n")
         return EXIT_UNREACHABLE
     cases = select(VERSIONS[args.versions], args.cases, args.exclude, CLIENT_CATALOGUE)
     if not cases:
-        err.write("stomp-proto check-client: no case of this --version matches --cases\n")
+        err.write(f"{args.prog}: no case of this --version matches --cases\n")
         return EXIT_UNREACHABLE
 
     def listening(port: int) -> None:
@@ -201,12 +213,12 @@ def client_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             websocket=args.websocket,
         )
     except OSError as exc:
-        err.write(f"stomp-proto check-client: {exc}\n")
+        err.write(f"{args.prog}: {exc}\n")
         return EXIT_UNREACHABLE
     return _write_reports(report, args, out, err)
 
 
-def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _check_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     host, port = args.address
     target = Target(
         host,
@@ -222,26 +234,64 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     refusal = _refusal(args, CATALOGUE)
     if refusal:
-        err.write(f"stomp-proto check: {refusal}\n")
+        err.write(f"{args.prog}: {refusal}\n")
         return EXIT_UNREACHABLE
     cases = select(VERSIONS[args.versions], args.cases, args.exclude)
     if not cases:
-        err.write("stomp-proto check: no case of this --version matches --cases\n")
+        err.write(f"{args.prog}: no case of this --version matches --cases\n")
         return EXIT_UNREACHABLE
     try:
         report = run(target, cases, workers=args.workers)
     except Unreachable as exc:
-        err.write(f"stomp-proto check: {exc}\n")
+        err.write(f"{args.prog}: {exc}\n")
         return EXIT_UNREACHABLE
     return _write_reports(report, args, out, err)
+
+
+def check_command(argv: Sequence[str], prog: str = "stomp-check") -> int:
+    """Check a broker as ``stomp-check HOST:PORT ARGS...`` does, ``argv`` being what
+    follows the program's name; returns the exit status (2 for bad arguments)."""
+    parser = _check_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or bad arguments
+        return exc.code if isinstance(exc.code, int) else EXIT_UNREACHABLE
+    args.prog = prog
+    try:
+        return _check_main(args, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def client_command(argv: Sequence[str], prog: str = "stomp-check client") -> int:
+    """Play a broker and check a client, as ``stomp-check client ARGS...`` does."""
+    parser = _client_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_UNREACHABLE
+    args.prog = prog
+    try:
+        return _client_main(args, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``stomp-check`` program: ``client ARGS...`` checks a client, anything else a
+    broker (``sys.argv[1:]`` when ``argv`` is None)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["client"]:
+        return client_command(arguments[1:])
+    return check_command(arguments)
 
 
 __all__ = [
     "EXIT_CLEAN",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_UNREACHABLE",
-    "add_client_parser",
-    "add_parser",
-    "client_main",
+    "check_command",
+    "client_command",
     "main",
 ]

@@ -22,11 +22,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from stomp_check import Case, catalogue
+from stomp_check._client_mode import CLIENT_CATALOGUE
 
-from stomp_proto.check import Case, catalogue
-from stomp_proto.check._client_mode import CLIENT_CATALOGUE
-
-SPECS = Path(__file__).parent / "specs"
+SPECS = Path(__file__).resolve().parents[2] / "tests" / "specs"
 EVERY_CASE = [*catalogue(), *CLIENT_CATALOGUE]
 
 

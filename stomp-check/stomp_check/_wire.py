@@ -18,8 +18,8 @@ import ssl
 import time
 from dataclasses import dataclass, field
 
-from .._frame import Version
-from .._websocket import ClientHandshake, ServerHandshake, WebSocketChannel
+from stomp_proto import Version
+from stomp_proto.websocket import ClientHandshake, ServerHandshake, WebSocketChannel
 
 #: The most bytes of one chunk the wire log shows.
 LOG_BYTES = 200

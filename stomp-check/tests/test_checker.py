@@ -1,15 +1,15 @@
-"""The conformance checker (``python -m stomp_proto check``) judged and run.
+"""The conformance checker (``stomp-check``, ``python -m stomp_proto check``) judged and run.
 
 * the catalogue: at least 150 cases, unique ids by spec section, each quoting
   its clause;
 * the embedded broker in strict mode gives no FAILED case (through the CLI,
   with every report format);
-* each deviation a mutating proxy injects (tests/check_mutations.py) turns the
+* each deviation a mutating proxy injects (check_mutations.py) turns the
   cases of the broken clause FAILED or NON-STRICT, and the proxy without a
   mutation leaves them OK;
 * RabbitMQ and ActiveMQ give the verdicts committed in
-  ``docs/_generated/check/*.json``, from which the deviation table of
-  ``docs/interop.rst`` is generated (tests/check_reports.py).
+  ``reports/json/*.json``, from which the deviation table of
+  ``docs/interop.rst`` is generated (check_reports.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+import stomp_check
 from brokers import real_broker
 from check_mutations import mutated_broker
 from check_reports import (
     BROKERS,
     EMBEDDED,
     REPORTS,
+    REPOSITORY,
     SUMMARY,
     TABLE,
     committed,
@@ -38,10 +40,15 @@ from check_reports import (
     target,
     verdicts,
 )
+from stomp_check import GROUPS, Target, Verdict, catalogue
+from stomp_check._case import LEVELS
 
-from stomp_proto._cli import main as cli_main
-from stomp_proto.check import GROUPS, Target, Verdict, catalogue
-from stomp_proto.check._case import LEVELS
+
+def cli_main(argv: list[str]) -> int:
+    """``stomp-check``'s command line, given as ``python -m stomp_proto`` takes it: the
+    command ``check`` or ``check-client`` first."""
+    command, *rest = argv
+    return stomp_check.main(rest if command == "check" else ["client", *rest])
 
 
 def cid(function: str, version: str = "1.2") -> str:
@@ -68,7 +75,7 @@ def test_the_tolerant_reader_is_independent_of_chunking() -> None:
     """The checker's reader gives the same frames and EOLs however the bytes are cut."""
     import random
 
-    from stomp_proto.check._wire import FrameReader, build
+    from stomp_check._wire import FrameReader, build
 
     big = bytes(range(256)) * 64
     data = b"".join([
@@ -387,8 +394,8 @@ def test_the_table_is_generated_from_the_reports() -> None:
     reports = {name: committed(name) for name in BROKERS}
     assert TABLE.read_text(encoding="utf-8") == render_table(reports)
     assert SUMMARY.read_text(encoding="utf-8") == render_summary(reports)
-    assert ".. include:: _generated/check-deviations.inc" in (
-        Path(__file__).parent.parent / "docs" / "interop.rst"
+    assert ".. include:: ../stomp-check/reports/check-deviations.inc" in (
+        REPOSITORY / "docs" / "interop.rst"
     ).read_text(encoding="utf-8")
 
 
@@ -412,18 +419,19 @@ def test_a_fresh_run_gives_the_committed_verdicts(name: str) -> None:
         fresh["cases"] = once_more_alone(fresh["cases"], where, differs)
     new = verdicts(fresh)
     changed = {i: (old.get(i), new.get(i)) for i in set(old) | set(new) if old.get(i) != new.get(i)}
-    assert not changed, f"re-run `python tests/check_reports.py` if the broker changed: {changed}"
+    assert not changed, (
+        f"re-run `python stomp-check/tests/check_reports.py` if the broker changed: {changed}"
+    )
     assert REPORTS.is_dir()
 
 
 # -- client mode ---------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
 ECHO_SCRIPTS = {
-    "asyncio": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "asyncio"],
-    "trio": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "trio"],
-    "threads": [str(ROOT / "examples" / "check_client_echo.py"), "--client", "threads"],
-    "stomp.py": [str(ROOT / "tests" / "check_echo_stomppy.py")],
+    "asyncio": [str(REPOSITORY / "examples" / "check_client_echo.py"), "--client", "asyncio"],
+    "trio": [str(REPOSITORY / "examples" / "check_client_echo.py"), "--client", "trio"],
+    "threads": [str(REPOSITORY / "examples" / "check_client_echo.py"), "--client", "threads"],
+    "stomp.py": [str(Path(__file__).resolve().parent / "check_echo_stomppy.py")],
 }
 
 
@@ -445,8 +453,8 @@ def test_check_client_against_our_clients_and_others(client: str) -> None:
     import sys
     import threading
 
-    from stomp_proto.check._client_mode import CLIENT_CATALOGUE, serve_client_cases
-    from stomp_proto.check._runner import select
+    from stomp_check._client_mode import CLIENT_CATALOGUE, serve_client_cases
+    from stomp_check._runner import select
 
     if client == "stomp.py":
         pytest.importorskip("stomp")
@@ -509,8 +517,7 @@ def test_check_client_finds_a_faulty_client(fault: str) -> None:
     import threading
 
     from check_mutations import faulty_echo_client
-
-    from stomp_proto.check._client_mode import CLIENT_CATALOGUE, serve_client_cases
+    from stomp_check._client_mode import CLIENT_CATALOGUE, serve_client_cases
 
     names = CLIENT_FAULTS.get(fault) or sorted({n for f in CLIENT_FAULTS.values() for n in f})
     cases = [c for c in CLIENT_CATALOGUE if c.run.__name__ in names and c.version == "1.2"]

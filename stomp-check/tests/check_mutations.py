@@ -1,6 +1,6 @@
 """A proxy in front of the embedded broker that breaks one rule of the specs at a time.
 
-Used by ``tests/test_checker.py`` to judge the checker: each mutation must turn
+Used by ``test_checker.py`` to judge the checker: each mutation must turn
 the cases that test the broken clause FAILED (or NON-STRICT), and the proxy
 without a mutation must leave a clean run clean.  Frames are read with the
 checker's tolerant reader and forwarded byte for byte unless the mutation
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from stomp_proto.check import RawFrame
-from stomp_proto.check._wire import FrameReader, unescape
+from stomp_check import RawFrame
+from stomp_check._wire import FrameReader, unescape
 
 Rewrite = Callable[[RawFrame], bytes | None]
 
@@ -182,7 +182,7 @@ def faulty_echo_client(port: int, fault: str, sessions: int = 200) -> None:
     """
     import socket
 
-    from stomp_proto.check._wire import build
+    from stomp_check._wire import build
 
     for _ in range(sessions):
         try:
@@ -218,7 +218,7 @@ def faulty_echo_client(port: int, fault: str, sessions: int = 200) -> None:
 
 
 def _faulty_echo(frame: RawFrame, fault: str, version: Any) -> bytes:
-    from stomp_proto.check._wire import build
+    from stomp_check._wire import build
 
     pairs = [(k, v) for k, v in frame.headers if k.startswith("x-")]
     if fault == "raw-headers":

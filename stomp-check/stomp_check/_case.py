@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._frame import Version
+from stomp_proto import Version
+
 from ._clauses import CLAUSES
 from ._wire import RawFrame, Target, Unreachable, Wire, build
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._frame import Version
+from stomp_proto import Version
 
 #: Newest first: where a version without its own words borrows them from.
 _NEWER: dict[str, tuple[Version, ...]] = {"1.0": ("1.1", "1.2"), "1.1": ("1.2",), "1.2": ()}

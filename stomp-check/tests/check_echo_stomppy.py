@@ -1,6 +1,6 @@
-"""The echo script of ``python -m stomp_proto check-client``, written for stomp.py.
+"""The echo script of ``stomp-check client``, written for stomp.py.
 
-``python tests/check_echo_stomppy.py PORT``: connect (STOMP 1.2, heart-beats
+``python stomp-check/tests/check_echo_stomppy.py PORT``: connect (STOMP 1.2, heart-beats
 500,500), subscribe to /queue/check, echo each message's body and ``x-``
 headers to /queue/echo; start over when the session ends; stop when CONNECT
 gets the ERROR ``check-client done``.

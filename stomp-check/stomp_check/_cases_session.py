@@ -7,7 +7,8 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .._frame import Version
+from stomp_proto import Version
+
 from ._case import ALL, V11, V12, Outcome, Probe, case, describe
 from ._common import beat_window, judge_gap, too_long
 from ._wire import RawFrame, Wire, build

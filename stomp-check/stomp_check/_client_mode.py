@@ -1,4 +1,4 @@
-"""``python -m stomp_proto check-client``: the checker plays a broker and judges a client.
+"""``stomp-check client``: the checker plays a broker and judges a client.
 
 The client under test runs the echo script (see ``docs/checking.rst``):
 
@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._frame import Version
+from stomp_proto import Version
+
 from ._case import (
     ALL,
     SHOULD_IN_10,

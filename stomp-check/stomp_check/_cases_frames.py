@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .._decoder import FrameDecoder
-from .._errors import ProtocolError
+from stomp_proto import FrameDecoder, ProtocolError
+
 from ._case import (
     SHOULD_IN_10,
     STATED_BEFORE_12,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .._frame import Version
+from stomp_proto import Version
+
 from . import _cases_frames, _cases_messaging, _cases_session  # noqa: F401  (registration)
 from ._case import CATALOGUE, GROUPS, Case, Verdict, run_case
 from ._wire import Target, Unreachable, Wire, build, left_behind, queue_headers

@@ -1,0 +1,7 @@
+"""``python -m stomp_check``: the ``stomp-check`` command."""
+
+import sys
+
+from ._command import main
+
+sys.exit(main())
