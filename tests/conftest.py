@@ -205,6 +205,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the embedded broker and the command line
     "broker": (
         "test_asgi",
+        "test_asgi_uvicorn",
         "test_broker_core",
         "test_broker_metrics",
         "test_broker_abuse",
