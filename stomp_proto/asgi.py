@@ -44,12 +44,12 @@ __all__ = ["AppMessage", "Refused", "StompApp"]
 
 log = logging.getLogger("stomp_proto.asgi")
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-SendCallable = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_SendCallable = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 #: A handler of SENDs to an app destination: takes an :class:`AppMessage`.
-Handler = Callable[["AppMessage"], Awaitable[None] | None]
-H = TypeVar("H", bound=Handler)
+_Handler = Callable[["AppMessage"], Awaitable[None] | None]
+_H = TypeVar("_H", bound=_Handler)
 
 #: The prefix of user destinations: ``/user/queue/x`` subscribed, ``/user/NAME/queue/x`` sent to.
 USER_PREFIX = "/user/"
@@ -122,6 +122,8 @@ class AppMessage:
     ) -> None:
         """Send ``body`` to the sender's own subscriptions on ``destination``.
 
+        ``content_type`` and ``headers`` (``(name, value)`` pairs) go with it.
+
         ``destination`` defaults to the SEND's ``reply-to`` header; a user
         destination (``/user/queue/x``), a topic or a queue.  Other sessions of
         the same user do not get it (a queue, though, is shared).
@@ -140,7 +142,7 @@ class _Peer:
 
     __slots__ = ("inbox", "output", "queued", "send", "session", "wake", "writer")
 
-    def __init__(self, session: Session, send: SendCallable) -> None:
+    def __init__(self, session: Session, send: _SendCallable) -> None:
         self.session = session
         self.send = send
         #: What the client sent: bytes, ``None`` at its end, ``b""`` to look again.
@@ -170,7 +172,7 @@ class StompApp:
     def __init__(
         self,
         *,
-        authenticate: Callable[[Scope], str | Awaitable[str | None] | None] | None = None,
+        authenticate: Callable[[_Scope], str | Awaitable[str | None] | None] | None = None,
         allowed_origins: Iterable[str] = (),
         app_prefix: str = "/app/",
         **options: Unpack[BrokerOptions],
@@ -190,14 +192,14 @@ class StompApp:
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
         #: The :class:`~stomp_proto.broker.BrokerCore` that does the work.
         self.core = BrokerCore(**options, divert=self._diverts, user_prefix=USER_PREFIX)
-        self._handlers: dict[str, Handler] = {}
+        self._handlers: dict[str, _Handler] = {}
         self._peers: dict[Session, _Peer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # -- the application's API ---------------------------------------------------
 
-    def handler(self, destination: str) -> Callable[[H], H]:
+    def handler(self, destination: str) -> Callable[[_H], _H]:
         """A decorator registering a handler of SENDs to ``destination`` (under ``app_prefix``).
 
         The handler (plain or async) takes an :class:`AppMessage`; it may
@@ -210,7 +212,7 @@ class StompApp:
         if destination in self._handlers:
             raise ValueError(f"{destination!r} has a handler already")
 
-        def register(function: H) -> H:
+        def register(function: _H) -> _H:
             self._handlers[destination] = function
             return function
 
@@ -225,6 +227,9 @@ class StompApp:
         content_type: str | None = None,
     ) -> None:
         """Send a message to ``destination`` (a topic, queue or ``/user/NAME/...``) from the app.
+
+        ``body`` (a ``str`` is sent as UTF-8), with ``content_type`` and the
+        other ``headers``, ``(name, value)`` pairs.
 
         Usable from any code in the process that runs on the app's event
         loop (an HTTP route, a background task).  OverflowError when a queue
@@ -245,7 +250,9 @@ class StompApp:
         headers: Iterable[tuple[str, str]] = (),
         content_type: str | None = None,
     ) -> None:
-        """Send to every session of ``user`` subscribed to ``/user`` + ``destination``.
+        """Send ``body`` to every session of ``user`` subscribed to ``/user`` + ``destination``.
+
+        ``content_type`` and ``headers`` as for :meth:`publish`.
 
         ``destination`` is as the user subscribes it without ``/user``: a
         message to ``"/queue/news"`` reaches their subscriptions to
@@ -273,7 +280,7 @@ class StompApp:
 
     # -- ASGI ------------------------------------------------------------------
 
-    async def __call__(self, scope: Scope, receive: Receive, send: SendCallable) -> None:
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _SendCallable) -> None:
         kind = scope["type"]
         if kind == "websocket":
             await self._websocket(scope, receive, send)
@@ -284,7 +291,7 @@ class StompApp:
         else:
             raise ValueError(f"unknown ASGI scope type {kind!r}")
 
-    async def _lifespan(self, receive: Receive, send: SendCallable) -> None:
+    async def _lifespan(self, receive: _Receive, send: _SendCallable) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -294,7 +301,7 @@ class StompApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _websocket(self, scope: Scope, receive: Receive, send: SendCallable) -> None:
+    async def _websocket(self, scope: _Scope, receive: _Receive, send: _SendCallable) -> None:
         first = await receive()
         if first["type"] != "websocket.connect":
             return
@@ -324,7 +331,7 @@ class StompApp:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
 
-    async def _admit(self, scope: Scope) -> tuple[str | None, str | None, str | None]:
+    async def _admit(self, scope: _Scope) -> tuple[str | None, str | None, str | None]:
         """(why the upgrade is refused or None, the subprotocol, the hook's user)."""
         headers = {
             bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
@@ -347,7 +354,7 @@ class StompApp:
                 return f"not authenticated: {exc}", None, None
         return None, chosen, user
 
-    async def _read(self, peer: _Peer, receive: Receive) -> None:
+    async def _read(self, peer: _Peer, receive: _Receive) -> None:
         """Move what the client sends to the session's inbox."""
         while True:
             message = await receive()
@@ -504,7 +511,7 @@ class StompApp:
                 await peer.send({"type": "websocket.close", "code": _NORMAL_CLOSURE})
 
 
-async def _answer_http(send: SendCallable) -> None:
+async def _answer_http(send: _SendCallable) -> None:
     body = b"this endpoint speaks STOMP over WebSocket only\n"
     await send(
         {

@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "stomp_proto.trio",
     "stomp_proto.threads",
     "stomp_proto.broker",
+    "stomp_proto.asgi",
     "stomp_proto.check",
     "stomp_proto.spark",
     # The connection classes first: their names there are the ones they are defined

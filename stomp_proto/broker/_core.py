@@ -974,10 +974,12 @@ class BrokerCore:
     ) -> Outbox:
         """Send a message from the application itself, as a client's SEND would go.
 
-        ``only`` restricts a topic (or user destination) to that session's
-        subscriptions.  OverflowError when a queue or the memory budget has no
-        room for it (a topic subscription without room misses it, as for a
-        SEND); LocalProtocolError for ``only`` with a queue.
+        ``body`` to ``destination``, with ``content_type`` and the other
+        ``headers`` (``(name, value)`` pairs).  ``only`` restricts a topic (or
+        a user destination) to that session's subscriptions.  OverflowError
+        when a queue or the memory budget has no room for it (a topic
+        subscription without room misses it, as for a SEND);
+        LocalProtocolError for ``only`` with a queue.
         """
         send = Send(destination, body, content_type=content_type, headers=headers)
         outbox = Outbox()
@@ -1011,7 +1013,7 @@ class BrokerCore:
         return outbox
 
     def answer_diverted(self, session: Session, refusal: tuple[str, str] | None = None) -> Outbox:
-        """Finish the SEND ``divert`` took (:attr:`Session.diverted`), then read on.
+        """Finish the SEND ``divert`` took from ``session`` (its ``diverted``), then read on.
 
         Without ``refusal`` its RECEIPT is sent, if it asked for one; with
         ``refusal``, ``(message, detail)``, the session is ended with that
