@@ -140,7 +140,7 @@ class AppMessage:
 class _Peer:
     """The transport side of one session: its ASGI callables and output."""
 
-    __slots__ = ("inbox", "output", "queued", "send", "session", "wake", "writer")
+    __slots__ = ("closing", "inbox", "output", "queued", "send", "session", "wake", "writer")
 
     def __init__(self, session: Session, send: _SendCallable) -> None:
         self.session = session
@@ -152,6 +152,8 @@ class _Peer:
         self.queued = 0
         self.wake = asyncio.Event()
         self.writer: asyncio.Task[None] | None = None
+        #: The session has ended: the writer sends what is left, then returns.
+        self.closing = False
 
 
 class StompApp:
@@ -384,6 +386,8 @@ class StompApp:
                 if beat:
                     self._queue(peer, beat)
                 self._flush(self.core.process(session))
+                if ended:
+                    break  # the client is gone: nothing more can reach it
                 if handling is not None and handling.done():
                     handling = None
                 if session.diverted is not None and handling is None and not session.closed:
@@ -482,12 +486,16 @@ class StompApp:
             while True:
                 await peer.wake.wait()
                 peer.wake.clear()
+                if not peer.output and peer.closing:
+                    return
                 while peer.output:
                     data = peer.output.popleft()
                     peer.queued -= len(data)
                     await peer.send({"type": "websocket.send", "bytes": data})
                     if session.paused and peer.queued <= self._output_limit // 4:
                         self._flush(self.core.resume(session))
+                if peer.closing and not peer.output:
+                    return
         except (OSError, RuntimeError):
             # The client is gone (servers raise either); the session's task cleans up.
             peer.output.clear()
@@ -497,12 +505,14 @@ class StompApp:
         """Send what is left, close the WebSocket, forget the session."""
         writer = peer.writer
         if writer is not None:
-            loop = asyncio.get_running_loop()
-            give_up = loop.time() + CLOSE_TIMEOUT
-            while (peer.output or peer.wake.is_set()) and not writer.done():
-                if loop.time() > give_up:
-                    break
-                await asyncio.sleep(0.01)
+            peer.closing = True
+            peer.wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(writer), CLOSE_TIMEOUT)
+            except TimeoutError:
+                ended = True  # the client does not read: do not wait on it again
+            except (OSError, RuntimeError):
+                pass
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
         self._peers.pop(peer.session, None)

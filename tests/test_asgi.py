@@ -565,3 +565,30 @@ def test_core_answer_diverted_without_a_diverted_send() -> None:
         core.answer_diverted(core.open_session())
     with pytest.raises(LocalProtocolError):
         BrokerCore(user_prefix="/user/").publish("/queue/q", only=core.open_session())
+
+
+def test_a_client_gone_during_its_handler() -> None:
+    async def main() -> None:
+        app = StompApp()
+        started = asyncio.Event()
+        cancelled = asyncio.Event()
+
+        @app.handler("/app/slow")
+        async def slow(message: AppMessage) -> None:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                cancelled.set()
+
+        sock = FakeSocket(app, ws_scope())
+        await sock.opened()
+        sock.write(frame("CONNECT", ("accept-version", "1.2"), ("host", "x")))
+        await sock.expect("CONNECTED")
+        sock.write(frame("SEND", ("destination", "/app/slow"), ("receipt", "r")))
+        await asyncio.wait_for(started.wait(), WAIT)
+        await sock.disconnect()
+        assert cancelled.is_set()
+        assert not app.core.sessions
+
+    run(main())
