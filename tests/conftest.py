@@ -233,6 +233,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # real brokers and other projects' clients
     "interop": (
+        "test_browser_asgi",
         "test_browser_stompjs",
         "test_chaos_rabbitmq",
         "test_checker",
@@ -295,6 +296,7 @@ SERIAL: dict[str, str] = {
     "machine's package locks",
     "test_browser_stompjs": "headless Chromium with 500 ms heart-beats; alone, and with "
     "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
+    "test_browser_asgi": "headless Chromium with 500 ms heart-beats, as test_browser_stompjs",
 }
 
 #: The lane of each serial test in scripts/test.sh's serial phase, by module or by test
@@ -323,6 +325,7 @@ SERIAL_LANE: dict[str, str] = {
     "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
     "heartbeats": "alone",
     "test_browser_stompjs": "alone",
+    "test_browser_asgi": "alone",
 }
 
 
