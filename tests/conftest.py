@@ -297,6 +297,8 @@ SERIAL: dict[str, str] = {
     "test_browser_stompjs": "headless Chromium with 500 ms heart-beats; alone, and with "
     "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
     "test_browser_asgi": "headless Chromium with 500 ms heart-beats, as test_browser_stompjs",
+    "test_asgi_uvicorn::test_the_checker_finds_no_failed_case_over_ws": "the conformance "
+    "checker's hundreds of connections, each within a time-out, as test_checker",
 }
 
 #: The lane of each serial test in scripts/test.sh's serial phase, by module or by test
@@ -326,6 +328,7 @@ SERIAL_LANE: dict[str, str] = {
     "heartbeats": "alone",
     "test_browser_stompjs": "alone",
     "test_browser_asgi": "alone",
+    "test_asgi_uvicorn::test_the_checker_finds_no_failed_case_over_ws": "own",
 }
 
 

@@ -255,3 +255,17 @@ def test_mounted_in_starlette() -> None:
             assert (await notes.get(WAIT)).body == b"hello"
 
     asyncio.run(main())
+
+
+def test_the_checker_finds_no_failed_case_over_ws() -> None:
+    """``python -m stomp_proto check`` over ``ws://``: the strict app fails no case."""
+    from stomp_proto.check import Target, run_check
+
+    async def main() -> list[tuple[str, str]]:
+        async with served(StompApp(strict=True), "wsproto") as port:
+            where = Target("127.0.0.1", port, websocket="/ws", timeout=5.0)
+            report = await asyncio.to_thread(run_check, where, workers=2)
+        assert len(report.results) > 200
+        return [(r.case.id, r.detail) for r in report.results if str(r.verdict) == "FAILED"]
+
+    assert asyncio.run(main()) == []
