@@ -311,6 +311,7 @@ class StompApp:
         client = scope.get("client")
         address = str(client[0]) if client else None
         if refusal is not None or self._closing:
+            self.core.counters.upgrades_refused[403] += 1
             log.info("STOMP app: refused WebSocket from %s: %s", address, refusal or "closing")
             await send({"type": "websocket.close", "code": _POLICY_VIOLATION})
             return
@@ -320,6 +321,7 @@ class StompApp:
         )
         peer = _Peer(session, send)
         self._peers[session] = peer
+        self.core.counters.connections_opened["websocket"] += 1
         task = asyncio.current_task()
         reader = asyncio.get_running_loop().create_task(self._read(peer, receive))
         peer.writer = asyncio.get_running_loop().create_task(self._write(peer))
@@ -381,6 +383,8 @@ class StompApp:
                 data = await self._next_input(peer)
                 if data is None:
                     ended = True
+                elif data:
+                    self.core.counters.bytes_received += len(data)
                 session.receive_data(data)
                 beat = session.handle_timer(loop.time())
                 if beat:

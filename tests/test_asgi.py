@@ -592,3 +592,41 @@ def test_a_client_gone_during_its_handler() -> None:
         assert not app.core.sessions
 
     run(main())
+
+
+def test_a_client_that_does_not_read_is_paused_then_resumed() -> None:
+    async def main() -> None:
+        app = StompApp(output_limit=4096)
+        release = asyncio.Event()
+        sock = FakeSocket(app, ws_scope())
+        real_send = sock._from_app
+
+        async def slow_send(message: dict[str, Any]) -> None:
+            if message["type"] == "websocket.send" and app.core.sessions[0].paused:
+                await release.wait()  # the client stops reading once deliveries pause
+            await real_send(message)
+
+        sock.task.cancel()
+        await asyncio.gather(sock.task, return_exceptions=True)
+        sock.task = asyncio.get_running_loop().create_task(
+            app(ws_scope(), sock.to_app.get, slow_send)
+        )
+        await sock.opened()
+        sock.write(frame("CONNECT", ("accept-version", "1.2"), ("host", "x")))
+        await sock.expect("CONNECTED")
+        sock.write(frame("SUBSCRIBE", ("id", "1"), ("destination", "/queue/big"),
+                         ("receipt", "ok")))  # fmt: skip
+        await sock.expect("RECEIPT")
+        for n in range(100):
+            await app.publish("/queue/big", b"x" * 1000, headers=[("n", str(n))])
+        (session_,) = app.core.sessions
+        assert session_.paused
+        assert app.core.queued("/queue/big") > 0  # held back, not buffered for the client
+        release.set()
+        seen = [header(await sock.expect("MESSAGE"), "n") for _ in range(100)]
+        assert seen == [str(n) for n in range(100)]
+        assert not session_.paused
+        await sock.disconnect()
+        assert app.core.counters.connections_opened["websocket"] == 1
+
+    run(main())
