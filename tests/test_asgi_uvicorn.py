@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import textwrap
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,3 +271,68 @@ def test_the_checker_finds_no_failed_case_over_ws() -> None:
         return [(r.case.id, r.detail) for r in report.results if str(r.verdict) == "FAILED"]
 
     assert asyncio.run(main()) == []
+
+
+def test_the_fastapi_chat_of_the_docs() -> None:
+    """docs/webapps.rst's program, as printed, under uvicorn: cookies make the users."""
+    pytest.importorskip("fastapi")
+    page = (Path(__file__).resolve().parent.parent / "docs" / "webapps.rst").read_text()
+    block = page.split(".. code-block:: python\n", 1)[1].split("\nRun it with", 1)[0]
+    program = textwrap.dedent(block)
+    namespace: dict[str, Any] = {"__name__": "chat"}
+    exec(compile(program, "webapps.rst", "exec"), namespace)  # our own docs
+    web = namespace["app"]
+
+    def cookie(token: str) -> dict[str, str]:
+        return {"Cookie": f"theme=dark; session={token}"}
+
+    async def stomp(ws: Any, *frames: bytes) -> None:
+        for data in frames:
+            await ws.send(data)
+
+    async def next_frame(ws: Any) -> bytes:
+        return bytes(await asyncio.wait_for(ws.recv(), WAIT))
+
+    async def main() -> None:
+        async with served(web, "wsproto") as port:
+            url = f"ws://127.0.0.1:{port}/ws/"
+            with pytest.raises(websockets.InvalidStatus):
+                async with ws_connect(url, additional_headers=cookie("forged")):
+                    pass
+            async with (
+                ws_connect(url, additional_headers=cookie("token-of-alice"),
+                           subprotocols=["v12.stomp"]) as alice,
+                ws_connect(url, additional_headers=cookie("token-of-bob"),
+                           subprotocols=["v12.stomp"]) as bob,
+            ):  # fmt: skip
+                for ws in (alice, bob):
+                    await stomp(
+                        ws,
+                        b"CONNECT\naccept-version:1.2\nhost:chat\n\n\x00",
+                        b"SUBSCRIBE\nid:1\ndestination:/topic/chat\n\n\x00",
+                        b"SUBSCRIBE\nid:2\ndestination:/user/queue/notices\nreceipt:r\n\n\x00",
+                    )
+                    assert (await next_frame(ws)).startswith(b"CONNECTED\n")
+                    assert (await next_frame(ws)).startswith(b"RECEIPT\n")
+                await stomp(alice, b"SEND\ndestination:/app/chat\n\nhello\x00")
+                for ws in (alice, bob):
+                    message = await next_frame(ws)
+                    assert message.startswith(b"MESSAGE\n")
+                    assert message.endswith(b"\n\nalice: hello\x00")
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(
+                    b"POST /notify/bob?text=hi HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                    b"Connection: close\r\n\r\n"
+                )
+                answer = await asyncio.wait_for(reader.read(), WAIT)
+                writer.close()
+                assert answer.startswith(b"HTTP/1.1 200 "), answer
+                notice = await next_frame(bob)
+                assert b"destination:/user/queue/notices\n" in notice
+                assert notice.endswith(b"\n\nhi\x00")
+                await stomp(alice, b"SEND\ndestination:/app/chat\nreceipt:e\n\n \x00")
+                refused = await next_frame(alice)
+                assert refused.startswith(b"ERROR\n") and b"message:empty message\n" in refused
+                assert b"receipt-id:e\n" in refused
+
+    asyncio.run(main())
