@@ -254,11 +254,10 @@ class StompApp:
     ) -> None:
         """Send ``body`` to every session of ``user`` subscribed to ``/user`` + ``destination``.
 
-        ``content_type`` and ``headers`` as for :meth:`publish`.
-
         ``destination`` is as the user subscribes it without ``/user``: a
         message to ``"/queue/news"`` reaches their subscriptions to
         ``/user/queue/news``.  Nothing is kept for a user without one.
+        ``content_type`` and ``headers`` as for :meth:`publish`.
         """
         await self.publish(
             self.core.user_destination(user, destination),
@@ -273,7 +272,12 @@ class StompApp:
         return self._allowed_origins
 
     async def close(self) -> None:
-        """End every session with ERROR ``broker shutting down`` (lifespan shutdown does it)."""
+        """End every session with ERROR ``broker shutting down``.
+
+        The ``lifespan`` shutdown of a served ``StompApp`` calls it; a mounted
+        one gets no lifespan events (Starlette keeps them), so call it from
+        the web app's own shutdown.
+        """
         self._closing = True
         self._flush(self.core.shut_down(SHUTDOWN_REASON))
         tasks = list(self._tasks)
@@ -356,6 +360,10 @@ class StompApp:
                 user = await found if inspect.isawaitable(found) else found
             except PermissionError as exc:
                 return f"not authenticated: {exc}", None, None
+            except Exception:
+                # The app's hook failed: nobody is let in on a failure, and the app goes on.
+                log.exception("STOMP app: authenticate() failed")
+                return "authenticate() failed", None, None
         return None, chosen, user
 
     async def _read(self, peer: _Peer, receive: _Receive) -> None:

@@ -630,3 +630,26 @@ def test_a_client_that_does_not_read_is_paused_then_resumed() -> None:
         assert app.core.counters.connections_opened["websocket"] == 1
 
     run(main())
+
+
+def test_a_failing_hook_refuses_and_the_app_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        calls = []
+
+        def hook(scope: dict[str, Any]) -> str | None:
+            calls.append(scope)
+            if len(calls) == 1:
+                raise KeyError("a bug in the hook")
+            return "alice"
+
+        app = StompApp(authenticate=hook)
+        sock = FakeSocket(app, ws_scope())
+        assert await sock.opened() == {"type": "websocket.close", "code": 1008}
+        await asyncio.wait_for(sock.task, WAIT)
+        async with session(app):
+            assert app.core.sessions[0].user == "alice"
+        assert app.core.counters.upgrades_refused == {403: 1}
+
+    with caplog.at_level(logging.ERROR, "stomp_proto.asgi"):
+        run(main())
+    assert "authenticate() failed" in caplog.text
