@@ -5,8 +5,9 @@ served from a port of its own, so to the app it is a page of another origin, ref
 until ``allowed_origins`` names it.  Then stompjs's round trip (1000 messages,
 client-individual acks, receipts, heart-beats) runs through the app, and a chat-like
 scenario uses an app handler, a reply to a user destination, and ``send_to_user``
-across two stompjs clients of one user.  The user comes from the WebSocket URL's query
-(a stand-in for a web app's session cookie).
+across two stompjs clients of one user; and stompjs reconnects when the app restarts.
+The user comes from the WebSocket URL's query (a stand-in for a web app's session
+cookie).
 
 Without Chromium, node or npm the tests skip - except under ``CI=true``, where they fail.
 """
@@ -48,14 +49,16 @@ def query_user(scope: dict[str, Any]) -> str | None:
 class Served:
     """uvicorn serving an app in a ServiceLoop's thread, on a free port."""
 
-    def __init__(self, app: StompApp) -> None:
+    def __init__(self, app: StompApp, port: int = 0) -> None:
         self.app = app
+        self.closed = False
         self.service = ServiceLoop()
-        self.port = self.service.call(self._start())
+        self.port = self.service.call(self._start(port))
 
-    async def _start(self) -> int:
+    async def _start(self, port: int) -> int:
         sock = socket.socket()
-        sock.bind((HOST, 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
         config = uvicorn.Config(self.app, ws="wsproto", lifespan="on", log_level="warning")
         self.server = uvicorn.Server(config)
         self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]))
@@ -70,6 +73,9 @@ class Served:
         await asyncio.wait_for(self.task, 30)
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.service.call(self._stop())
         finally:
@@ -172,3 +178,39 @@ def test_app_handler_and_user_destinations_in_the_browser(
     state = chat()
     assert state["a"][-1] == state["b"][-1] == "/user/queue/notices for every tab"
     assert state["errors"] == []
+
+
+def test_stompjs_reconnects_when_the_app_restarts(test_page: tuple[DevTools, str]) -> None:  # noqa: F811
+    tools, origin = test_page
+    destination = "/topic/restart"
+    served = Served(StompApp(allowed_origins=[origin]))
+    port = served.port
+
+    def state() -> dict[str, Any]:
+        listener: dict[str, Any] = tools.evaluate("window.listener")
+        return listener
+
+    def publish(body: str) -> None:
+        # Until the subscription is there, a topic message reaches nobody: say it again.
+        wanted = len(state()["messages"]) + 1
+
+        def arrived() -> bool:
+            served.service.call(served.app.publish(destination, body))
+            return len(state()["messages"]) >= wanted
+
+        wait_until(arrived, f"the message {body!r}")
+
+    try:
+        url = f"ws://{HOST}:{port}/ws"
+        tools.evaluate(f"listen({json.dumps({'url': url, 'destination': destination})})")
+        wait_until(lambda: state()["connects"] == 1, "the first connect")
+        publish("before")
+        served.close()  # lifespan shutdown: ERROR "broker shutting down" to the page
+        wait_until(lambda: state()["closes"] >= 1, "stompjs to see the app go")
+        served = Served(StompApp(allowed_origins=[origin]), port)
+        wait_until(lambda: state()["connects"] == 2, "stompjs to reconnect")
+        publish("after")
+        assert state()["messages"][0] == "before" and state()["messages"][-1] == "after"
+    finally:
+        tools.evaluate("listenerClient.deactivate()")
+        served.close()
