@@ -56,6 +56,8 @@ USER_PREFIX = "/user/"
 #: The WebSocket close code of a refused upgrade (ASGI servers answer it with HTTP 403).
 _POLICY_VIOLATION = 1008
 _NORMAL_CLOSURE = 1000
+#: Bytes read from a client and not yet taken by its session before the app stops reading.
+INPUT_LIMIT = 256 * 1024
 #: Seconds an ended session's output may take to be sent before its WebSocket is closed.
 CLOSE_TIMEOUT = 5.0
 #: What an app handler's exception tells the client (the exception itself is logged).
@@ -140,13 +142,36 @@ class AppMessage:
 class _Peer:
     """The transport side of one session: its ASGI callables and output."""
 
-    __slots__ = ("closing", "inbox", "output", "queued", "send", "session", "wake", "writer")
+    __slots__ = (
+        "closing",
+        "gone",
+        "inbox",
+        "inbox_bytes",
+        "output",
+        "poked",
+        "queued",
+        "room",
+        "send",
+        "session",
+        "stirred",
+        "wake",
+        "writer",
+    )
 
     def __init__(self, session: Session, send: _SendCallable) -> None:
         self.session = session
         self.send = send
-        #: What the client sent: bytes, ``None`` at its end, ``b""`` to look again.
-        self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        #: What the client sent and the session has not read yet, and its size.
+        self.inbox: deque[bytes] = deque()
+        self.inbox_bytes = 0
+        #: The client's side has ended (a disconnect, or a failed send).
+        self.gone = False
+        #: Something the session's task must look at: input, an ended session, a handler done.
+        self.stirred = asyncio.Event()
+        self.poked = False
+        #: Set while the inbox has room: the reader waits for it (the server then stops reading).
+        self.room = asyncio.Event()
+        self.room.set()
         #: Bytes waiting for the writer task, and their total.
         self.output: deque[bytes] = deque()
         self.queued = 0
@@ -198,6 +223,8 @@ class StompApp:
         self._peers: dict[Session, _Peer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
+        #: The core's memory alarm as last seen.
+        self._alarm = False
 
     # -- the application's API ---------------------------------------------------
 
@@ -376,9 +403,15 @@ class StompApp:
                 if data is None:
                     data = (message.get("text") or "").encode("utf-8")
                 if data:
-                    peer.inbox.put_nowait(data)
+                    peer.inbox.append(data)
+                    peer.inbox_bytes += len(data)
+                    peer.stirred.set()
+                    if peer.inbox_bytes > INPUT_LIMIT:
+                        peer.room.clear()
+                        await peer.room.wait()
             elif kind == "websocket.disconnect":
-                peer.inbox.put_nowait(None)
+                peer.gone = True
+                peer.stirred.set()
                 return
 
     async def _serve(self, peer: _Peer) -> None:
@@ -414,12 +447,38 @@ class StompApp:
             await self._finish(peer, ended)
 
     async def _next_input(self, peer: _Peer) -> bytes | None:
-        deadline = peer.session.get_timer()
+        """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due or
+        something else changed.
+
+        Nothing is read while a SEND is with its handler or the memory alarm
+        holds the session's publisher back: the inbox fills, the reader waits,
+        and the server stops reading from the client.
+        """
+        session = peer.session
+        deadline = session.get_timer()
         try:
             async with asyncio.timeout_at(deadline):
-                return await peer.inbox.get()
+                while True:
+                    if peer.poked:
+                        peer.poked = False
+                        return b""
+                    held = session.reading_blocked or session.diverted is not None
+                    if peer.inbox and not held:
+                        data = peer.inbox.popleft()
+                        peer.inbox_bytes -= len(data)
+                        if peer.inbox_bytes <= INPUT_LIMIT:
+                            peer.room.set()
+                        return data
+                    if peer.gone and (held or not peer.inbox):
+                        return None
+                    peer.stirred.clear()
+                    await peer.stirred.wait()
         except TimeoutError:
             return b""
+
+    def _poke(self, peer: _Peer) -> None:
+        peer.poked = True
+        peer.stirred.set()
 
     async def _handle(self, peer: _Peer, send: Send) -> None:
         """Run the handler of a diverted SEND, then let the session read on."""
@@ -440,7 +499,7 @@ class StompApp:
                 refusal = (HANDLER_FAILED, f"the handler for {send.destination!r} failed")
         if session.diverted is send:
             self._flush(self.core.answer_diverted(session, refusal))
-        peer.inbox.put_nowait(b"")  # the session's task looks at what waited
+        self._poke(peer)  # the session's task reads on
 
     def _diverts(self, session: Session, send: Send) -> bool:
         return send.destination.startswith(self.app_prefix)
@@ -473,6 +532,19 @@ class StompApp:
 
     def _flush(self, outbox: Outbox) -> None:
         """Queue what the core asked for, pausing clients whose output piles up."""
+        alarm = self.core.memory_alarm
+        if alarm != self._alarm:
+            self._alarm = alarm
+            log.log(
+                logging.WARNING if alarm else logging.INFO,
+                "STOMP app: memory alarm %s: %d of %d bytes of messages held",
+                "raised" if alarm else "cleared",
+                self.core.memory_used,
+                self.core.memory_limit,
+            )
+            if not alarm:
+                for waiting in self._peers.values():
+                    waiting.stirred.set()  # publishers are read from again
         for session, data in outbox.data.items():
             peer = self._peers.get(session)
             if peer is None:
@@ -483,7 +555,7 @@ class StompApp:
         for session in outbox.to_close:
             peer = self._peers.get(session)
             if peer is not None:
-                peer.inbox.put_nowait(b"")  # its task sees the session closed
+                self._poke(peer)  # its task sees the session closed
 
     def _queue(self, peer: _Peer, data: bytes) -> None:
         self.core.counters.bytes_sent += len(data)
@@ -511,7 +583,8 @@ class StompApp:
         except (OSError, RuntimeError):
             # The client is gone (servers raise either); the session's task cleans up.
             peer.output.clear()
-            peer.inbox.put_nowait(None)
+            peer.gone = True
+            peer.stirred.set()
 
     async def _finish(self, peer: _Peer, ended: bool) -> None:
         """Send what is left, close the WebSocket, forget the session."""

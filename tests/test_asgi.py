@@ -653,3 +653,31 @@ def test_a_failing_hook_refuses_and_the_app_goes_on(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.ERROR, "stomp_proto.asgi"):
         run(main())
     assert "authenticate() failed" in caplog.text
+
+
+def test_a_client_flooding_behind_a_slow_handler_is_not_read() -> None:
+    async def main() -> None:
+        app = StompApp()
+        release = asyncio.Event()
+
+        @app.handler("/app/slow")
+        async def slow(message: AppMessage) -> None:
+            await release.wait()
+
+        async with session(app) as sock:
+            sock.write(frame("SEND", ("destination", "/app/slow"), ("receipt", "first")))
+            body = b"x" * 10_000
+            for n in range(100):  # 1 MB, four times the app's input limit
+                sock.write(frame("SEND", ("destination", "/queue/q"), ("receipt", f"r{n}"),
+                                 body=body))  # fmt: skip
+            for _ in range(50):
+                await asyncio.sleep(0)
+            # The app took a bounded part of it; the "server" holds the rest.
+            assert sock.to_app.qsize() > 50
+            assert app.core.queued("/queue/q") == 0
+            release.set()
+            receipts = [header(await sock.expect("RECEIPT"), "receipt-id") for _ in range(101)]
+            assert receipts == ["first"] + [f"r{n}" for n in range(100)]
+            assert app.core.queued("/queue/q") == 100
+
+    run(main())
