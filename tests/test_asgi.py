@@ -681,3 +681,25 @@ def test_a_client_flooding_behind_a_slow_handler_is_not_read() -> None:
             assert app.core.queued("/queue/q") == 100
 
     run(main())
+
+
+def test_the_memory_alarm_holds_a_publisher_until_consumers_take_some() -> None:
+    async def main() -> None:
+        app = StompApp(max_memory=100_000)
+        async with session(app) as publisher, session(app) as consumer:
+            body = b"x" * 10_000
+            for n in range(20):
+                publisher.write(frame("SEND", ("destination", "/queue/m"), ("receipt", f"r{n}"),
+                                      body=body))  # fmt: skip
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert app.core.memory_alarm
+            assert app.core.queued("/queue/m") < 20  # the rest is not read yet
+            consumer.write(frame("SUBSCRIBE", ("id", "1"), ("destination", "/queue/m")))
+            bodies = [(await consumer.expect("MESSAGE")).body for _ in range(20)]
+            assert bodies == [body] * 20
+            receipts = [header(await publisher.expect("RECEIPT"), "receipt-id") for _ in range(20)]
+            assert receipts == [f"r{n}" for n in range(20)]
+            assert not app.core.memory_alarm
+
+    run(main())
