@@ -14,7 +14,11 @@ waits for input with a timeout taken from the session's timer (heart-beats and
 the broker's deadlines, on ``loop.time()``), feeds it to the core, and queues
 what the core returns for every session it names; a writer task per session
 sends it, and deliveries to a session pause while more than ``output_limit``
-bytes wait for it (as in :class:`~stomp_proto.broker.Broker`).
+bytes wait for it (as in :class:`~stomp_proto.broker.Broker`).  Input is
+bounded the same way: a session takes at most :data:`INPUT_LIMIT` bytes from
+the server before it waits, and reads nothing while one of its SENDs is with a
+handler or the memory alarm holds its publisher back, so the server stops
+reading from that client.
 """
 
 from __future__ import annotations
