@@ -152,6 +152,10 @@ CHAT = """
               headers: { "reply-to": "/user/queue/echo", receipt: "echoed" } });
   await sent;
   a.publish({ destination: "/app/shout", body: "hey" });
+  const tx = a.begin();
+  a.publish({ destination: "/topic/shouts", body: "in a transaction",
+              headers: { transaction: tx.id } });
+  tx.commit();
   return true;
 })
 """
@@ -168,13 +172,14 @@ def test_app_handler_and_user_destinations_in_the_browser(
         state: dict[str, list[str]] = tools.evaluate("window.chat")
         return state
 
-    wait_until(lambda: len(chat()["a"]) == 2 and len(chat()["b"]) == 1, "the reply and shouts")
+    wait_until(lambda: len(chat()["a"]) == 3 and len(chat()["b"]) == 2, "the reply and shouts")
     state = chat()
-    # The reply reached the sending session only; the shout reached both.
-    assert state["a"] == ["/user/queue/echo alice said hi", "/topic/shouts HEY"]
-    assert state["b"] == ["/topic/shouts HEY"]
+    # The reply reached the sending session only; the shout and the transaction both.
+    shouts = ["/topic/shouts HEY", "/topic/shouts in a transaction"]
+    assert state["a"] == ["/user/queue/echo alice said hi", *shouts]
+    assert state["b"] == shouts
     served.service.call(served.app.send_to_user("alice", "/queue/notices", "for every tab"))
-    wait_until(lambda: len(chat()["a"]) == 3 and len(chat()["b"]) == 2, "the notices")
+    wait_until(lambda: len(chat()["a"]) == 4 and len(chat()["b"]) == 3, "the notices")
     state = chat()
     assert state["a"][-1] == state["b"][-1] == "/user/queue/notices for every tab"
     assert state["errors"] == []
