@@ -53,6 +53,7 @@ __all__ = [
     "WebSocketChannel",
     "accepted_versions",
     "check_origin",
+    "choose_subprotocol",
     "offered_subprotocols",
     "require_wsproto",
 ]
@@ -104,6 +105,22 @@ def accepted_versions(
         return versions
     top = _VERSION_OF[subprotocol]
     return tuple(v for v in versions if v <= top)
+
+
+def choose_subprotocol(offers: Iterable[str], versions: tuple[Version, ...]) -> str | None:
+    """The subprotocol a server picks among a client's ``offers``: the highest STOMP version.
+
+    None when nothing is offered (an empty name offers nothing); a
+    ``BAD_WEBSOCKET`` RemoteProtocolError when none of the offers is one of ``versions``.
+    """
+    offered = [p for p in offers if p]
+    if not offered:
+        return None
+    ours = set(offered_subprotocols(versions))
+    usable = [p for p in offered if p in ours]
+    if not usable:
+        raise _bad(f"no supported STOMP subprotocol among {', '.join(offered)}")
+    return max(usable, key=lambda p: _VERSION_OF[p])
 
 
 def _host_header(host: str, port: int) -> str:
@@ -417,16 +434,10 @@ class ServerHandshake:
         refusal = self._origins.refusal(origin, request.host)
         if refusal is not None:
             return self._refuse(403, refusal)
-        chosen: str | None = None
-        # An empty Sec-WebSocket-Protocol header offers nothing.
-        offers = [p for p in request.subprotocols if p]
-        if offers:
-            ours = set(offered_subprotocols(self._versions))
-            usable = [p for p in offers if p in ours]
-            if not usable:
-                offered = ", ".join(offers)
-                return self._refuse(400, f"no supported STOMP subprotocol among {offered}")
-            chosen = max(usable, key=lambda p: _VERSION_OF[p])
+        try:
+            chosen = choose_subprotocol(request.subprotocols, self._versions)
+        except RemoteProtocolError as exc:
+            return self._refuse(400, exc.message)
         to_send = self._ws.send(events.AcceptConnection(subprotocol=chosen))
         return Upgrade(
             to_send,

@@ -205,6 +205,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # the embedded broker and the command line
     "broker": (
+        "test_asgi",
+        "test_asgi_uvicorn",
         "test_broker_core",
         "test_broker_metrics",
         "test_broker_abuse",
@@ -232,6 +234,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # real brokers and other projects' clients
     "interop": (
+        "test_browser_asgi",
         "test_browser_stompjs",
         "test_chaos_rabbitmq",
         "test_client_matrix",
@@ -292,6 +295,9 @@ SERIAL: dict[str, str] = {
     "machine's package locks",
     "test_browser_stompjs": "headless Chromium with 500 ms heart-beats; alone, and with "
     "-rA, so that CI's log shows each broker's roundtrip and the Origin refusal",
+    "test_browser_asgi": "headless Chromium with 500 ms heart-beats, as test_browser_stompjs",
+    "test_asgi_uvicorn::test_the_checker_finds_no_failed_case_over_ws": "the conformance "
+    "checker's hundreds of connections, each within a time-out, as test_checker",
 }
 
 #: The lane of each serial test in scripts/test.sh's serial phase, by module or by test
@@ -316,6 +322,8 @@ SERIAL_LANE: dict[str, str] = {
     "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
     "heartbeats": "alone",
     "test_browser_stompjs": "alone",
+    "test_browser_asgi": "alone",
+    "test_asgi_uvicorn::test_the_checker_finds_no_failed_case_over_ws": "own",
 }
 
 

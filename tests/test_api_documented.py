@@ -25,6 +25,7 @@ PUBLIC_MODULES = [
     "stomp_proto.websocket",
     # the conformance checker, a distribution of its own (stomp-check/)
     "stomp_check",
+    "stomp_proto.asgi",
     "stomp_proto.spark",
     # The connection classes first: their names there are the ones they are defined
     # under (stomp_proto.stomppy.Connection is an alias, documented by its class).

@@ -1196,3 +1196,85 @@ def test_a_blocked_publisher_is_not_timed_out_for_the_data_the_broker_does_not_r
     session.handle_timer(106.0)
     net.route(net.core.process(session))
     assert flooder.take(Error)[0].message == "frame timeout"
+
+
+# -- hooks for transports that route on their own (stomp_proto.asgi) ----------------
+
+
+def hooked_net(**hooks: object) -> Net:
+    net = Net()
+    net.core = BrokerCore(users={"carol": "pw"}, **hooks)  # type: ignore[arg-type]
+    return net
+
+
+def open_as(net: Net, user: str | None) -> Client:
+    client = Client(net, net.core.open_session(user=user))
+    net.clients[client.session] = client
+    client.send(Connect(host="/", login="someone else", passcode="wrong"))
+    return client
+
+
+def test_a_vouched_user_skips_the_login_check() -> None:
+    net = hooked_net()
+    client = open_as(net, "alice")
+    assert client.take(Connected)
+    assert client.session.user == "alice"
+    # Without a vouched user, the login is checked, and is the user once it passed.
+    refused = open_as(net, None)
+    assert refused.take(Error) and refused.closed
+    carol = net.connect(login="carol", passcode="pw")
+    assert carol.session.user == "carol"
+
+
+def test_an_unchecked_login_is_no_user() -> None:
+    net = Net()
+    client = net.connect(login="mallory", passcode="x")
+    assert client.session.user is None
+
+
+def test_a_diverted_send_holds_the_frames_behind_it_until_answered() -> None:
+    taken: list[str] = []
+
+    def divert(session: Session, send: Send) -> bool:
+        taken.append(send.destination)
+        return send.destination.startswith("/app/")
+
+    net = hooked_net(divert=divert)
+    client = open_as(net, "alice")
+    client.take(Connected)
+    client.send(Send("/app/x", b"1", receipt="r1"))
+    client.send(Send("/queue/q", b"2", receipt="r2"))
+    assert client.session.diverted is not None
+    assert client.session.diverted.destination == "/app/x"
+    assert client.take(Receipt) == []  # neither: the second waits behind the first
+    assert net.core.queued("/queue/q") == 0
+    net.route(net.core.answer_diverted(client.session))
+    assert [r.receipt_id for r in client.take(Receipt)] == ["r1", "r2"]
+    assert net.core.queued("/queue/q") == 1 and "/app/x" not in net.core.destinations()
+    assert taken == ["/app/x", "/queue/q"]
+    # A refusal is an ERROR naming the receipt, and ends the session.
+    client.send(Send("/app/y", receipt="r3"))
+    net.route(net.core.answer_diverted(client.session, ("no", "not this")))
+    (error,) = client.take(Error)
+    assert (error.message, error.receipt_id, error.body) == ("no", "r3", b"not this")
+    assert client.closed
+
+
+def test_user_destinations_copy_to_each_session_of_the_user() -> None:
+    net = hooked_net(user_prefix="/user/")
+    one, two, other = open_as(net, "alice"), open_as(net, "alice"), open_as(net, "bob")
+    for client in (one, two, other):
+        client.take(Connected)
+        client.subscribe("/user/queue/news")
+    net.route(net.core.publish(net.core.user_destination("alice", "/queue/news"), b"hi"))
+    for client in (one, two):
+        (message,) = client.messages()
+        assert (message.body, message.destination) == (b"hi", "/user/queue/news")
+    assert other.messages() == []
+    net.route(net.core.publish("/user/alice/queue/news", b"only one", only=one.session))
+    assert one.bodies() == [b"only one"] and two.bodies() == []
+    # A client may send to a user, as to a topic: nothing is kept for no subscriber.
+    send(other, "/user/alice/queue/news", b"from bob")
+    assert one.bodies() == two.bodies() == [b"from bob"]
+    send(other, "/user/nobody/queue/news", b"lost")
+    assert "/user/nobody/queue/news" not in net.core.destinations()

@@ -44,6 +44,7 @@ UPPER = (
     "stomp_proto.trio",
     "stomp_proto.threads",
     "stomp_proto.broker",
+    "stomp_proto.asgi",
     "stomp_proto.spark",
     "stomp_proto._cli",
     "stomp_proto.__main__",

@@ -52,8 +52,9 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import itertools
+import urllib.parse
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, TypedDict
@@ -69,6 +70,7 @@ from .. import (
     ConnectionState,
     Disconnect,
     Error,
+    ErrorKind,
     Event,
     HeartBeatTimeout,
     Limits,
@@ -322,13 +324,16 @@ class _Queue:
 class _Subscription:
     """One SUBSCRIBE of one session, bound to the queue it consumes from."""
 
-    __slots__ = ("ack", "id", "key", "prefetch", "queue", "session", "unacked")
+    __slots__ = ("ack", "destination", "id", "key", "prefetch", "queue", "session", "unacked")
 
     def __init__(self, session: Session, event: Subscribe, queue: _Queue, prefetch: int) -> None:
         self.session = session
         self.key = event.key
         self.id = event.id
         self.ack = event.ack
+        #: The destination as subscribed: what its MESSAGEs name (a user destination
+        #: is routed under another name).
+        self.destination = event.destination
         self.queue = queue
         #: Most unacknowledged messages at a time; 0 for no limit.
         self.prefetch = prefetch
@@ -404,6 +409,12 @@ class Session:
         self._waiting_connect: Connect | None = None
         #: Why a deadline ended the session, until process() sends the ERROR.
         self._expired: tuple[str, str] | None = None
+        #: The user the transport vouched for (``open_session(user=...)``).
+        self._vouched: str | None = None
+        #: The authenticated user, once CONNECTED: vouched for, or a login ``users`` checked.
+        self._user: str | None = None
+        #: A SEND the ``divert`` hook took, until :meth:`BrokerCore.answer_diverted`.
+        self._diverted: Send | None = None
 
     def __repr__(self) -> str:
         return (
@@ -414,6 +425,25 @@ class Session:
     def closed(self) -> bool:
         """True once the broker has ended the session (its transport is to be closed)."""
         return self._closed
+
+    @property
+    def user(self) -> str | None:
+        """The authenticated user once CONNECTED, else ``None``.
+
+        The user given to :meth:`BrokerCore.open_session`, or else the CONNECT
+        login when ``users`` checked it; without ``users`` a login is a claim,
+        not a user.
+        """
+        return self._user
+
+    @property
+    def diverted(self) -> Send | None:
+        """The SEND the core's ``divert`` hook took, until :meth:`BrokerCore.answer_diverted`.
+
+        Meanwhile the session's later frames wait, unread, so that receipts
+        keep their order.
+        """
+        return self._diverted
 
     @property
     def paused(self) -> bool:
@@ -614,6 +644,16 @@ class BrokerCore:
     refused``).  ``failed_login_rate`` bounds the failed logins per second of
     one client address (the ``address`` of :meth:`open_session`): after 10,
     its CONNECTs wait their turn.  See :doc:`security` for the defaults.
+
+    Two hooks serve transports that add routing of their own (such as
+    :class:`stomp_proto.asgi.StompApp`); neither is a :class:`BrokerOptions`
+    option.  ``divert(session, send)`` is asked about every SEND the login may
+    write: when it returns true the core neither stores nor acknowledges it -
+    the transport deals with it, then calls :meth:`answer_diverted`.
+    ``user_prefix`` (such as ``"/user/"``) turns on user destinations: a
+    SUBSCRIBE to ``/user/queue/x`` by user ``alice`` (:attr:`Session.user`)
+    receives what is sent to ``/user/alice/queue/x``, as a topic does (see
+    :meth:`user_destination`).
     """
 
     def __init__(
@@ -641,7 +681,15 @@ class BrokerCore:
         max_connections_per_login: int = DEFAULT_MAX_CONNECTIONS_PER_LOGIN,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         strict: bool = False,
+        divert: Callable[[Session, Send], bool] | None = None,
+        user_prefix: str | None = None,
     ) -> None:
+        if user_prefix is not None and (
+            not user_prefix.startswith("/") or not user_prefix.endswith("/") or user_prefix == "/"
+        ):
+            raise ValueError(f"user_prefix starts and ends with '/', as '/user/': {user_prefix!r}")
+        self._divert = divert
+        self._user_prefix = user_prefix
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
         if len(heartbeat) != 2 or any(ms < 0 for ms in heartbeat):
@@ -787,14 +835,22 @@ class BrokerCore:
     # -- driving ---------------------------------------------------------------
 
     def open_session(
-        self, versions: tuple[Version, ...] | None = None, address: str | None = None
+        self,
+        versions: tuple[Version, ...] | None = None,
+        address: str | None = None,
+        *,
+        user: str | None = None,
     ) -> Session:
         """A session for a new client connection.
 
         ``versions`` narrows the broker's versions for this session (a
         WebSocket subprotocol caps them); it must keep at least one of them.
         ``address`` is where the client connects from (its host, without the
-        port): failed logins are throttled per address.
+        port): failed logins are throttled per address.  ``user`` is a user
+        the transport has authenticated already (a web app's session): its
+        CONNECT is then not checked against ``users``, and its login header is
+        ignored; ``user`` is the session's login for ``permissions`` and
+        ``max_connections_per_login``.
         """
         allowed = self._versions
         if versions is not None:
@@ -805,6 +861,7 @@ class BrokerCore:
         connection = ServerConnection(versions=allowed, strict=self._strict, limits=self._limits)
         session = Session(self, session_id, connection)
         session._address = address
+        session._vouched = user
         if len(self._sessions) >= self._max_connections:
             # Told at its first process(), before anything it sends is read.
             limit = self._max_connections
@@ -830,8 +887,8 @@ class BrokerCore:
         if session._waiting_connect is not None and not session.closed:
             waiting, session._waiting_connect = session._waiting_connect, None
             self._on_connect(session, waiting, outbox)
-        # Nothing after a waiting CONNECT is looked at before it is answered.
-        while not session.closed and session._waiting_connect is None:
+        # Nothing after a waiting CONNECT, or a diverted SEND, is looked at before it is answered.
+        while not session.closed and session._waiting_connect is None and session._diverted is None:
             try:
                 event = connection.next_event()
             except RemoteProtocolError as exc:
@@ -889,6 +946,102 @@ class BrokerCore:
             self._end_session(session, outbox)
         return outbox
 
+    def user_destination(self, user: str, destination: str) -> str:
+        """Where a message to ``user``'s ``destination`` (``/queue/x``) is sent.
+
+        ``user_prefix``, the user (``/`` and ``%`` in it percent-encoded) and
+        ``destination``: ``/user/alice/queue/x``.  A user's SUBSCRIBE to
+        ``/user/queue/x`` receives what is sent there.  LocalProtocolError
+        without ``user_prefix``, ValueError for a destination not starting
+        with ``/``.
+        """
+        if self._user_prefix is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, "user destinations are off: the core has no user_prefix"
+            )
+        if not destination.startswith("/"):
+            raise ValueError(f"a user's destination starts with '/': {destination!r}")
+        return f"{self._user_prefix}{urllib.parse.quote(user, safe='')}{destination}"
+
+    def publish(
+        self,
+        destination: str,
+        body: bytes = b"",
+        *,
+        headers: tuple[tuple[str, str], ...] = (),
+        content_type: str | None = None,
+        only: Session | None = None,
+    ) -> Outbox:
+        """Send a message from the application itself, as a client's SEND would go.
+
+        ``body`` to ``destination``, with ``content_type`` and the other
+        ``headers`` (``(name, value)`` pairs).  ``only`` restricts a topic (or
+        a user destination) to that session's subscriptions.  OverflowError
+        when a queue or the memory budget has no room for it (a topic
+        subscription without room misses it, as for a SEND);
+        LocalProtocolError for ``only`` with a queue.
+        """
+        send = Send(destination, body, content_type=content_type, headers=headers)
+        outbox = Outbox()
+        size = message_size(send)
+        if not self._is_topic(destination):
+            if only is not None:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"{destination!r} is a queue: 'only' is for topics"
+                )
+            queue = self._queues.get(destination)
+            if queue is None and self._destination_count() >= self._max_destinations:
+                raise OverflowError(
+                    f"the broker keeps at most {self._max_destinations} destinations"
+                )
+            if (queue is not None and not self._queue_takes(queue, size)) or (
+                queue is None and size > self._max_queue_bytes
+            ):
+                raise OverflowError(f"queue {destination!r} is full")
+            if not self._budget.fits(size):
+                raise OverflowError(f"the broker holds at most {self._budget.limit} bytes")
+            self._publish([send], outbox)
+            return outbox
+        self.counters.messages_received += 1
+        for subscription in list(self._topics.get(destination, ())):
+            if only is not None and subscription.session is not only:
+                continue
+            queue = subscription.queue
+            if self._queue_takes(queue, size) and self._budget.fits(size):
+                queue.put(self._stored(send, size))
+                self._dispatch(queue, outbox)
+        return outbox
+
+    def answer_diverted(self, session: Session, refusal: tuple[str, str] | None = None) -> Outbox:
+        """Finish the SEND ``divert`` took from ``session`` (its ``diverted``), then read on.
+
+        Without ``refusal`` its RECEIPT is sent, if it asked for one; with
+        ``refusal``, ``(message, detail)``, the session is ended with that
+        ERROR (naming the receipt).  Then the frames that waited behind it are
+        processed.  LocalProtocolError when no SEND is diverted.
+        """
+        send = session._diverted
+        if send is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, f"session {session.id} has no diverted SEND"
+            )
+        session._diverted = None
+        outbox = Outbox()
+        if session.closed:
+            return outbox
+        if refusal is not None:
+            message, detail = refusal
+            self._refuse(session, send.receipt, message, detail, outbox, "refused_by_app")
+            return outbox
+        self.counters.messages_received += 1
+        if send.receipt is not None:
+            outbox.write(session, session.connection.send(Receipt(send.receipt)))
+        more = self.process(session)
+        for other, data in more.data.items():
+            outbox.write(other, bytes(data))
+        outbox.to_close |= more.to_close
+        return outbox
+
     # -- events ----------------------------------------------------------------
 
     def _handle(self, session: Session, event: Event, outbox: Outbox) -> None:
@@ -918,7 +1071,7 @@ class BrokerCore:
             self._end_transaction(self._books[session].transactions.pop(event.transaction), outbox)
         # Anything else (a heart-beat, DISCONNECT) needs no action before its receipt.
         receipt: str | None = getattr(event, "receipt", None)
-        if receipt is not None and not session.closed:
+        if receipt is not None and not session.closed and session._diverted is None:
             outbox.write(session, session.connection.send(Receipt(receipt)))
         if isinstance(event, Disconnect):
             self._end_session(session, outbox)
@@ -931,7 +1084,9 @@ class BrokerCore:
         return self._throttle.ready_at(address, now)
 
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
-        if self._users is not None:
+        if session._vouched is not None:
+            login: str | None = session._vouched
+        elif self._users is not None:
             if session._now is not None and self._login_ready_at(session) > session._now:
                 session._waiting_connect = event  # until the throttle lets its address try
                 return
@@ -939,7 +1094,9 @@ class BrokerCore:
                 self._count_failed_login(session)
                 self._refuse_login(session, outbox)
                 return
-        login = event.login
+            login = event.login
+        else:
+            login = event.login
         if login is not None and self._logins[login] >= self._max_connections_per_login:
             limit = self._max_connections_per_login
             detail = f"login {login!r} has {limit} sessions open (max_connections_per_login)"
@@ -950,6 +1107,8 @@ class BrokerCore:
             self._logins[login] += 1
             session._login = login
         session._claimed_login = login
+        if session._vouched is not None or self._users is not None:
+            session._user = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
         # wants, but not more often than the broker can.
@@ -997,6 +1156,13 @@ class BrokerCore:
 
     def _on_send(self, session: Session, event: Send, outbox: Outbox) -> None:
         if not self._allowed(session, "write", event, outbox):
+            return
+        if self._divert is not None and self._divert(session, event):
+            if event.transaction is not None:
+                detail = f"a SEND to {event.destination!r} cannot be part of a transaction"
+                self._refuse(session, event.receipt, "Bad SEND", detail, outbox, "bad_send")
+                return
+            session._diverted = event
             return
         if event.transaction is None:
             session._publisher = True
@@ -1050,11 +1216,20 @@ class BrokerCore:
             self._refuse(session, event.receipt, "Bad SUBSCRIBE", detail, outbox, "bad_subscribe")
             return
         destination = event.destination
+        prefix = self._user_prefix
+        if prefix is not None and destination.startswith(prefix):
+            if session._user is None:
+                detail = f"{destination!r} is a user destination: it needs an authenticated user"
+                self._refuse(
+                    session, event.receipt, "Bad SUBSCRIBE", detail, outbox, "bad_subscribe"
+                )
+                return
+            destination = self.user_destination(session._user, destination[len(prefix) - 1 :])
         known = destination in self._queues or destination in self._topics
         if not known and self._destination_count() >= self._max_destinations:
             self._refuse_destination(session, event.receipt, outbox)
             return
-        if destination.startswith(TOPIC_PREFIX):
+        if self._is_topic(destination):
             queue = _Queue(destination, self._budget, private=True)
         else:
             queue = self._queue(destination)
@@ -1142,7 +1317,7 @@ class BrokerCore:
         self.counters.messages_received += len(sends)
         for send in sends:
             destination = send.destination
-            if destination.startswith(TOPIC_PREFIX):
+            if self._is_topic(destination):
                 size = message_size(send)
                 for subscription in list(self._topics.get(destination, ())):
                     queue = subscription.queue
@@ -1154,6 +1329,13 @@ class BrokerCore:
                 queue = self._queue(destination)
                 queue.put(self._stored(send, message_size(send)))
                 self._dispatch(queue, outbox)
+
+    def _is_topic(self, destination: str) -> bool:
+        """Whether ``destination`` copies each message to every subscription (a user one too)."""
+        prefix = self._user_prefix
+        return destination.startswith(TOPIC_PREFIX) or (
+            prefix is not None and destination.startswith(prefix)
+        )
 
     def _queue_takes(self, queue: _Queue, size: int) -> bool:
         return (
@@ -1193,7 +1375,7 @@ class BrokerCore:
                     "message_too_large",
                 )  # fmt: skip
                 return False
-            if not send.destination.startswith(TOPIC_PREFIX):
+            if not self._is_topic(send.destination):
                 count, nbytes = adding.get(send.destination, (0, 0))
                 adding[send.destination] = (count + 1, nbytes + size)
                 total += size
@@ -1260,7 +1442,7 @@ class BrokerCore:
             # First, so that it wins over a user header of the same name.
             headers = (("redelivered", "true"), *headers)
         delivery = Message(
-            destination=send.destination,
+            destination=subscription.destination,
             message_id=message.id,
             subscription=subscription.id,
             body=send.body,

@@ -1,0 +1,631 @@
+"""STOMP over WebSocket for Python web apps: an ASGI application on the broker's core.
+
+:class:`StompApp` is an ASGI 3 application (no dependency: ASGI is a calling
+convention) serving the embedded broker's :class:`~stomp_proto.broker.BrokerCore`
+to browsers (stompjs) and other WebSocket clients.  Mount it in Starlette or
+FastAPI (``app.mount("/ws", stomp_app)``) or serve it alone (``uvicorn
+module:stomp_app``).  Besides ``/topic`` and ``/queue`` as the broker has them
+(acks, receipts, transactions), SENDs under ``app_prefix`` go to the app's
+handlers (:meth:`StompApp.handler`) and ``/user/...`` destinations reach every
+session of one user.  See :doc:`/webapps`.
+
+Each WebSocket gets a :class:`~stomp_proto.broker.Session` and one task that
+waits for input with a timeout taken from the session's timer (heart-beats and
+the broker's deadlines, on ``loop.time()``), feeds it to the core, and queues
+what the core returns for every session it names; a writer task per session
+sends it, and deliveries to a session pause while more than ``output_limit``
+bytes wait for it (as in :class:`~stomp_proto.broker.Broker`).  Input is
+bounded the same way: a session takes at most :data:`INPUT_LIMIT` bytes from
+the server before it waits, and reads nothing while one of its SENDs is with a
+handler or the memory alarm holds its publisher back, so the server stops
+reading from that client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, TypeVar, Unpack
+
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
+from ._events import Send
+from ._frame import VERSIONS
+from ._websocket import OriginPolicy, accepted_versions, choose_subprotocol
+from .broker._core import (
+    DEFAULT_OUTPUT_LIMIT,
+    SHUTDOWN_REASON,
+    BrokerCore,
+    BrokerOptions,
+    Outbox,
+    Session,
+)
+
+__all__ = ["AppMessage", "Refused", "StompApp"]
+
+log = logging.getLogger("stomp_proto.asgi")
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_SendCallable = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+#: A handler of SENDs to an app destination: takes an :class:`AppMessage`.
+_Handler = Callable[["AppMessage"], Awaitable[None] | None]
+_H = TypeVar("_H", bound=_Handler)
+
+#: The prefix of user destinations: ``/user/queue/x`` subscribed, ``/user/NAME/queue/x`` sent to.
+USER_PREFIX = "/user/"
+#: The WebSocket close code of a refused upgrade (ASGI servers answer it with HTTP 403).
+_POLICY_VIOLATION = 1008
+_NORMAL_CLOSURE = 1000
+#: Bytes read from a client and not yet taken by its session before the app stops reading.
+INPUT_LIMIT = 256 * 1024
+#: Seconds an ended session's output may take to be sent before its WebSocket is closed.
+CLOSE_TIMEOUT = 5.0
+#: What an app handler's exception tells the client (the exception itself is logged).
+HANDLER_FAILED = "handler failed"
+
+
+class Refused(Exception):
+    """Raised by an app handler to refuse a SEND: the client gets ERROR ``message``.
+
+    ``detail`` becomes the ERROR's body.  As every ERROR, it ends the session;
+    the ERROR names the SEND's receipt, if it asked for one.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        #: The ERROR's ``message`` header.
+        self.message = message
+        #: The ERROR's body.
+        self.detail = detail
+
+
+class AppMessage:
+    """A SEND to an app destination, as a handler sees it (see :meth:`StompApp.handler`).
+
+    ``user`` is the session's authenticated user (``None``: anonymous),
+    ``session_id`` its id; :meth:`reply` answers the sender only,
+    ``app`` publishes to anyone (:meth:`StompApp.publish`).
+    """
+
+    def __init__(self, app: StompApp, session: Session, send: Send) -> None:
+        #: The :class:`StompApp` the SEND came to.
+        self.app = app
+        self._session = session
+        self._send = send
+        #: Where it was sent (under ``app_prefix``).
+        self.destination = send.destination
+        #: The body, as bytes.
+        self.body = send.body
+        #: Its ``content-type``, if any.
+        self.content_type = send.content_type
+        #: Its other headers, ``(name, value)`` pairs in wire order.
+        self.headers = send.headers
+        #: The authenticated user of the sending session (``None``: anonymous).
+        self.user = session.user
+        #: The sending session's id (the CONNECTED ``session`` header).
+        self.session_id = session.id
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return self.body.decode("utf-8")
+
+    def header(self, name: str) -> str | None:
+        """The first header called ``name``; ``None`` if there is none."""
+        return next((value for key, value in self.headers if key == name), None)
+
+    async def reply(
+        self,
+        body: bytes | str,
+        *,
+        destination: str | None = None,
+        headers: Iterable[tuple[str, str]] = (),
+        content_type: str | None = None,
+    ) -> None:
+        """Send ``body`` to the sender's own subscriptions on ``destination``.
+
+        ``content_type`` and ``headers`` (``(name, value)`` pairs) go with it.
+
+        ``destination`` defaults to the SEND's ``reply-to`` header; a user
+        destination (``/user/queue/x``), a topic or a queue.  Other sessions of
+        the same user do not get it (a queue, though, is shared).
+        LocalProtocolError without a destination.
+        """
+        target = destination if destination is not None else self.header("reply-to")
+        if target is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, "no reply destination: the SEND has no reply-to header"
+            )
+        self.app._reply(self._session, target, _encode(body), tuple(headers), content_type)
+
+
+class _Peer:
+    """The transport side of one session: its ASGI callables and output."""
+
+    __slots__ = (
+        "closing",
+        "gone",
+        "inbox",
+        "inbox_bytes",
+        "output",
+        "poked",
+        "queued",
+        "room",
+        "send",
+        "session",
+        "stirred",
+        "wake",
+        "writer",
+    )
+
+    def __init__(self, session: Session, send: _SendCallable) -> None:
+        self.session = session
+        self.send = send
+        #: What the client sent and the session has not read yet, and its size.
+        self.inbox: deque[bytes] = deque()
+        self.inbox_bytes = 0
+        #: The client's side has ended (a disconnect, or a failed send).
+        self.gone = False
+        #: Something the session's task must look at: input, an ended session, a handler done.
+        self.stirred = asyncio.Event()
+        self.poked = False
+        #: Set while the inbox has room: the reader waits for it (the server then stops reading).
+        self.room = asyncio.Event()
+        self.room.set()
+        #: Bytes waiting for the writer task, and their total.
+        self.output: deque[bytes] = deque()
+        self.queued = 0
+        self.wake = asyncio.Event()
+        self.writer: asyncio.Task[None] | None = None
+        #: The session has ended: the writer sends what is left, then returns.
+        self.closing = False
+
+
+class StompApp:
+    """An ASGI application serving STOMP over WebSocket from an in-process broker.
+
+    ``authenticate(scope)`` (plain or async) names the user of a WebSocket
+    from its ASGI scope - the web app's own cookies or session: a user
+    string, or ``None`` to let CONNECT's login decide (checked against
+    ``users`` if given); raising PermissionError refuses the upgrade (403).
+    ``allowed_origins`` admits web pages of other origins than the app's own
+    (``"*"``: any), as for :class:`~stomp_proto.broker.Broker`.  SENDs under
+    ``app_prefix`` go to :meth:`handler` functions; ``/user/`` destinations
+    are on.  ``options`` are the :class:`~stomp_proto.broker.BrokerCore`
+    options.  An ``http`` request gets 426 (use a WebSocket), ``lifespan`` is
+    followed: at shutdown every client gets ERROR ``broker shutting down``.
+    """
+
+    def __init__(
+        self,
+        *,
+        authenticate: Callable[[_Scope], str | Awaitable[str | None] | None] | None = None,
+        allowed_origins: Iterable[str] = (),
+        app_prefix: str = "/app/",
+        **options: Unpack[BrokerOptions],
+    ) -> None:
+        if isinstance(allowed_origins, str):
+            raise TypeError("allowed_origins is a list of origins, not one string")
+        if not app_prefix.startswith("/"):
+            raise ValueError(f"app_prefix starts with '/': {app_prefix!r}")
+        #: The prefix of app destinations (always ending with ``/``).
+        self.app_prefix = app_prefix if app_prefix.endswith("/") else app_prefix + "/"
+        self._authenticate = authenticate
+        self._allowed_origins = tuple(allowed_origins)
+        self._origins = {
+            secure: OriginPolicy(self._allowed_origins, secure=secure) for secure in (False, True)
+        }
+        self._versions = options.get("versions", VERSIONS)
+        self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
+        #: The :class:`~stomp_proto.broker.BrokerCore` that does the work.
+        self.core = BrokerCore(**options, divert=self._diverts, user_prefix=USER_PREFIX)
+        self._handlers: dict[str, _Handler] = {}
+        self._peers: dict[Session, _Peer] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        #: The core's memory alarm as last seen.
+        self._alarm = False
+
+    # -- the application's API ---------------------------------------------------
+
+    def handler(self, destination: str) -> Callable[[_H], _H]:
+        """A decorator registering a handler of SENDs to ``destination`` (under ``app_prefix``).
+
+        The handler (plain or async) takes an :class:`AppMessage`; it may
+        reply, publish, or raise :class:`Refused`.  Any other exception is
+        logged and the client gets ERROR ``handler failed``; the app goes on.
+        The SEND's RECEIPT is sent once the handler has returned.
+        """
+        if not destination.startswith(self.app_prefix):
+            raise ValueError(f"{destination!r} is not under app_prefix {self.app_prefix!r}")
+        if destination in self._handlers:
+            raise ValueError(f"{destination!r} has a handler already")
+
+        def register(function: _H) -> _H:
+            self._handlers[destination] = function
+            return function
+
+        return register
+
+    async def publish(
+        self,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        headers: Iterable[tuple[str, str]] = (),
+        content_type: str | None = None,
+    ) -> None:
+        """Send a message to ``destination`` (a topic, queue or ``/user/NAME/...``) from the app.
+
+        ``body`` (a ``str`` is sent as UTF-8), with ``content_type`` and the
+        other ``headers``, ``(name, value)`` pairs.
+
+        Usable from any code in the process that runs on the app's event
+        loop (an HTTP route, a background task).  OverflowError when a queue
+        or the memory budget has no room.
+        """
+        self._flush(
+            self.core.publish(
+                destination, _encode(body), headers=tuple(headers), content_type=content_type
+            )
+        )
+
+    async def send_to_user(
+        self,
+        user: str,
+        destination: str,
+        body: bytes | str = b"",
+        *,
+        headers: Iterable[tuple[str, str]] = (),
+        content_type: str | None = None,
+    ) -> None:
+        """Send ``body`` to every session of ``user`` subscribed to ``/user`` + ``destination``.
+
+        ``destination`` is as the user subscribes it without ``/user``: a
+        message to ``"/queue/news"`` reaches their subscriptions to
+        ``/user/queue/news``.  Nothing is kept for a user without one.
+        ``content_type`` and ``headers`` as for :meth:`publish`.
+        """
+        await self.publish(
+            self.core.user_destination(user, destination),
+            body,
+            headers=headers,
+            content_type=content_type,
+        )
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        """The origins admitted besides the app's own (``"*"``: any)."""
+        return self._allowed_origins
+
+    async def close(self) -> None:
+        """End every session with ERROR ``broker shutting down``.
+
+        The ``lifespan`` shutdown of a served ``StompApp`` calls it; a mounted
+        one gets no lifespan events (Starlette keeps them), so call it from
+        the web app's own shutdown.
+        """
+        self._closing = True
+        self._flush(self.core.shut_down(SHUTDOWN_REASON))
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- ASGI ------------------------------------------------------------------
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _SendCallable) -> None:
+        kind = scope["type"]
+        if kind == "websocket":
+            await self._websocket(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "http":
+            await _answer_http(send)
+        else:
+            raise ValueError(f"unknown ASGI scope type {kind!r}")
+
+    async def _lifespan(self, receive: _Receive, send: _SendCallable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _websocket(self, scope: _Scope, receive: _Receive, send: _SendCallable) -> None:
+        first = await receive()
+        if first["type"] != "websocket.connect":
+            return
+        refusal, chosen, user = await self._admit(scope)
+        client = scope.get("client")
+        address = str(client[0]) if client else None
+        if refusal is not None or self._closing:
+            self.core.counters.upgrades_refused[403] += 1
+            log.info("STOMP app: refused WebSocket from %s: %s", address, refusal or "closing")
+            await send({"type": "websocket.close", "code": _POLICY_VIOLATION})
+            return
+        await send({"type": "websocket.accept", "subprotocol": chosen})
+        session = self.core.open_session(
+            accepted_versions(chosen, self._versions), address, user=user
+        )
+        peer = _Peer(session, send)
+        self._peers[session] = peer
+        self.core.counters.connections_opened["websocket"] += 1
+        task = asyncio.current_task()
+        reader = asyncio.get_running_loop().create_task(self._read(peer, receive))
+        peer.writer = asyncio.get_running_loop().create_task(self._write(peer))
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._serve(peer)
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+    async def _admit(self, scope: _Scope) -> tuple[str | None, str | None, str | None]:
+        """(why the upgrade is refused or None, the subprotocol, the hook's user)."""
+        headers = {
+            bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
+            for name, value in scope.get("headers", ())
+        }
+        secure = scope.get("scheme") == "wss"
+        refusal = self._origins[secure].refusal(headers.get("origin"), headers.get("host", ""))
+        if refusal is not None:
+            return refusal, None, None
+        try:
+            chosen = choose_subprotocol(scope.get("subprotocols", ()), self._versions)
+        except RemoteProtocolError as exc:
+            return exc.message, None, None
+        user = None
+        if self._authenticate is not None:
+            try:
+                found = self._authenticate(scope)
+                user = await found if inspect.isawaitable(found) else found
+            except PermissionError as exc:
+                return f"not authenticated: {exc}", None, None
+            except Exception:
+                # The app's hook failed: nobody is let in on a failure, and the app goes on.
+                log.exception("STOMP app: authenticate() failed")
+                return "authenticate() failed", None, None
+        return None, chosen, user
+
+    async def _read(self, peer: _Peer, receive: _Receive) -> None:
+        """Move what the client sends to the session's inbox."""
+        while True:
+            message = await receive()
+            kind = message["type"]
+            if kind == "websocket.receive":
+                data = message.get("bytes")
+                if data is None:
+                    data = (message.get("text") or "").encode("utf-8")
+                if data:
+                    peer.inbox.append(data)
+                    peer.inbox_bytes += len(data)
+                    peer.stirred.set()
+                    if peer.inbox_bytes > INPUT_LIMIT:
+                        peer.room.clear()
+                        await peer.room.wait()
+            elif kind == "websocket.disconnect":
+                peer.gone = True
+                peer.stirred.set()
+                return
+
+    async def _serve(self, peer: _Peer) -> None:
+        session = peer.session
+        loop = asyncio.get_running_loop()
+        handling: asyncio.Task[None] | None = None
+        ended = False
+        try:
+            while not session.closed:
+                data = await self._next_input(peer)
+                if data is None:
+                    ended = True
+                elif data:
+                    self.core.counters.bytes_received += len(data)
+                session.receive_data(data)
+                beat = session.handle_timer(loop.time())
+                if beat:
+                    self._queue(peer, beat)
+                self._flush(self.core.process(session))
+                if ended:
+                    break  # the client is gone: nothing more can reach it
+                if handling is not None and handling.done():
+                    handling = None
+                if session.diverted is not None and handling is None and not session.closed:
+                    handling = loop.create_task(self._handle(peer, session.diverted))
+        except Exception:
+            log.exception("STOMP app: connection %s failed", session.id)
+        finally:
+            if handling is not None:
+                handling.cancel()
+                await asyncio.gather(handling, return_exceptions=True)
+            self._flush(self.core.close_session(session))
+            await self._finish(peer, ended)
+
+    async def _next_input(self, peer: _Peer) -> bytes | None:
+        """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due or
+        something else changed.
+
+        Nothing is read while a SEND is with its handler or the memory alarm
+        holds the session's publisher back: the inbox fills, the reader waits,
+        and the server stops reading from the client.
+        """
+        session = peer.session
+        deadline = session.get_timer()
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    if peer.poked:
+                        peer.poked = False
+                        return b""
+                    held = session.reading_blocked or session.diverted is not None
+                    if peer.inbox and not held:
+                        data = peer.inbox.popleft()
+                        peer.inbox_bytes -= len(data)
+                        if peer.inbox_bytes <= INPUT_LIMIT:
+                            peer.room.set()
+                        return data
+                    if peer.gone and (held or not peer.inbox):
+                        return None
+                    peer.stirred.clear()
+                    await peer.stirred.wait()
+        except TimeoutError:
+            return b""
+
+    def _poke(self, peer: _Peer) -> None:
+        peer.poked = True
+        peer.stirred.set()
+
+    async def _handle(self, peer: _Peer, send: Send) -> None:
+        """Run the handler of a diverted SEND, then let the session read on."""
+        session = peer.session
+        refusal: tuple[str, str] | None = None
+        handler = self._handlers.get(send.destination)
+        if handler is None:
+            refusal = ("no handler", f"no handler for {send.destination!r}")
+        else:
+            try:
+                result = handler(AppMessage(self, session, send))
+                if inspect.isawaitable(result):
+                    await result
+            except Refused as exc:
+                refusal = (exc.message, exc.detail)
+            except Exception:
+                log.exception("STOMP app: handler for %s failed", send.destination)
+                refusal = (HANDLER_FAILED, f"the handler for {send.destination!r} failed")
+        if session.diverted is send:
+            self._flush(self.core.answer_diverted(session, refusal))
+        self._poke(peer)  # the session's task reads on
+
+    def _diverts(self, session: Session, send: Send) -> bool:
+        return send.destination.startswith(self.app_prefix)
+
+    def _reply(
+        self,
+        session: Session,
+        destination: str,
+        body: bytes,
+        headers: tuple[tuple[str, str], ...],
+        content_type: str | None,
+    ) -> None:
+        only: Session | None = session
+        if destination.startswith(USER_PREFIX):
+            user = session.user
+            if user is None:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, "the sender has no user: it has no user destinations"
+                )
+            destination = self.core.user_destination(user, destination[len(USER_PREFIX) - 1 :])
+        elif not destination.startswith("/topic/"):
+            only = None  # a queue: whoever consumes it
+        self._flush(
+            self.core.publish(
+                destination, body, headers=headers, content_type=content_type, only=only
+            )
+        )
+
+    # -- output ----------------------------------------------------------------
+
+    def _flush(self, outbox: Outbox) -> None:
+        """Queue what the core asked for, pausing clients whose output piles up."""
+        alarm = self.core.memory_alarm
+        if alarm != self._alarm:
+            self._alarm = alarm
+            log.log(
+                logging.WARNING if alarm else logging.INFO,
+                "STOMP app: memory alarm %s: %d of %d bytes of messages held",
+                "raised" if alarm else "cleared",
+                self.core.memory_used,
+                self.core.memory_limit,
+            )
+            if not alarm:
+                for waiting in self._peers.values():
+                    waiting.stirred.set()  # publishers are read from again
+        for session, data in outbox.data.items():
+            peer = self._peers.get(session)
+            if peer is None:
+                continue
+            self._queue(peer, bytes(data))
+            if not session.closed and peer.queued > self._output_limit:
+                self.core.pause(session)
+        for session in outbox.to_close:
+            peer = self._peers.get(session)
+            if peer is not None:
+                self._poke(peer)  # its task sees the session closed
+
+    def _queue(self, peer: _Peer, data: bytes) -> None:
+        self.core.counters.bytes_sent += len(data)
+        peer.output.append(data)
+        peer.queued += len(data)
+        peer.wake.set()
+
+    async def _write(self, peer: _Peer) -> None:
+        """Send the session's output, one WebSocket message per write; resume when drained."""
+        session = peer.session
+        try:
+            while True:
+                await peer.wake.wait()
+                peer.wake.clear()
+                if not peer.output and peer.closing:
+                    return
+                while peer.output:
+                    data = peer.output.popleft()
+                    peer.queued -= len(data)
+                    await peer.send({"type": "websocket.send", "bytes": data})
+                    if session.paused and peer.queued <= self._output_limit // 4:
+                        self._flush(self.core.resume(session))
+                if peer.closing and not peer.output:
+                    return
+        except (OSError, RuntimeError):
+            # The client is gone (servers raise either); the session's task cleans up.
+            peer.output.clear()
+            peer.gone = True
+            peer.stirred.set()
+
+    async def _finish(self, peer: _Peer, ended: bool) -> None:
+        """Send what is left, close the WebSocket, forget the session."""
+        writer = peer.writer
+        if writer is not None:
+            peer.closing = True
+            peer.wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(writer), CLOSE_TIMEOUT)
+            except TimeoutError:
+                ended = True  # the client does not read: do not wait on it again
+            except (OSError, RuntimeError):
+                pass
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+        self._peers.pop(peer.session, None)
+        if not ended:
+            with contextlib.suppress(OSError, RuntimeError):
+                await peer.send({"type": "websocket.close", "code": _NORMAL_CLOSURE})
+
+
+async def _answer_http(send: _SendCallable) -> None:
+    body = b"this endpoint speaks STOMP over WebSocket only\n"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 426,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"upgrade", b"websocket"),
+                (b"connection", b"Upgrade"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _encode(body: bytes | str) -> bytes:
+    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
