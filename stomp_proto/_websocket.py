@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import base64
 import importlib
+import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ._errors import ErrorKind, RemoteProtocolError
+from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
 from ._frame import VERSIONS, Version
 
 __all__ = [
@@ -221,23 +222,44 @@ class WebSocketChannel:
         return Received(payload, bytes(to_send), closed=True, error=error)
 
 
+#: An HTTP header name (RFC 9110 "token").
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 class ClientHandshake:
     """The client's upgrade request and the reading of the server's answer (sans-IO).
 
-    ``request`` holds the bytes to send; :meth:`receive_data` returns the open
+    ``headers`` are extra request headers (``Authorization``, ``Cookie`` ...); one
+    that is not an HTTP header is a LocalProtocolError.  ``request`` holds the bytes
+    to send; :meth:`receive_data` returns the open
     :class:`WebSocketChannel` once the server has accepted, or raises
     RemoteProtocolError (``BAD_WEBSOCKET``) when it refuses.
     """
 
-    def __init__(self, host: str, port: int, path: str, versions: tuple[Version, ...]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        path: str,
+        versions: tuple[Version, ...],
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
         wsproto = require_wsproto()
         self._events = wsproto.events
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        extra = []
+        for name, value in headers:  # an Authorization or Cookie header, say
+            if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0"):
+                raise LocalProtocolError(
+                    ErrorKind.BAD_WEBSOCKET, f"not an HTTP header: {name!r}: {value!r}"
+                )
+            extra.append((name.encode("ascii"), value.encode("latin-1")))
         self.request: bytes = self._ws.send(
             self._events.Request(
                 host=_host_header(host, port),
                 target=check_path(path),
                 subprotocols=offered_subprotocols(versions),
+                extra_headers=extra,
             )
         )
         self._rejected: int | None = None

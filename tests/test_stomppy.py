@@ -655,3 +655,39 @@ def test_ssl_and_keepalive_constants(broker: BrokerThread) -> None:
         assert conn.is_connected()
     finally:
         conn.disconnect()
+
+
+def test_ws_connection_sends_the_extra_handshake_headers() -> None:
+    server = socket.create_server((HOST, 0))
+    port = server.getsockname()[1]
+    request: list[bytes] = []
+
+    def serve() -> None:
+        peer, _ = server.accept()
+        with peer:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += peer.recv(4096)
+            request.append(data)
+            peer.sendall(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    conn = stomp.WSConnection(
+        [(HOST, port)], ws_path="/ws", header={"Authorization": "Bearer t0ken"},
+        reconnect_attempts_max=1,
+    )  # fmt: skip
+    with pytest.raises(ConnectFailedException):
+        conn.connect(wait=True)
+    thread.join(WAIT)
+    server.close()
+    assert b"\r\nauthorization: bearer t0ken\r\n" in request[0].lower()
+
+
+def test_a_handshake_header_that_is_not_http_is_refused() -> None:
+    from stomp_proto import LocalProtocolError
+    from stomp_proto.websocket import ClientHandshake
+
+    for name, value in (("Bad Name", "x"), ("X-Ok", "split\r\nInjected: 1")):
+        with pytest.raises(LocalProtocolError, match="not an HTTP header"):
+            ClientHandshake(HOST, 1, "/ws", ("1.2",), [(name, value)])

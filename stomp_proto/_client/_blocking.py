@@ -28,6 +28,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 
 from .._errors import RemoteProtocolError
 from .._frame import Version
@@ -189,10 +190,17 @@ class WebSocketStream:
 
     @classmethod
     def open(
-        cls, inner: BlockingStream, host: str, port: int, path: str, versions: tuple[Version, ...]
+        cls,
+        inner: BlockingStream,
+        host: str,
+        port: int,
+        path: str,
+        versions: tuple[Version, ...],
+        headers: Sequence[tuple[str, str]] = (),
     ) -> WebSocketStream:
-        """Upgrade ``inner``; RemoteProtocolError when the server refuses."""
-        handshake = ClientHandshake(host, port, path, versions)
+        """Upgrade ``inner`` (with extra request ``headers``); RemoteProtocolError when
+        the server refuses."""
+        handshake = ClientHandshake(host, port, path, versions, headers)
         inner.send(handshake.request)
         while True:
             channel = handshake.receive_data(inner.receive())

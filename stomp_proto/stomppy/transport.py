@@ -170,6 +170,8 @@ class Transport(Publisher):
         self.version: Version = version
         #: The WebSocket path; None for plain STOMP over TCP.
         self.ws_path = ws_path
+        #: Extra headers of the WebSocket handshake request (``WSConnection(header=)``).
+        self.ws_headers: tuple[tuple[str, str], ...] = ()
         #: Adds ``content-length`` to frames with a body (the connection sets it).
         self.auto_content_length = True
         #: What the connection asks for, then (once CONNECTED) what was agreed (ms).
@@ -325,7 +327,9 @@ class Transport(Publisher):
                         raise ssl.SSLError(f"certificate refused by cert_validator: {why}")
                 stream = tls
             if self.ws_path is not None:
-                stream = WebSocketStream.open(stream, host, port, self.ws_path, (self.version,))
+                stream = WebSocketStream.open(
+                    stream, host, port, self.ws_path, (self.version,), self.ws_headers
+                )
             sock.settimeout(None)
         except BaseException:
             sock.close()

@@ -19,9 +19,10 @@ __all__ = ["WSStompConnection"]
 class WSStompConnection(StompConnection12):
     """A STOMP 1.2 connection over a WebSocket at ``ws_path`` (default ``/``).
 
-    ``header`` (extra handshake headers) and ``binary_mode`` are accepted for
-    stomp.py programs and not used: the handshake sends the STOMP
-    sub-protocols, and frames go as text or binary messages as their bytes need.
+    ``header`` holds extra headers for the handshake request (an
+    ``Authorization`` or ``Cookie`` header, say).  ``binary_mode`` is accepted for
+    stomp.py programs and not used: frames go as text or binary messages as their
+    bytes need.
     """
 
     def __init__(
@@ -69,3 +70,4 @@ class WSStompConnection(StompConnection12):
             bind_host_port,
             ws_path=ws_path or "/",
         )
+        self.transport.ws_headers = tuple((str(k), str(v)) for k, v in (header or {}).items())
