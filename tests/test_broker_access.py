@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_broker_core import Client, Net
+from timeouts import scaled
 
 from stomp_proto import (
     Begin,
@@ -297,7 +298,10 @@ def test_cafile_without_certfile_is_a_usage_error() -> None:
 
 def test_over_tcp_a_throttled_connect_is_answered_when_its_turn_comes() -> None:
     async def body() -> None:
-        async with Broker(users=USERS, failed_login_rate=20.0, metrics=False) as broker:
+        # One token a second (scaled): the burst and the check below must fit in a
+        # token's time, or the bucket has refilled and the next login does not wait.
+        rate = 1 / scaled(1.0)
+        async with Broker(users=USERS, failed_login_rate=rate, metrics=False) as broker:
 
             async def connect(passcode: str) -> Event | None:
                 reader, writer = await asyncio.open_connection(broker.host, broker.port)
