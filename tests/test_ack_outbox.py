@@ -18,7 +18,7 @@ from test_threads_concurrency import WAIT, BrokerThread, broker  # noqa: F401 (f
 
 from stomp_proto import Subscribe
 from stomp_proto import threads as stomp_threads
-from stomp_proto._client._core import OUTBOX_FRAMES, Outbox, wide_window
+from stomp_proto._client._outbox import OUTBOX_FRAMES, Outbox, wide_window
 
 COUNT = 50
 

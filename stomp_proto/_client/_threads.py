@@ -3,7 +3,7 @@
 Writing: every call that writes (``send``, ``ack``, ``nack``, transactions)
 makes its frame and writes it from the caller's own thread, under a lock that
 keeps frames whole and in order.  An ACK or NACK without a receipt may wait in
-the :class:`~stomp_proto._client._core.Outbox` to go out with the next frames.
+the :class:`~stomp_proto._client._outbox.Outbox` to go out with the next frames.
 
 Reading is a role, not a thread (leader and followers).  One thread at a time
 holds the *read role*: it waits on the socket, feeds the
@@ -51,16 +51,7 @@ from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
 from ._brokers import Brokers, FirstConnect
-from ._core import (
-    CONNECT_WAITER,
-    OUTBOX_DELAY,
-    ClientCore,
-    End,
-    Outbox,
-    PlainSettle,
-    Resolve,
-    wide_window,
-)
+from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
 from ._errors import (
     BrokerError,
     ClientError,
@@ -72,6 +63,7 @@ from ._errors import (
 )
 from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
+from ._outbox import OUTBOX_DELAY, Outbox, may_hold, wide_window
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
@@ -1305,7 +1297,7 @@ class Client(ClientView):
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
-        hold = self._core.may_hold(receipt_id, buffered, wide)
+        hold = may_hold(receipt_id, buffered, wide)
         tracing = self._options.tracing
         if tracing is None:
             self._send(event, receipt_id, message, hold=hold)
