@@ -42,7 +42,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
-from typing import Protocol
 
 from .._connection import ClientConnection, SendParts
 from .._errors import ProtocolError
@@ -64,6 +63,7 @@ from ._errors import (
 from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
 from ._outbox import OUTBOX_DELAY, Outbox, may_hold, wide_window
+from ._read_role import IDLE_READ, ReadRole
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
@@ -87,21 +87,6 @@ READER_THREAD = "stomp_proto-reader"
 #: subscription).
 DISPATCH_THREAD = "stomp_proto-dispatch"
 
-#: Seconds the read role must stay free before the background thread takes it
-#: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
-#: need data read for themselves; the background thread only reads for nobody.
-IDLE_READ = 0.05
-
-
-class _Follower(Protocol):
-    """A waiting thread's object (a subscription, a receipt wait), as the read role sees it."""
-
-    def _needs_data(self) -> bool:
-        """Whether a thread waits on it for data that is not there yet (under the hub lock)."""
-
-    def _wake(self) -> None:
-        """Wake one thread waiting on it (under the hub lock)."""
-
 
 class _Waiter:
     """One thread waits for an answer from the broker (a receipt, CONNECTED).
@@ -109,11 +94,11 @@ class _Waiter:
     The waiting thread reads for itself while nobody else does.
     """
 
-    __slots__ = ("_client", "_cond", "_done", "_error", "_value")
+    __slots__ = ("_cond", "_done", "_error", "_role", "_value")
 
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self._cond = threading.Condition(client._hub)
+    def __init__(self, role: ReadRole) -> None:
+        self._role = role
+        self._cond = role.condition()
         self._done = False
         self._value: Event | Message | None = None
         self._error: BaseException | None = None
@@ -133,44 +118,40 @@ class _Waiter:
             self._cond.notify_all()
 
     def set_result(self, value: Event | Message) -> None:
-        with self._client._hub:
+        with self._role.lock:
             self._settle(value, None)
 
     def set_exception(self, error: BaseException) -> None:
-        with self._client._hub:
+        with self._role.lock:
             self._settle(None, error)
 
     def wait(self, timeout: float | None) -> Event | Message | None:
         """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
         words (it knows what it waited for)."""
-        client = self._client
-        hub = client._hub
+        role = self._role
         deadline = None if timeout is None else time.monotonic() + timeout
         waited = False
         while True:
-            with hub:
+            with role.lock:
                 if self._done:
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     break
                 wait = None if deadline is None else deadline - time.monotonic()
                 if wait is not None and wait <= 0:
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     raise TimeoutError
-                if not client._may_lead():
-                    client._followers[self] = None
+                if not role.may_lead():
+                    role.follow(self)
                     try:
                         self._cond.wait(wait)
                     finally:
-                        client._followers.pop(self, None)
+                        role.unfollow(self)
                     waited = True
                     continue
-                client._lead()
-            try:
-                client._read_step(wait)
-            finally:
-                client._release_role()
+                role.lead()
+            role.read(wait)
         if self._error is not None:
             raise self._error
         return self._value
@@ -187,13 +168,15 @@ class Subscription:
 
     def __init__(self, client: Client, event: Subscribe) -> None:
         self._client = client
+        role: ReadRole = client._role
+        self._role = role
         self._event = event
         self._limit = client._options.max_pending_messages
         self._messages: deque[Message] = deque()
         #: Messages read while the buffer was full, in order; reading waits
         #: until they fit (back-pressure).
         self._overflow: deque[Message] = deque()
-        self._arrived = threading.Condition(client._hub)
+        self._arrived = role.condition()
         self._takers = 0  # threads waiting in get() (followers)
         self._ended = False
         self._error: ClientError | None = None
@@ -224,26 +207,26 @@ class Subscription:
         deadline = None if timeout is None else time.monotonic() + timeout
         began = 0 if self._tracing is None else time.time_ns()
         client = self._client
-        hub = client._hub
+        role = self._role
         outbox = client._outbox
         waited = False  # as a follower: the read role may have to be handed on
         while True:
             flush = False
-            with hub:
+            with role.lock:
                 messages = self._messages
                 if messages:
                     message = messages.popleft()
                     if self._overflow:
-                        client._refill(self)
+                        self._refill()
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     if self._tracing is None:
                         return message
                     break  # to record it outside the lock
 
                 if self._ended:
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     if self._error is not None:
                         client._core.reported(self._error)
                         raise self._error
@@ -258,19 +241,19 @@ class Subscription:
                         wait = due - now if wait is None else min(wait, due - now)
                     if wait is not None and wait <= 0:
                         if waited:
-                            client._hand_on()
+                            role.hand_on()
                         raise message_timed_out(self.destination, timeout)
-                    if client._may_lead():
-                        client._lead()
+                    if role.may_lead():
+                        role.lead()
                     else:
                         self._takers += 1
-                        client._followers[self] = None
+                        role.follow(self)
                         try:
                             self._arrived.wait(wait)
                         finally:
                             self._takers -= 1
                             if not self._takers:
-                                client._followers.pop(self, None)
+                                role.unfollow(self)
                         waited = True
                         continue
                 else:
@@ -279,10 +262,7 @@ class Subscription:
                 client._flush_outbox()
                 continue
             waited = False
-            try:
-                client._read_step(wait)
-            finally:
-                client._release_role()
+            role.read(wait)
         self._tracing.received(message, client.broker, client.version, began)
         return message
 
@@ -317,8 +297,7 @@ class Subscription:
         self._arrived.notify()
 
     def _end(self, error: ClientError | None) -> None:
-        client = self._client
-        with client._hub:
+        with self._role.lock:
             if self._ended:
                 return
             self._ended = True
@@ -326,10 +305,36 @@ class Subscription:
             self._active = False
             if self._overflow:  # nobody takes them: dropped, and reading resumes
                 self._overflow.clear()
-                client._overflowing -= 1
-                if not client._overflowing:
-                    client._hand_on()
+                self._role.overflow_ended()
             self._arrived.notify_all()
+
+    def _offer(self, message: Message) -> bool:
+        """Buffer ``message`` as it arrived (under the hub lock); True when a
+        thread waits for it.  What does not fit waits in the overflow."""
+        if self._ended:
+            return False  # nobody takes it: dropped
+        overflow = self._overflow
+        if overflow or len(self._messages) >= self._limit:
+            if not overflow:
+                self._role.overflow_began()
+            overflow.append(message)
+            return False
+        self._messages.append(message)
+        return self._takers > 0
+
+    def _refill(self) -> None:
+        """Room appeared in the buffer: move what waits into it (hub lock held)."""
+        messages, overflow = self._messages, self._overflow
+        room = self._limit - len(messages)
+        while room > 0 and overflow:
+            messages.append(overflow.popleft())
+            room -= 1
+        if not overflow:
+            self._role.overflow_ended()
+
+    def _holds_acks(self) -> bool:
+        """Whether its consumer may hold acknowledgements back (see may_hold)."""
+        return bool(self._messages) or self._wide_window
 
 
 class Unsolicited(UnsolicitedBase):
@@ -458,7 +463,6 @@ class Client(ClientView):
         self._ended_by: ClientError | None = None
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
-        self._closed = False
         self._connected_once = False
         #: Messages for subscriptions this client did not make (an
         #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
@@ -467,34 +471,12 @@ class Client(ClientView):
         #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
         #: when they come after their request stopped waiting.
         self.unsolicited = Unsolicited(options.max_pending_messages)
-        # -- the read role, the buffers and every wait: under the hub lock --------
-        self._hub: threading.Lock = threading.Lock()
-        #: Where the background thread waits while it does not read.
-        self._keeper = threading.Condition(self._hub)
-        #: Whether some thread holds the read role.
-        self._reading = False
-        #: How many times the read role was taken (the background thread reads
-        #: only when it stayed free for a while).
-        self._epoch = 0
-        #: Whether the current stream may be read: a session is on it and has not ended.
-        self._live = False
-        #: How the current session ended, for the background thread: (whether
-        #: it got CONNECTED, why it ended).
-        self._ending: tuple[bool, ClientError] | None = None
-        #: Whether the current session got CONNECTED; until when it may take.
-        self._session_connected = False
+        #: The read role; its lock (the hub lock) guards the buffers and every wait.
+        self._role: ReadRole = ReadRole(self._read_step)
+        #: Until when the current session may take to get CONNECTED (under the hub lock).
         self._connect_deadline: float | None = None
         #: The seconds that deadline allows (for the error that says it passed).
         self._connect_timeout: float | None = None
-        #: Subscriptions with messages that did not fit: nobody reads meanwhile.
-        self._overflowing = 0
-        #: Objects that threads wait on for data, oldest first (see _hand_on).
-        self._followers: dict[_Follower, None] = {}
-        #: Whether the background thread waits for the read role to be freed.
-        self._keeper_parked = False
-        #: When the read role was last let go (the background thread reads
-        #: once it stayed free for IDLE_READ).
-        self._freed_at = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -539,12 +521,10 @@ class Client(ClientView):
             stream.close()
             raise
         self._stream = stream
-        with self._hub:
-            self._session_connected = False
+        with self._role.lock:
+            self._role.session_began()
             self._connect_deadline = None if timeout is None else began + timeout
             self._connect_timeout = timeout
-            self._freed_at = float("-inf")  # nobody reads yet: the background thread may
-            self._live = True
         return stream
 
     def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
@@ -554,12 +534,12 @@ class Client(ClientView):
                 with self._state_lock:
                     data = self._core.encode(conn, subscribe)
                 stream.send(data)
-        self._session_connected = True
+        self._role.connected = True
         self._connect_deadline = None
         self._connected_once = True
         self._core.session_started(time.monotonic())
         with self._state_lock:
-            if not self._closed:
+            if not self._role.closed:
                 self._ready.set()
 
     def __enter__(self) -> Client:
@@ -579,7 +559,7 @@ class Client(ClientView):
         Raises the :class:`BrokerError` that may have refused a message sent
         without a receipt, if no call since has raised it.
         """
-        if self._closed:
+        if self._role.closed:
             return  # already closed: like the async clients, a no-op
         try:
             if self._ready.is_set() and self._core.error is None:
@@ -596,9 +576,9 @@ class Client(ClientView):
         ``None``, a receipt wait raises ConnectionLost).
         """
         with self._state_lock:
-            if self._closed:
+            if self._role.closed:
                 return
-            self._closed = True
+            self._role.closed = True
             self._ready.set()  # a writer waiting for a session sees the end
         self._stopping.set()
         stream = self._stream
@@ -610,69 +590,17 @@ class Client(ClientView):
             stream.shutdown()  # the thread reading sees the end and lets go
         self._finish(None)  # wakes every consumer
         self._core.life.closed()
-        with self._hub:
-            self._live = False
-            self._keeper.notify_all()
+        self._role.stop()
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join()
-        with self._hub:  # the stream is closed once nobody reads it
-            while self._reading:
-                self._keeper.wait()
+        self._role.wait_unread()  # the stream is closed once nobody reads it
         if stream is not None:
             with suppress(Exception):
                 stream.close()
         self._fail_waiters(ConnectionLost("the client is closed"))
 
-    # -- the read role -------------------------------------------------------------
-
-    def _may_lead(self) -> bool:
-        """Whether the read role can be taken now (under the hub lock)."""
-        return (
-            not self._reading
-            and self._live
-            and not self._overflowing
-            and self._ending is None
-            and not self._closed
-        )
-
-    def _lead(self) -> None:
-        """Take the read role (under the hub lock, after _may_lead)."""
-        self._reading = True
-        self._epoch += 1
-
-    def _release_role(self) -> None:
-        with self._hub:
-            self._reading = False
-            self._freed_at = time.monotonic()
-            self._hand_on()
-            if self._closed:
-                self._keeper.notify_all()  # close() waits for the reading to stop
-
-    def _hand_on(self) -> None:
-        """The read role may be free: wake one thread that needs data to take it,
-        else the background thread if it waits for that (under the hub lock)."""
-        if self._reading:
-            return
-        if self._may_lead():
-            for follower in self._followers:
-                if follower._needs_data():
-                    follower._wake()
-                    return
-        if self._keeper_parked:
-            self._keeper.notify()
-
-    def _refill(self, subscription: Subscription) -> None:
-        """Room appeared in ``subscription``'s buffer: move what waits into it (hub lock held)."""
-        messages, overflow = subscription._messages, subscription._overflow
-        room = subscription._limit - len(messages)
-        while room > 0 and overflow:
-            messages.append(overflow.popleft())
-            room -= 1
-        if not overflow:
-            self._overflowing -= 1
-            if not self._overflowing:
-                self._hand_on()  # reading may resume
+    # -- reading (the holder of the read role) -----------------------------------------
 
     def _read_step(self, wait: float | None) -> None:
         """Read once, as the holder of the read role: wait up to ``wait`` seconds
@@ -684,7 +612,7 @@ class Client(ClientView):
                 # Ended while nobody read (a heart-beat check found the broker
                 # silent): what it queued ends the session, without a read.
                 self._drain(stream, conn)
-                if self._live:
+                if self._role.live:
                     self._end_session(ConnectionLost("the connection is closed"))
                 return
             timeout = self._next_wake(conn)
@@ -701,7 +629,7 @@ class Client(ClientView):
                 self._on_timer(stream, conn, reading=True)
             self._drain(stream, conn)
             deadline = self._connect_deadline
-            if deadline is not None and not self._session_connected and now > deadline:
+            if deadline is not None and not self._role.connected and now > deadline:
                 waited = connect_timed_out(self._connect_timeout, opened=True)
                 self._end_session(ConnectionLost(str(waited)))
         except (ProtocolError, OSError) as exc:
@@ -739,7 +667,7 @@ class Client(ClientView):
             if type(route) is Resolve:
                 if route.key == CONNECT_WAITER:
                     self._connected(stream, conn)
-                with self._hub:
+                with self._role.lock:
                     waiter = self._waiters.pop(route.key, None)
                     if waiter is not None:
                         waiter._settle(route.value, None)
@@ -759,7 +687,7 @@ class Client(ClientView):
         overflow, and reading stops until its consumer makes room.
         """
         woken: dict[Subscription, int] = {}
-        with self._hub:
+        with self._role.lock:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
                 if receipt is not None:
@@ -775,16 +703,7 @@ class Client(ClientView):
                     else:
                         self.unsolicited._put(message)
                     continue
-                if subscription._ended:
-                    continue  # nobody takes it: dropped
-                overflow = subscription._overflow
-                if overflow or len(subscription._messages) >= subscription._limit:
-                    if not overflow:
-                        self._overflowing += 1
-                    overflow.append(message)
-                    continue
-                subscription._messages.append(message)
-                if subscription._takers:
+                if subscription._offer(message):
                     woken[subscription] = woken.get(subscription, 0) + 1
             for subscription, count in woken.items():
                 subscription._arrived.notify(count)
@@ -793,25 +712,22 @@ class Client(ClientView):
         """The session is over (seen by the role's holder, or by a caller that gave up
         on the broker: then ``stream`` is the one it wrote on, and the session on it
         ends unless it has already); the background thread takes over."""
-        with self._hub:
+        with self._role.lock:
             if stream is not None and stream is not self._stream:
                 return
-            if self._ending is None and self._live:
-                self._ending = (self._session_connected, error)
-            self._live = False
-            self._keeper.notify_all()
+            self._role.end_session(error)
 
     # -- the background thread ---------------------------------------------------------
 
     def _run(self, stream: BlockingStream) -> None:
         """The background thread: keep each session, then reconnect as the options say."""
         while True:
-            ended = self._keep()
+            ended = self._role.keep(lambda: self._next_wake(self._core.conn), self._keep_time)
             if ended is None:
                 return  # closed
             connected, error = ended
             with self._state_lock:
-                if not self._closed:  # close() leaves it set: writers must see the end
+                if not self._role.closed:  # close() leaves it set: writers must see the end
                     self._ready.clear()
                 self._ended_by = error
             with self._write_lock:
@@ -819,7 +735,7 @@ class Client(ClientView):
             self._fail_waiters(error)
             with suppress(Exception):
                 stream.close()
-            if self._closed:
+            if self._role.closed:
                 return
             if not self._connected_once:
                 self._finish(error)  # the first connect's: connect() raises it
@@ -842,8 +758,8 @@ class Client(ClientView):
                     return
                 if self._stopping.wait(delay):
                     return
-                with self._hub:
-                    self._ending = None
+                with self._role.lock:
+                    self._role.ending = None
                 with self._state_lock:
                     conn = self._core.new_connection()
                 try:
@@ -852,66 +768,18 @@ class Client(ClientView):
                 except (OSError, ClientError, ProtocolError) as exc:
                     self._core.life.failed(exc)
                     error = ConnectionLost(f"reconnect failed: {reason(exc)}")
-            if self._closed:  # close() came while connecting: it did not see this stream
-                with self._hub:
-                    self._live = False
+            if self._role.closed:  # close() came while connecting: it did not see this stream
+                with self._role.lock:
+                    self._role.live = False
                 stream.close()
                 return
 
-    def _keep(self) -> tuple[bool, ClientError] | None:
-        """Keep the current session until it ends (how it ended), or the client closes (None).
-
-        Read while nobody else needs to; keep time while nobody reads.
-        """
-        seen = -1  # the epoch at the last look: unchanged and busy, the holder waits on the socket
-        while True:
-            with self._hub:
-                if self._ending is not None:
-                    ended, self._ending = self._ending, None
-                    return ended
-                if self._closed:
-                    return None
-                now = time.monotonic()
-                free_for = now - self._freed_at
-                # Before CONNECTED nobody streams: read whenever the role is free.
-                lead = self._may_lead() and (free_for >= IDLE_READ or not self._session_connected)
-                if lead:
-                    self._lead()
-                else:
-                    idle = self._epoch == seen
-                    seen = self._epoch
-                    paused = self._overflowing > 0
-                    wait: float | None
-                    if self._reading and idle and not paused:
-                        wait = None  # the holder keeps time; wake when it lets go
-                    elif self._reading:
-                        wait = IDLE_READ
-                    else:  # nobody reads: keep time meanwhile
-                        wait = self._next_wake(self._core.conn)
-                        if not paused:
-                            left = IDLE_READ - free_for
-                            wait = left if wait is None else min(wait, left)
-                    self._keeper_parked = wait is None or paused
-                    try:
-                        self._keeper.wait(wait)
-                    finally:
-                        self._keeper_parked = False
-                    keep_time = self._live and not self._reading
-                    paused = self._overflowing > 0
-            if lead:
-                try:
-                    while True:
-                        self._read_step(None)
-                        with self._hub:
-                            if self._followers or not self._live or self._overflowing:
-                                break
-                finally:
-                    self._release_role()
-                continue
-            stream = self._stream
-            if keep_time and stream is not None:
-                with suppress(OSError):  # the next reader sees the failure
-                    self._on_timer(stream, self._core.conn, reading=not paused)
+    def _keep_time(self, reading: bool) -> None:
+        """Handle the timers while nobody reads (the background thread)."""
+        stream = self._stream
+        if stream is not None:
+            with suppress(OSError):  # the next reader sees the failure
+                self._on_timer(stream, self._core.conn, reading=reading)
 
     # -- timers ----------------------------------------------------------------------
 
@@ -927,11 +795,11 @@ class Client(ClientView):
         even if the consumer stops asking."""
         wait = self._until_timer(conn)
         deadline = self._connect_deadline
-        if deadline is not None and not self._session_connected:
+        if deadline is not None and not self._role.connected:
             left = max(0.0, deadline - time.monotonic())
             wait = left if wait is None else min(wait, left)
         handles = list(self._core.subscriptions.values())
-        if self._outbox or any(h._messages or h._wide_window for h in handles):
+        if self._outbox or any(h._holds_acks() for h in handles):
             wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
         return wait
 
@@ -1000,7 +868,7 @@ class Client(ClientView):
             # The background thread records the reason and clears _ready under
             # this lock, then fails every waiter.
             live = self._ready.is_set() and self._stream is stream
-            if not live or self._closed or self._core.error is not None:
+            if not live or self._role.closed or self._core.error is not None:
                 return self._core.error or self._ended_by or lost
             waiter = self._expect(key)
         try:
@@ -1014,7 +882,7 @@ class Client(ClientView):
         return lost
 
     def _expect(self, key: str) -> _Waiter:
-        waiter = _Waiter(self)
+        waiter = _Waiter(self._role)
         self._waiters[key] = waiter
         return waiter
 
@@ -1032,7 +900,7 @@ class Client(ClientView):
             )
         if self._core.error is not None:
             raise self._core.error
-        if self._closed:
+        if self._role.closed:
             raise ConnectionLost("the client is closed")
 
     def _send(
@@ -1063,7 +931,7 @@ class Client(ClientView):
         ``settles``: the message an ACK or NACK is for (it must have come on
         the current connection).  ``hold``: it may wait in the outbox.
         """
-        if not self._ready.is_set() or self._closed or self._core.error is not None:
+        if not self._ready.is_set() or self._role.closed or self._core.error is not None:
             self._wait_ready()
         waiter: _Waiter | None = None
         failed: OSError | None = None
@@ -1075,7 +943,7 @@ class Client(ClientView):
                     raise self._core.error or ConnectionLost("the connection is closed")
                 data = self._core.frame(conn, event, settles)
                 if receipt is not None:
-                    waiter = self._waiters[receipt] = _Waiter(self)
+                    waiter = self._waiters[receipt] = _Waiter(self._role)
             if hold:
                 if not self._outbox.hold(data, time.monotonic()):
                     return None
@@ -1095,7 +963,7 @@ class Client(ClientView):
             return waiter.wait(self._options.timeout)
         except TimeoutError:
             assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
-            paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
+            paused = self._role.overflowing > 0  # without the hub lock: at worst a moment stale
             timed_out, lost = self._core.receipt_timed_out(
                 event, self._options.timeout, paused=paused
             )
@@ -1332,7 +1200,7 @@ class Client(ClientView):
         :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
             ``correlation-id``: the request sets those).
         """
-        if not self._ready.is_set() or self._closed or self._core.error is not None:
+        if not self._ready.is_set() or self._role.closed or self._core.error is not None:
             self._wait_ready()  # the broker's name decides where replies go
         reply_to, subscribe = self._core.reply_destination()
         if subscribe is not None:
