@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .._events import Event, Message
 from ._errors import ClientError
 
-__all__ = ["IDLE_READ", "Follower", "ReadRole"]
+__all__ = ["IDLE_READ", "Follower", "ReadRole", "Waiter"]
 
 #: Seconds the read role must stay free before the background thread takes it
 #: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
@@ -254,3 +255,72 @@ class ReadRole:
                 continue
             if keeping:
                 keep_time(not paused)
+
+
+class Waiter:
+    """One thread waits for an answer from the broker (a receipt, CONNECTED).
+
+    The waiting thread reads for itself while nobody else does.
+    """
+
+    __slots__ = ("_cond", "_done", "_error", "_role", "_value")
+
+    def __init__(self, role: ReadRole) -> None:
+        self._role = role
+        self._cond = role.condition()
+        self._done = False
+        self._value: Event | Message | None = None
+        self._error: BaseException | None = None
+
+    def _needs_data(self) -> bool:
+        return not self._done
+
+    def _wake(self) -> None:
+        self._cond.notify()
+
+    def _settle(self, value: Event | Message | None, error: BaseException | None) -> None:
+        """Complete the wait (under the hub lock); the first answer wins."""
+        if not self._done:
+            self._done = True
+            self._value = value
+            self._error = error
+            self._cond.notify_all()
+
+    def set_result(self, value: Event | Message) -> None:
+        with self._role.lock:
+            self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        with self._role.lock:
+            self._settle(None, error)
+
+    def wait(self, timeout: float | None) -> Event | Message | None:
+        """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
+        words (it knows what it waited for)."""
+        role = self._role
+        deadline = None if timeout is None else time.monotonic() + timeout
+        waited = False
+        while True:
+            with role.lock:
+                if self._done:
+                    if waited:
+                        role.hand_on()
+                    break
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    if waited:
+                        role.hand_on()
+                    raise TimeoutError
+                if not role.may_lead():
+                    role.follow(self)
+                    try:
+                        self._cond.wait(wait)
+                    finally:
+                        role.unfollow(self)
+                    waited = True
+                    continue
+                role.lead()
+            role.read(wait)
+        if self._error is not None:
+            raise self._error
+        return self._value

@@ -43,14 +43,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
 
-from .._connection import ClientConnection, SendParts
+from .._connection import ClientConnection
 from .._errors import ProtocolError
-from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Send, Subscribe
+from .._events import Abort, AckMode, Begin, Event, Message, Send, Subscribe
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
 from ._brokers import Brokers, FirstConnect
-from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
+from ._core import CONNECT_WAITER, ClientCore, End, Resolve
 from ._errors import (
     BrokerError,
     ClientError,
@@ -62,11 +62,12 @@ from ._errors import (
 )
 from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
-from ._outbox import OUTBOX_DELAY, Outbox, may_hold, wide_window
+from ._outbox import OUTBOX_DELAY, may_hold, wide_window
 from ._read_role import IDLE_READ, ReadRole
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
+from ._writer import Writer
 
 __all__ = [
     "DISPATCH_THREAD",
@@ -86,75 +87,6 @@ READER_THREAD = "stomp_proto-reader"
 #: The name of the thread that calls a subscription's ``on_message`` (one per such
 #: subscription).
 DISPATCH_THREAD = "stomp_proto-dispatch"
-
-
-class _Waiter:
-    """One thread waits for an answer from the broker (a receipt, CONNECTED).
-
-    The waiting thread reads for itself while nobody else does.
-    """
-
-    __slots__ = ("_cond", "_done", "_error", "_role", "_value")
-
-    def __init__(self, role: ReadRole) -> None:
-        self._role = role
-        self._cond = role.condition()
-        self._done = False
-        self._value: Event | Message | None = None
-        self._error: BaseException | None = None
-
-    def _needs_data(self) -> bool:
-        return not self._done
-
-    def _wake(self) -> None:
-        self._cond.notify()
-
-    def _settle(self, value: Event | Message | None, error: BaseException | None) -> None:
-        """Complete the wait (under the hub lock); the first answer wins."""
-        if not self._done:
-            self._done = True
-            self._value = value
-            self._error = error
-            self._cond.notify_all()
-
-    def set_result(self, value: Event | Message) -> None:
-        with self._role.lock:
-            self._settle(value, None)
-
-    def set_exception(self, error: BaseException) -> None:
-        with self._role.lock:
-            self._settle(None, error)
-
-    def wait(self, timeout: float | None) -> Event | Message | None:
-        """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
-        words (it knows what it waited for)."""
-        role = self._role
-        deadline = None if timeout is None else time.monotonic() + timeout
-        waited = False
-        while True:
-            with role.lock:
-                if self._done:
-                    if waited:
-                        role.hand_on()
-                    break
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    if waited:
-                        role.hand_on()
-                    raise TimeoutError
-                if not role.may_lead():
-                    role.follow(self)
-                    try:
-                        self._cond.wait(wait)
-                    finally:
-                        role.unfollow(self)
-                    waited = True
-                    continue
-                role.lead()
-            role.read(wait)
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 class Subscription:
@@ -208,7 +140,8 @@ class Subscription:
         began = 0 if self._tracing is None else time.time_ns()
         client = self._client
         role = self._role
-        outbox = client._outbox
+        writer = client._writer
+        outbox = writer.outbox
         waited = False  # as a follower: the read role may have to be handed on
         while True:
             flush = False
@@ -259,7 +192,7 @@ class Subscription:
                 else:
                     flush = True
             if flush:
-                client._flush_outbox()
+                writer.flush_outbox()
                 continue
             waited = False
             role.read(wait)
@@ -295,6 +228,10 @@ class Subscription:
 
     def _wake(self) -> None:
         self._arrived.notify()
+
+    def _woken(self, count: int) -> None:
+        """Wake ``count`` threads waiting for messages (under the hub lock)."""
+        self._arrived.notify(count)
 
     def _end(self, error: ClientError | None) -> None:
         with self._role.lock:
@@ -425,14 +362,170 @@ class Transaction(TransactionBase):
         receipt."""
         client = self._client
         client._core.take_refusal()
-        client._send(*client._core.commit_event(self._use("committed")))
+        client._writer.send(*client._core.commit_event(self._use("committed")))
 
     def abort(self) -> None:
         """ABORT: what the transaction holds is dropped; returns with the broker's
         receipt."""
         client = self._client
         client._core.take_refusal()
-        client._send(*client._core.abort_event(self._use("aborted")))
+        client._writer.send(*client._core.abort_event(self._use("aborted")))
+
+
+class _Reader:
+    """What the holder of the read role does: read the stream, act on the events
+    (messages to their buffers, answers to their waits), keep the timers."""
+
+    def __init__(
+        self,
+        core: ClientCore[Subscription],
+        role: ReadRole,
+        writer: Writer,
+        unsolicited: Unsolicited,
+        on_connected: Callable[[BlockingStream, ClientConnection], None],
+    ) -> None:
+        self._core = core
+        self._role = role
+        self._writer = writer
+        self._unsolicited = unsolicited
+        self._on_connected = on_connected
+        #: Until when the current session may take to get CONNECTED (under the hub lock).
+        self.connect_deadline: float | None = None
+        #: The seconds that deadline allows (for the error that says it passed).
+        self.connect_timeout: float | None = None
+
+    def step(self, wait: float | None) -> None:
+        """Read once, as the holder of the read role: wait up to ``wait`` seconds
+        (and no later than the timers) for data, feed it, act on the events."""
+        stream, conn = self._writer.stream, self._core.conn
+        assert stream is not None
+        try:
+            if conn.state is ConnectionState.CLOSED:
+                # Ended while nobody read (a heart-beat check found the broker
+                # silent): what it queued ends the session, without a read.
+                self._drain(stream, conn)
+                if self._role.live:
+                    self._writer.end_session(ConnectionLost("the connection is closed"))
+                return
+            timeout = self.next_wake(conn)
+            if wait is not None:
+                timeout = wait if timeout is None else min(timeout, wait)
+            if stream.wait_readable(timeout):
+                data = stream.receive()
+                with self._writer.state_lock:
+                    conn.receive_data(data)
+            now = time.monotonic()
+            timer = conn.get_timer()
+            due = self._writer.outbox.deadline()
+            if (timer is not None and timer <= now) or (due is not None and due <= now):
+                self._writer.on_timer(stream, conn, reading=True)
+            self._drain(stream, conn)
+            deadline = self.connect_deadline
+            if deadline is not None and not self._role.connected and now > deadline:
+                waited = connect_timed_out(self.connect_timeout, opened=True)
+                self._writer.end_session(ConnectionLost(str(waited)))
+        except (ProtocolError, OSError) as exc:
+            error = ConnectionLost(f"connection failed: {reason(exc)}")
+            error.__cause__ = exc
+            self._writer.end_session(error)
+        except Exception as exc:  # a bug must not leave waiters hanging
+            error = ConnectionLost(f"client failed: {exc!r}")
+            error.__cause__ = exc
+            self._writer.end_session(error)
+
+    def _drain(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """Act on every event the connection has (the holder of the read role)."""
+        events: list[Event] = []
+        failure: ProtocolError | None = None
+        with self._writer.state_lock:
+            try:
+                while (event := conn.next_event()) is not None:
+                    events.append(event)
+            except ProtocolError as exc:
+                failure = exc  # what came before it is still handled
+        if not events and failure is None:
+            return
+        arrived: list[Message] = []  # handed over together (see _deliver)
+        core = self._core
+        for event in events:
+            # (A message routes to itself: no call for the common event.)
+            route = event if type(event) is Message else core.route(event)
+            if type(route) is Message:
+                arrived.append(route)
+                continue
+            if arrived:  # messages first, in the order they came
+                self._deliver(arrived)
+                arrived = []
+            if type(route) is Resolve:
+                if route.key == CONNECT_WAITER:
+                    self._on_connected(stream, conn)
+                with self._role.lock:
+                    waiter = self._writer.waiters.pop(route.key, None)
+                    if waiter is not None:
+                        waiter._settle(route.value, None)
+            elif type(route) is End:
+                self._writer.end_session(route.error)
+                return
+        if arrived:
+            self._deliver(arrived)
+        if failure is not None:
+            raise failure
+
+    def _deliver(self, arrived: list[Message]) -> None:
+        """Hand messages that arrived together to their subscriptions, in order.
+
+        One lock for all, and one wake-up per subscription that has a thread
+        waiting for them.  What does not fit waits in the subscription's
+        overflow, and reading stops until its consumer makes room.
+        """
+        woken: dict[Subscription, int] = {}
+        with self._role.lock:
+            for message in arrived:
+                subscription, receipt = self._core.target(message)
+                if receipt is not None:
+                    waiter = self._writer.waiters.pop(receipt, None)
+                    if waiter is not None:
+                        waiter._settle(message, None)
+                if subscription is None:
+                    # A reply goes to its request; anything else no subscription takes is kept.
+                    key = self._core.reply_key(message)
+                    waiter = None if key is None else self._writer.waiters.pop(key, None)
+                    if waiter is not None:
+                        waiter._settle(message, None)
+                    else:
+                        self._unsolicited._put(message)
+                    continue
+                if subscription._offer(message):
+                    woken[subscription] = woken.get(subscription, 0) + 1
+            for subscription, count in woken.items():
+                subscription._woken(count)
+
+    def keep_time(self, reading: bool) -> None:
+        """Handle the timers while nobody reads (the background thread)."""
+        stream = self._writer.stream
+        if stream is not None:
+            with suppress(OSError):  # the next reader sees the failure
+                self._writer.on_timer(stream, self._core.conn, reading=reading)
+
+    def _until_timer(self, conn: ClientConnection) -> float | None:
+        deadline = conn.get_timer()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def next_wake(self, conn: ClientConnection) -> float | None:
+        """Seconds a reader may wait: until the connection's timer (or the
+        CONNECTED deadline), and no more than the outbox's delay while a
+        consumer may hold acknowledgements back (its subscription has messages
+        buffered, or a wide window), so that what is held goes out in time
+        even if the consumer stops asking."""
+        wait = self._until_timer(conn)
+        deadline = self.connect_deadline
+        if deadline is not None and not self._role.connected:
+            left = max(0.0, deadline - time.monotonic())
+            wait = left if wait is None else min(wait, left)
+        handles = list(self._core.subscriptions.values())
+        if self._writer.outbox or any(h._holds_acks() for h in handles):
+            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
+        return wait
 
 
 class Client(ClientView):
@@ -444,23 +537,11 @@ class Client(ClientView):
     def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
         self._options = options
         self._core: ClientCore[Subscription] = ClientCore(options, brokers)
-        #: Guards the ClientConnection (readers and writers both use it); never
-        #: held across I/O.
-        self._state_lock = threading.Lock()
-        #: Keeps "make the frame, write it" atomic: frames reach the wire whole
-        #: and in the order the connection made them.
-        self._write_lock = threading.Lock()
-        #: Acknowledgements held back for the current connection (under _write_lock).
-        self._outbox = Outbox()
-        self._stream: BlockingStream | None = None
+        #: The read role; its lock (the hub lock) guards the buffers and every wait.
+        self._role: ReadRole = ReadRole(lambda wait: self._reading.step(wait))
+        #: The stream, the locks, the outbox and the waits for answers.
+        self._writer: Writer = Writer(self._core, self._role, options.timeout)
         self._reader: threading.Thread | None = None
-        self._waiters: dict[str, _Waiter] = {}
-        #: Set while writers need not wait: a session is up, or the client has
-        #: ended (closed, or failed for good) and writers must hear so.  Writers
-        #: wait for it between sessions.
-        self._ready = threading.Event()
-        #: What ended the last session (set as _ready is cleared, under _state_lock).
-        self._ended_by: ClientError | None = None
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
         self._connected_once = False
@@ -471,12 +552,10 @@ class Client(ClientView):
         #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
         #: when they come after their request stopped waiting.
         self.unsolicited = Unsolicited(options.max_pending_messages)
-        #: The read role; its lock (the hub lock) guards the buffers and every wait.
-        self._role: ReadRole = ReadRole(self._read_step)
-        #: Until when the current session may take to get CONNECTED (under the hub lock).
-        self._connect_deadline: float | None = None
-        #: The seconds that deadline allows (for the error that says it passed).
-        self._connect_timeout: float | None = None
+        #: Reads for the holder of the read role.
+        self._reading = _Reader(
+            self._core, self._role, self._writer, self.unsolicited, self._connected
+        )
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -488,10 +567,11 @@ class Client(ClientView):
         bound = self._options.attempt_timeout if timeout is ... else timeout
         began = time.monotonic()
         stream = self._start(self._core.conn, bound)
-        connected = self._expect(CONNECT_WAITER)
+        connected = self._writer.expect(CONNECT_WAITER)
         self._reader = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
+        self._writer.reader = self._reader
         self._reader.start()
         # The reader ends the attempt at its deadline too; this wait is the backstop.
         left = None if bound is None else max(0.0, began + bound - time.monotonic())
@@ -514,33 +594,33 @@ class Client(ClientView):
         self._core.life.attempt(began)
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
-            with self._state_lock:
+            with self._writer.state_lock:
                 data = self._core.encode(conn, self._options.connect_event(versions))
             stream.send(data)
         except BaseException:
             stream.close()
             raise
-        self._stream = stream
+        self._writer.stream = stream
         with self._role.lock:
             self._role.session_began()
-            self._connect_deadline = None if timeout is None else began + timeout
-            self._connect_timeout = timeout
+            self._reading.connect_deadline = None if timeout is None else began + timeout
+            self._reading.connect_timeout = timeout
         return stream
 
     def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
         """CONNECTED came (read by the role's holder): restore subscriptions, let writers in."""
-        with self._write_lock:
+        with self._writer.write_lock:
             for subscribe in self._core.restore_subscriptions():
-                with self._state_lock:
+                with self._writer.state_lock:
                     data = self._core.encode(conn, subscribe)
                 stream.send(data)
         self._role.connected = True
-        self._connect_deadline = None
+        self._reading.connect_deadline = None
         self._connected_once = True
         self._core.session_started(time.monotonic())
-        with self._state_lock:
+        with self._writer.state_lock:
             if not self._role.closed:
-                self._ready.set()
+                self._writer.ready.set()
 
     def __enter__(self) -> Client:
         return self
@@ -562,9 +642,9 @@ class Client(ClientView):
         if self._role.closed:
             return  # already closed: like the async clients, a no-op
         try:
-            if self._ready.is_set() and self._core.error is None:
+            if self._writer.ready.is_set() and self._core.error is None:
                 with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    self._send(*self._core.disconnect_event())
+                    self._writer.send(*self._core.disconnect_event())
         finally:
             self.close()
         self._core.take_refusal()
@@ -575,17 +655,17 @@ class Client(ClientView):
         Any thread may call it; blocked calls return (a waiting ``get`` returns
         ``None``, a receipt wait raises ConnectionLost).
         """
-        with self._state_lock:
+        with self._writer.state_lock:
             if self._role.closed:
                 return
             self._role.closed = True
-            self._ready.set()  # a writer waiting for a session sees the end
+            self._writer.ready.set()  # a writer waiting for a session sees the end
         self._stopping.set()
-        stream = self._stream
+        stream = self._writer.stream
         # Acknowledgements already made go out first, unless a writer is stuck
         # on a full socket (close() must not wait for the broker).
-        if self._outbox:
-            self._flush_outbox(wait=False)
+        if self._writer.outbox:
+            self._writer.flush_outbox(wait=False)
         if stream is not None:
             stream.shutdown()  # the thread reading sees the end and lets go
         self._finish(None)  # wakes every consumer
@@ -598,141 +678,26 @@ class Client(ClientView):
         if stream is not None:
             with suppress(Exception):
                 stream.close()
-        self._fail_waiters(ConnectionLost("the client is closed"))
-
-    # -- reading (the holder of the read role) -----------------------------------------
-
-    def _read_step(self, wait: float | None) -> None:
-        """Read once, as the holder of the read role: wait up to ``wait`` seconds
-        (and no later than the timers) for data, feed it, act on the events."""
-        stream, conn = self._stream, self._core.conn
-        assert stream is not None
-        try:
-            if conn.state is ConnectionState.CLOSED:
-                # Ended while nobody read (a heart-beat check found the broker
-                # silent): what it queued ends the session, without a read.
-                self._drain(stream, conn)
-                if self._role.live:
-                    self._end_session(ConnectionLost("the connection is closed"))
-                return
-            timeout = self._next_wake(conn)
-            if wait is not None:
-                timeout = wait if timeout is None else min(timeout, wait)
-            if stream.wait_readable(timeout):
-                data = stream.receive()
-                with self._state_lock:
-                    conn.receive_data(data)
-            now = time.monotonic()
-            timer = conn.get_timer()
-            due = self._outbox.deadline()
-            if (timer is not None and timer <= now) or (due is not None and due <= now):
-                self._on_timer(stream, conn, reading=True)
-            self._drain(stream, conn)
-            deadline = self._connect_deadline
-            if deadline is not None and not self._role.connected and now > deadline:
-                waited = connect_timed_out(self._connect_timeout, opened=True)
-                self._end_session(ConnectionLost(str(waited)))
-        except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {reason(exc)}")
-            error.__cause__ = exc
-            self._end_session(error)
-        except Exception as exc:  # a bug must not leave waiters hanging
-            error = ConnectionLost(f"client failed: {exc!r}")
-            error.__cause__ = exc
-            self._end_session(error)
-
-    def _drain(self, stream: BlockingStream, conn: ClientConnection) -> None:
-        """Act on every event the connection has (the holder of the read role)."""
-        events: list[Event] = []
-        failure: ProtocolError | None = None
-        with self._state_lock:
-            try:
-                while (event := conn.next_event()) is not None:
-                    events.append(event)
-            except ProtocolError as exc:
-                failure = exc  # what came before it is still handled
-        if not events and failure is None:
-            return
-        arrived: list[Message] = []  # handed over together (see _deliver)
-        core = self._core
-        for event in events:
-            # (A message routes to itself: no call for the common event.)
-            route = event if type(event) is Message else core.route(event)
-            if type(route) is Message:
-                arrived.append(route)
-                continue
-            if arrived:  # messages first, in the order they came
-                self._deliver(arrived)
-                arrived = []
-            if type(route) is Resolve:
-                if route.key == CONNECT_WAITER:
-                    self._connected(stream, conn)
-                with self._role.lock:
-                    waiter = self._waiters.pop(route.key, None)
-                    if waiter is not None:
-                        waiter._settle(route.value, None)
-            elif type(route) is End:
-                self._end_session(route.error)
-                return
-        if arrived:
-            self._deliver(arrived)
-        if failure is not None:
-            raise failure
-
-    def _deliver(self, arrived: list[Message]) -> None:
-        """Hand messages that arrived together to their subscriptions, in order.
-
-        One lock for all, and one wake-up per subscription that has a thread
-        waiting for them.  What does not fit waits in the subscription's
-        overflow, and reading stops until its consumer makes room.
-        """
-        woken: dict[Subscription, int] = {}
-        with self._role.lock:
-            for message in arrived:
-                subscription, receipt = self._core.target(message)
-                if receipt is not None:
-                    waiter = self._waiters.pop(receipt, None)
-                    if waiter is not None:
-                        waiter._settle(message, None)
-                if subscription is None:
-                    # A reply goes to its request; anything else no subscription takes is kept.
-                    key = self._core.reply_key(message)
-                    waiter = None if key is None else self._waiters.pop(key, None)
-                    if waiter is not None:
-                        waiter._settle(message, None)
-                    else:
-                        self.unsolicited._put(message)
-                    continue
-                if subscription._offer(message):
-                    woken[subscription] = woken.get(subscription, 0) + 1
-            for subscription, count in woken.items():
-                subscription._arrived.notify(count)
-
-    def _end_session(self, error: ClientError, stream: BlockingStream | None = None) -> None:
-        """The session is over (seen by the role's holder, or by a caller that gave up
-        on the broker: then ``stream`` is the one it wrote on, and the session on it
-        ends unless it has already); the background thread takes over."""
-        with self._role.lock:
-            if stream is not None and stream is not self._stream:
-                return
-            self._role.end_session(error)
+        self._writer.fail_waiters(ConnectionLost("the client is closed"))
 
     # -- the background thread ---------------------------------------------------------
 
     def _run(self, stream: BlockingStream) -> None:
         """The background thread: keep each session, then reconnect as the options say."""
         while True:
-            ended = self._role.keep(lambda: self._next_wake(self._core.conn), self._keep_time)
+            ended = self._role.keep(
+                lambda: self._reading.next_wake(self._core.conn), self._reading.keep_time
+            )
             if ended is None:
                 return  # closed
             connected, error = ended
-            with self._state_lock:
+            with self._writer.state_lock:
                 if not self._role.closed:  # close() leaves it set: writers must see the end
-                    self._ready.clear()
-                self._ended_by = error
-            with self._write_lock:
-                self._outbox.clear()  # acknowledgements of a connection that is gone
-            self._fail_waiters(error)
+                    self._writer.ready.clear()
+                self._writer.ended_by = error
+            with self._writer.write_lock:
+                self._writer.outbox.clear()  # acknowledgements of a connection that is gone
+            self._writer.fail_waiters(error)
             with suppress(Exception):
                 stream.close()
             if self._role.closed:
@@ -760,7 +725,7 @@ class Client(ClientView):
                     return
                 with self._role.lock:
                     self._role.ending = None
-                with self._state_lock:
+                with self._writer.state_lock:
                     conn = self._core.new_connection()
                 try:
                     stream = self._start(conn)
@@ -774,205 +739,11 @@ class Client(ClientView):
                 stream.close()
                 return
 
-    def _keep_time(self, reading: bool) -> None:
-        """Handle the timers while nobody reads (the background thread)."""
-        stream = self._stream
-        if stream is not None:
-            with suppress(OSError):  # the next reader sees the failure
-                self._on_timer(stream, self._core.conn, reading=reading)
-
-    # -- timers ----------------------------------------------------------------------
-
-    def _until_timer(self, conn: ClientConnection) -> float | None:
-        deadline = conn.get_timer()
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    def _next_wake(self, conn: ClientConnection) -> float | None:
-        """Seconds a reader may wait: until the connection's timer (or the
-        CONNECTED deadline), and no more than the outbox's delay while a
-        consumer may hold acknowledgements back (its subscription has messages
-        buffered, or a wide window), so that what is held goes out in time
-        even if the consumer stops asking."""
-        wait = self._until_timer(conn)
-        deadline = self._connect_deadline
-        if deadline is not None and not self._role.connected:
-            left = max(0.0, deadline - time.monotonic())
-            wait = left if wait is None else min(wait, left)
-        handles = list(self._core.subscriptions.values())
-        if self._outbox or any(h._holds_acks() for h in handles):
-            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
-        return wait
-
-    def _on_timer(self, stream: BlockingStream, conn: ClientConnection, *, reading: bool) -> None:
-        now = time.monotonic()
-        with self._state_lock:
-            beat = conn.handle_timer(now, reading=reading)
-        due = self._outbox.deadline()
-        if not beat and (due is None or due > now):
-            return
-        # A writer holding the lock is sending bytes, which count as a beat
-        # (and it writes what the outbox holds).
-        if self._write_lock.acquire(blocking=False):
-            try:
-                data = self._outbox.take(beat)
-                if data:
-                    stream.send(data)
-            finally:
-                self._write_lock.release()
-
-    def _flush_outbox(self, *, wait: bool = True) -> None:
-        """Write the acknowledgements held back, if any (any thread).
-
-        ``wait=False``: not if another writer holds the write lock.
-        """
-        if not self._write_lock.acquire(blocking=wait):
-            return
-        try:
-            stream = self._stream
-            data = self._outbox.take()
-            if data and stream is not None:
-                with suppress(OSError):  # the reader sees the failure and ends the session
-                    stream.send(data)
-        finally:
-            self._write_lock.release()
-
-    def _fail_waiters(self, error: ClientError) -> None:
-        with self._state_lock:
-            waiters = list(self._waiters.values())
-            self._waiters.clear()
-        for waiter in waiters:
-            waiter.set_exception(error)
-
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
         self.unsolicited._end()
-        self._ready.set()
-
-    # -- writing (any thread) -------------------------------------------------------
-
-    def _why_send_failed(self, stream: BlockingStream, exc: OSError) -> ClientError:
-        """The error a failed write raises: the broker's ERROR when it sent one.
-
-        A broker that refuses a frame sends an ERROR and closes; a write can
-        find the connection reset or closed before the reader has handled that
-        ERROR (over WebSocket, the close frame behind it closes the channel at
-        once).  So wait, bounded by the timeout, for the session written on to
-        end (reading for it if nobody else does), and raise what ended it.
-        """
-        lost = ConnectionLost(f"connection failed: {reason(exc)}")
-        if threading.current_thread() is self._reader:
-            return lost  # it cannot wait for itself
-        key = f"write failed in thread {threading.get_ident()}"
-        with self._state_lock:
-            # The background thread records the reason and clears _ready under
-            # this lock, then fails every waiter.
-            live = self._ready.is_set() and self._stream is stream
-            if not live or self._role.closed or self._core.error is not None:
-                return self._core.error or self._ended_by or lost
-            waiter = self._expect(key)
-        try:
-            waiter.wait(self._options.timeout)
-        except ClientError as ended:
-            return ended
-        except TimeoutError:
-            pass
-        finally:
-            self._waiters.pop(key, None)
-        return lost
-
-    def _expect(self, key: str) -> _Waiter:
-        waiter = _Waiter(self._role)
-        self._waiters[key] = waiter
-        return waiter
-
-    def _wait_ready(self) -> None:
-        """Wait until a session is up, or until the client has ended.
-
-        ``_ready`` is set by a session that is up, and also by close() and by
-        the end of the client: a sender that found the client between sessions
-        wakes for those too, and then fails.
-        """
-        if not self._ready.wait(self._options.timeout):
-            # The connection is what is missing, not an answer: say so.
-            raise ConnectionLost(
-                f"no session with the broker within {self._options.timeout} s (reconnecting)"
-            )
-        if self._core.error is not None:
-            raise self._core.error
-        if self._role.closed:
-            raise ConnectionLost("the client is closed")
-
-    def _send(
-        self,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str | None = None,
-        settles: Message | None = None,
-        *,
-        hold: bool = False,
-    ) -> Event | Message | None:
-        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer."""
-        try:
-            return self._write(event, receipt, settles, hold=hold)
-        except BrokerError as exc:
-            self._core.reported(exc)  # told now: not again at the next call
-            raise
-
-    def _write(
-        self,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str | None = None,
-        settles: Message | None = None,
-        *,
-        hold: bool = False,
-    ) -> Event | Message | None:
-        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
-
-        ``settles``: the message an ACK or NACK is for (it must have come on
-        the current connection).  ``hold``: it may wait in the outbox.
-        """
-        if not self._ready.is_set() or self._role.closed or self._core.error is not None:
-            self._wait_ready()
-        waiter: _Waiter | None = None
-        failed: OSError | None = None
-        with self._write_lock:
-            with self._state_lock:
-                conn = self._core.conn
-                stream = self._stream
-                if conn.state is ConnectionState.CLOSED or stream is None:
-                    raise self._core.error or ConnectionLost("the connection is closed")
-                data = self._core.frame(conn, event, settles)
-                if receipt is not None:
-                    waiter = self._waiters[receipt] = _Waiter(self._role)
-            if hold:
-                if not self._outbox.hold(data, time.monotonic()):
-                    return None
-                data = self._outbox.take()
-            else:
-                data = self._outbox.take(data)
-            try:
-                stream.send(data)
-            except OSError as exc:
-                self._waiters.pop(receipt or "", None)
-                failed = exc
-        if failed is not None:  # outside the write lock: the session's end takes it
-            raise self._why_send_failed(stream, failed) from failed
-        if waiter is None:
-            return None
-        try:
-            return waiter.wait(self._options.timeout)
-        except TimeoutError:
-            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
-            paused = self._role.overflowing > 0  # without the hub lock: at worst a moment stale
-            timed_out, lost = self._core.receipt_timed_out(
-                event, self._options.timeout, paused=paused
-            )
-            if lost is not None:
-                self._end_session(lost, stream)
-                stream.shutdown()  # wakes the thread reading it
-            raise timed_out from None
-        finally:
-            self._waiters.pop(receipt or "", None)
+        self._writer.ready.set()
 
     def send(
         self,
@@ -1013,12 +784,12 @@ class Client(ClientView):
             parts=tracing is None,
         )
         if tracing is None:
-            self._send(event, receipt_id)
+            self._writer.send(event, receipt_id)
             return
         # A span around the call; the SEND carries its context.
         assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
-            self._send(traced, receipt_id)
+            self._writer.send(traced, receipt_id)
 
     @contextmanager
     def subscribe(
@@ -1067,7 +838,7 @@ class Client(ClientView):
         self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
-            self._send(event, receipt)
+            self._writer.send(event, receipt)
         except BaseException:
             self._core.subscribe_done(subscription, ok=False)
             raise
@@ -1095,7 +866,7 @@ class Client(ClientView):
             subscription.unsubscribe(headers=headers, receipt=receipt)
             return
         self._core.take_refusal()
-        self._send(*self._core.removal_event(id, headers, receipt))
+        self._writer.send(*self._core.removal_event(id, headers, receipt))
 
     def _unsubscribe(
         self,
@@ -1105,12 +876,12 @@ class Client(ClientView):
     ) -> None:
         unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
         try:
-            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+            if unsubscribe is not None and self._writer.ready.is_set() and self._core.error is None:
                 if unsubscribe.receipt is not None:  # asked for: what fails is raised
-                    self._send(unsubscribe, unsubscribe.receipt)
+                    self._writer.send(unsubscribe, unsubscribe.receipt)
                     return
                 with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                    self._send(unsubscribe)
+                    self._writer.send(unsubscribe)
         finally:
             subscription._end(None)
 
@@ -1168,10 +939,10 @@ class Client(ClientView):
         hold = may_hold(receipt_id, buffered, wide)
         tracing = self._options.tracing
         if tracing is None:
-            self._send(event, receipt_id, message, hold=hold)
+            self._writer.send(event, receipt_id, message, hold=hold)
             return
         with tracing.settling(message, nack, self.broker, self.version):
-            self._send(event, receipt_id, message, hold=hold)
+            self._writer.send(event, receipt_id, message, hold=hold)
 
     def request(
         self,
@@ -1200,8 +971,8 @@ class Client(ClientView):
         :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
             ``correlation-id``: the request sets those).
         """
-        if not self._ready.is_set() or self._role.closed or self._core.error is not None:
-            self._wait_ready()  # the broker's name decides where replies go
+        if not self._writer.ready.is_set() or self._role.closed or self._core.error is not None:
+            self._writer.wait_ready()  # the broker's name decides where replies go
         reply_to, subscribe = self._core.reply_destination()
         if subscribe is not None:
             try:
@@ -1210,7 +981,7 @@ class Client(ClientView):
                 self._core.reply_failed(subscribe)
                 raise
         pairs, correlation, key = self._core.request_started(headers, reply_to)
-        waiter = self._expect(key)
+        waiter = self._writer.expect(key)
         seconds = self._options.timeout if timeout is None else timeout
         try:
             self.send(destination, body, content_type=content_type, headers=pairs)
@@ -1219,7 +990,7 @@ class Client(ClientView):
             except TimeoutError:
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
-            self._waiters.pop(key, None)
+            self._writer.waiters.pop(key, None)
             self._core.request_ended(correlation)
         assert isinstance(reply, Message)
         return reply
@@ -1267,7 +1038,7 @@ class Client(ClientView):
         :meth:`transaction` block does the same around a block)."""
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        self._send(Begin(tx))
+        self._writer.send(Begin(tx))
         return Transaction(self, tx)
 
     @contextmanager
@@ -1279,14 +1050,14 @@ class Client(ClientView):
         """
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        self._send(Begin(tx))
+        self._writer.send(Begin(tx))
         try:
             yield tx
         except BaseException:
             with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                self._send(Abort(tx))
+                self._writer.send(Abort(tx))
             raise
-        self._send(*self._core.commit_event(tx))
+        self._writer.send(*self._core.commit_event(tx))
 
 
 def _dispatch(subscription: Subscription, on_message: Callable[[Message], object]) -> None:
