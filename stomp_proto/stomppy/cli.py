@@ -76,15 +76,20 @@ class StompCLI(cmd.Cmd, ConnectionListener):
     ) -> None:
         cmd.Cmd.__init__(self, "Tab", stdin, stdout)  # None: sys.stdin, sys.stdout
         ConnectionListener.__init__(self)
+        #: Printed before each command is read ("" when commands come from a file).
         self.prompt = prompt
+        #: Print every header of what arrives (else ``message-id`` and ``subscription``).
         self.verbose = verbose
+        #: The STOMP version asked for (``"1.0"`` ... or ``"multicast"``).
         self.version = ver
+        #: The transaction begun with ``begin`` (None outside one).
         self.transaction_id: str | None = None
         self._quitting = False
         self._subscriptions: dict[str, _Subscribed] = {}
         self._next_id = 1
         self._stats: StatsListener | None = None
         address = [(host or "localhost", int(port or 61613))]
+        #: The connection the shell drives.
         self.conn: BaseConnection = self._connection(ver, address, heartbeats)
         if use_ssl:
             self.conn.set_ssl(
