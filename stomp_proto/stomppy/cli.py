@@ -137,7 +137,7 @@ class StompCLI(cmd.Cmd, ConnectionListener):
             self._say("")
         body = frame.body
         if isinstance(body, bytes):  # a connection without auto_decode (multicast)
-            body = body.decode(getattr(self.conn.transport, "encoding", "utf-8"), "replace")
+            body = body.decode(self.conn.transport.encoding, "replace")
         self._say(body)
         self._say(self.prompt, end="")
         self.stdout.flush()
@@ -308,22 +308,15 @@ class StompCLI(cmd.Cmd, ConnectionListener):
     do_ver = do_version
 
     def _settle(self, verb: str, send: Callable[..., None], args: str) -> None:
+        # The ids each version's ack and nack take (1.0 and multicast: the message's).
+        ids = {"1.2": "<ack-id>", "1.1": "<message-id> <subscription-id>"}.get(
+            self.version, "<message-id>"
+        )
         words = args.split()
-        if self.version == "1.2":
-            if len(words) != 1:
-                self._complain(f"Expecting: {verb} <ack-id>")
-                return
-            send(words[0], transaction=self.transaction_id)
-        elif self.version == "1.1":
-            if len(words) != 2:
-                self._complain(f"Expecting: {verb} <message-id> <subscription-id>")
-                return
-            send(words[0], words[1], transaction=self.transaction_id)
-        else:
-            if len(words) != 1:
-                self._complain(f"Expecting: {verb} <message-id>")
-                return
-            send(words[0], transaction=self.transaction_id)
+        if len(words) != len(ids.split()):
+            self._complain(f"Expecting: {verb} {ids}")
+            return
+        send(*words, transaction=self.transaction_id)
 
     def do_ack(self, args: str) -> None:
         """``ack ID [SUBSCRIPTION]``: acknowledge (the ids each version needs)."""
