@@ -160,9 +160,6 @@ class AsyncSubscription:
         # room for one, and a reader waiting for room must see it too.
         self._ended = False
         self._error: ClientError | None = None
-        self._active = False
-        #: The receipt id of its SUBSCRIBE while that is awaited.
-        self._receipt: str | None = None
         self._tracing = client._options.tracing
 
     @property
@@ -304,7 +301,6 @@ class AsyncSubscription:
             return
         self._ended = True
         self._error = error
-        self._active = False
         self._arrived.set()  # wakes waiting consumers
         self._room.set()  # and a reader waiting for room: its message is dropped
 

@@ -3,9 +3,9 @@
 The asyncio, trio and thread adapters differ only in how they read, write,
 wait and hand results over.  Everything else lives here, once: the options and
 the CONNECT they produce, ids for subscriptions, receipts and transactions,
-the registry of open subscriptions (to restore them after a reconnect), which
-waiter or subscription each incoming event belongs to, what error a failure
-becomes, and the reconnect schedule.
+the registry of open subscriptions (:mod:`._registry`: to restore them after
+a reconnect), which waiter or subscription each incoming event belongs to,
+what error a failure becomes, and the reconnect schedule.
 
 The adapters call :meth:`ClientCore.route` for every event their
 ClientConnection returns and carry out the resulting :class:`Route`: hand a
@@ -21,7 +21,7 @@ import logging
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection, SendParts
@@ -52,6 +52,7 @@ from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
+from ._registry import LEFT_REMEMBERED, Handle, Registry
 from ._trace import frame_in, frame_out
 from ._trace import log as frame_log
 
@@ -141,10 +142,6 @@ class PlainSettle:
         self.nack = nack
 
 
-#: Subscriptions left on one connection that the core remembers, so that
-#: messages still on their way to them are dropped, not taken for strangers'.
-LEFT_REMEMBERED = 1024
-
 #: Destinations under which RabbitMQ makes a temporary queue of the SEND's
 #: connection when one is named by ``reply-to``: replies to it come as MESSAGEs
 #: for a subscription the client never made, whose id is that destination.  On
@@ -161,23 +158,6 @@ CORRELATION_ID = "correlation-id"
 Route: TypeAlias = Message | Resolve | End | None
 
 CONNECT_WAITER = "connect"
-
-
-class Handle(Protocol):
-    """What the core needs of an adapter's subscription object."""
-
-    _event: Subscribe
-    #: The receipt id of its SUBSCRIBE while that is awaited.
-    _receipt: str | None
-    #: Whether the broker knows it (its SUBSCRIBE was confirmed, no UNSUBSCRIBE yet).
-    _active: bool
-
-    def _end(self, error: ClientError | None) -> None:
-        """No more messages: after those buffered, end cleanly or raise ``error``.
-
-        Also wakes the adapter's reader if it waits for room in the buffer: a
-        message for an ended subscription is dropped.
-        """
 
 
 S = TypeVar("S", bound=Handle)
@@ -278,16 +258,14 @@ class ClientCore(Generic[S]):
         self.generation = 0
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
-        #: Open subscriptions by key, each the adapter's handle for it.
-        self.subscriptions: dict[str, S] = {}
+        #: The subscriptions and their state (the one owner of it).
+        self.registry: Registry[S] = Registry()
+        #: Open subscriptions by key, each the adapter's handle for it (the
+        #: registry's: read it, change it through the registry).
+        self.subscriptions: dict[str, S] = self.registry.open
         #: The error that ended the client for good (None while it lives, or
         #: when it was closed on purpose).
         self.error: ClientError | None = None
-        #: Subscriptions left on the current connection, by key (see :meth:`target`).
-        self._left: dict[str, S] = {}
-        #: Restored subscriptions whose SUBSCRIBE the broker has not yet
-        #: confirmed, by receipt id, oldest first (see :meth:`route`).
-        self._restoring: dict[str, S] = {}
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
@@ -338,8 +316,7 @@ class ClientCore(Generic[S]):
         self.brokers.advance()
         self.generation += 1
         self.conn = self._make_connection()
-        self._left.clear()
-        self._restoring.clear()
+        self.registry.new_connection()
         self.refused = False
         self._unvouched = False
         self.server = None
@@ -586,17 +563,12 @@ class ClientCore(Generic[S]):
         RECEIPT (RabbitMQ does).
         """
         receipt = self.next_id("receipt")
-        self.subscriptions[handle._event.key] = handle
-        handle._receipt = receipt
+        self.registry.subscribing(handle, receipt)
         return dataclasses.replace(handle._event, receipt=receipt), receipt
 
     def subscribe_done(self, handle: S, *, ok: bool) -> None:
         """The SUBSCRIBE was confirmed (``ok``) or failed: it is then forgotten."""
-        handle._receipt = None
-        if ok:
-            handle._active = True
-        else:
-            self.subscriptions.pop(handle._event.key, None)
+        self.registry.subscribe_done(handle, ok=ok)
 
     def unsubscribing(
         self,
@@ -607,15 +579,8 @@ class ClientCore(Generic[S]):
         """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it, with
         ``headers`` (ActiveMQ's ``activemq.subscriptionName`` ends a durable
         subscription) and, with ``receipt``, a receipt id."""
-        key = handle._event.key
-        self.subscriptions.pop(key, None)
-        if not handle._active:
+        if not self.registry.leaving(handle):
             return None
-        handle._active = False
-        # Messages already on their way to it are dropped (target() still finds it).
-        self._left[key] = handle
-        if len(self._left) > LEFT_REMEMBERED:
-            del self._left[next(iter(self._left))]
         return Unsubscribe(
             id=handle._event.id,
             receipt=self._receipt(receipt),
@@ -719,16 +684,13 @@ class ClientCore(Generic[S]):
         key = message.key
         handle = self.subscriptions.get(key)
         if handle is None:
-            left = self._left.get(key)
+            left = self.registry.left(key)
             if left is None and key not in self.reply_channels and not self._late_reply(message):
                 self._stranger(message)
             return left, None
         # The reply subscription's messages go to their requests, not to a buffer.
         replies = self.reply_channels and key in self.reply_channels
-        if handle._receipt is None:
-            return (None if replies else handle), None
-        receipt, handle._receipt = handle._receipt, None
-        self._restoring.pop(receipt, None)
+        receipt = self.registry.confirmed_by_message(handle)
         return (None if replies else handle), receipt
 
     def _late_reply(self, message: Message) -> bool:
@@ -758,34 +720,17 @@ class ClientCore(Generic[S]):
         Each asks for a receipt, which the core awaits itself: an ERROR that
         comes while one is pending refuses that subscription (see :meth:`route`).
         """
-        events = []
-        for handle in self.subscriptions.values():
-            receipt = self.next_id("restore")
-            handle._receipt = receipt
-            self._restoring[receipt] = handle
-            events.append(dataclasses.replace(handle._event, receipt=receipt))
-        return events
+        return self.registry.restore(self.next_id)
 
     def _refuse(self, error: Error) -> BrokerError:
-        """The BrokerError of ``error``; it also ends the restored subscription it refused.
-
-        Brokers answer frames in order, so the refused one is the one the
-        ERROR's ``receipt-id`` names (ActiveMQ, the embedded broker), else the
-        oldest still unconfirmed (RabbitMQ sends no ``receipt-id``).
-        """
+        """The BrokerError of ``error``; it also ends the restored subscription it
+        refused (see :meth:`Registry.refused`)."""
         failure = BrokerError(error)
         self.refused = False
-        if self._unvouched and not self._restoring:
+        if self._unvouched and not self.registry.restoring():
             self.refusal = failure
-        if self._restoring:
-            receipt = error.receipt_id
-            if receipt not in self._restoring:
-                receipt = next(iter(self._restoring))
-            handle = self._restoring.pop(receipt)
-            self._restoring.clear()
-            self.subscriptions.pop(handle._event.key, None)
-            handle._receipt = None
-            handle._active = False
+        handle = self.registry.refused(error.receipt_id)
+        if handle is not None:
             handle._end(failure)
             self.refused = True
         return failure
@@ -819,9 +764,7 @@ class ClientCore(Generic[S]):
         """End every subscription: cleanly (``None``) or with ``error``, which is kept."""
         if self.error is None and error is not None:
             self.error = error
-        handles = list(self.subscriptions.values())
-        self.subscriptions.clear()
-        for handle in handles:
+        for handle in self.registry.finish():
             handle._end(error)
 
     # -- routing ---------------------------------------------------------------
@@ -837,9 +780,7 @@ class ClientCore(Generic[S]):
             frame_in(event, self.conn.version, self.brokers.current)
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it
-            restored = self._restoring.pop(event.receipt_id, None)
-            if restored is not None:
-                restored._receipt = None
+            if self.registry.restored(event.receipt_id):
                 return None
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):

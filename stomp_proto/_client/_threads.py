@@ -112,9 +112,6 @@ class Subscription:
         self._takers = 0  # threads waiting in get() (followers)
         self._ended = False
         self._error: ClientError | None = None
-        self._active = False
-        #: The receipt id of its SUBSCRIBE while that is awaited.
-        self._receipt: str | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
         self._tracing = client._options.tracing
@@ -239,7 +236,6 @@ class Subscription:
                 return
             self._ended = True
             self._error = error
-            self._active = False
             if self._overflow:  # nobody takes them: dropped, and reading resumes
                 self._overflow.clear()
                 self._role.overflow_ended()
