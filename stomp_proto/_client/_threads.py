@@ -103,7 +103,7 @@ class Subscription:
         role: ReadRole = client._role
         self._role = role
         self._event = event
-        self._limit = client._options.max_pending_messages
+        self._limit = client._core.options.max_pending_messages
         self._messages: deque[Message] = deque()
         #: Messages read while the buffer was full, in order; reading waits
         #: until they fit (back-pressure).
@@ -114,7 +114,7 @@ class Subscription:
         self._error: ClientError | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
-        self._tracing = client._options.tracing
+        self._tracing = client._core.options.tracing
         #: The thread that calls ``on_message`` (while the subscription is open).
         self._dispatcher: threading.Thread | None = None
 
@@ -531,7 +531,6 @@ class Client(ClientView):
     """
 
     def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
-        self._options = options
         self._core: ClientCore[Subscription] = ClientCore(options, brokers)
         #: The read role; its lock (the hub lock) guards the buffers and every wait.
         self._role: ReadRole = ReadRole(lambda wait: self._reading.step(wait))
@@ -560,7 +559,7 @@ class Client(ClientView):
 
         ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
-        bound = self._options.attempt_timeout if timeout is ... else timeout
+        bound = self._core.options.attempt_timeout if timeout is ... else timeout
         began = time.monotonic()
         stream = self._start(self._core.conn, bound)
         connected = self._writer.expect(CONNECT_WAITER)
@@ -585,13 +584,13 @@ class Client(ClientView):
         by default the options' bound on one attempt.
         """
         if timeout is ...:
-            timeout = self._options.attempt_timeout
+            timeout = self._core.options.attempt_timeout
         began = time.monotonic()
         self._core.life.attempt(began)
         stream, versions = open_stream(self._core.brokers.options, timeout)
         try:
             with self._writer.state_lock:
-                data = self._core.encode(conn, self._options.connect_event(versions))
+                data = self._core.encode(conn, self._core.options.connect_event(versions))
             stream.send(data)
         except BaseException:
             stream.close()
@@ -768,7 +767,7 @@ class Client(ClientView):
             is delivered when it commits.
         """
         self._core.take_refusal()
-        tracing = self._options.tracing
+        tracing = self._core.options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -933,7 +932,7 @@ class Client(ClientView):
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = may_hold(receipt_id, buffered, wide)
-        tracing = self._options.tracing
+        tracing = self._core.options.tracing
         if tracing is None:
             self._writer.send(event, receipt_id, message, hold=hold)
             return
@@ -978,7 +977,7 @@ class Client(ClientView):
                 raise
         pairs, correlation, key = self._core.request_started(headers, reply_to)
         waiter = self._writer.expect(key)
-        seconds = self._options.timeout if timeout is None else timeout
+        seconds = self._core.options.timeout if timeout is None else timeout
         try:
             self.send(destination, body, content_type=content_type, headers=pairs)
             try:
