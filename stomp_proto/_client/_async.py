@@ -593,7 +593,7 @@ class AsyncClient(ClientView):
                 waiter.set_result(message)
         if subscription is None:
             # A reply goes to its request; anything else no subscription takes is kept.
-            key = self._core.reply_key(message)
+            key = self._core.replies.key(message)
             waiter = None if key is None else self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
@@ -1154,9 +1154,9 @@ class AsyncClient(ClientView):
             try:
                 await self._subscribe(AsyncSubscription(self, subscribe))
             except BaseException:
-                self._core.reply_failed(subscribe)
+                self._core.replies.failed(subscribe)
                 raise
-        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        pairs, correlation, key = self._core.replies.started(headers, reply_to)
         waiter = self._expect(key)
         seconds = self._core.options.timeout if timeout is None else timeout
         try:
@@ -1168,7 +1168,7 @@ class AsyncClient(ClientView):
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
             self._waiters.pop(key, None)
-            self._core.request_ended(correlation)
+            self._core.replies.ended(correlation)
         assert isinstance(reply, Message)
         return reply
 

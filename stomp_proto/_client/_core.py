@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
@@ -53,6 +52,7 @@ from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, ti
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
 from ._registry import LEFT_REMEMBERED, Handle, Registry
+from ._replies import Replies
 from ._trace import frame_in, frame_out
 from ._trace import log as frame_log
 
@@ -142,16 +142,6 @@ class PlainSettle:
         self.nack = nack
 
 
-#: Destinations under which RabbitMQ makes a temporary queue of the SEND's
-#: connection when one is named by ``reply-to``: replies to it come as MESSAGEs
-#: for a subscription the client never made, whose id is that destination.  On
-#: ActiveMQ the client subscribes to one; on the embedded broker it is a queue.
-TEMP_QUEUE = "/temp-queue/"
-
-#: The headers by which a request names where its reply goes and which it is.
-REPLY_TO = "reply-to"
-CORRELATION_ID = "correlation-id"
-
 #: What to do with one event: a :class:`Message` goes to the buffer of the
 #: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
 #: waiter, an :class:`End` ends the session, ``None``: nothing.
@@ -220,14 +210,6 @@ _tracing_frames = frame_log.isEnabledFor
 _DEBUG = logging.DEBUG
 
 
-def _correlation(message: Message) -> str | None:
-    """The first ``correlation-id`` of ``message`` (1.2 §Repeated Header Entries)."""
-    for name, value in message.headers:
-        if name == CORRELATION_ID:
-            return value
-    return None
-
-
 def _header_pairs(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
 ) -> tuple[tuple[str, str], ...]:
@@ -291,17 +273,8 @@ class ClientCore(Generic[S]):
         self.server: str | None = None
         #: Whether each frame is logged (:mod:`._trace`); asked again in :meth:`route`.
         self.trace_frames = _tracing_frames(_DEBUG)
-        #: Where this client's requests ask for replies (None before the first).
-        self.reply_to: str | None = None
-        #: Subscription keys whose messages are replies: the reply subscription, or
-        #: RabbitMQ's id for its temporary queue.  Never strangers.
-        self.reply_channels: set[str] = set()
-        #: Requests waiting for a reply: correlation id -> the adapter's waiter key.
-        self._requests: dict[str, str] = {}
-        #: Correlation ids of requests that ended (a late reply is no stranger's).
-        self._answered: dict[str, None] = {}
-        #: Makes this client's reply destination and correlation ids its own.
-        self._token = secrets.token_hex(6)
+        #: Request/reply: where replies go, which request each answers.
+        self.replies = Replies(self._ids)
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -619,51 +592,9 @@ class ClientCore(Generic[S]):
         subscription's messages are replies from now on, also those that come
         before its RECEIPT (to requests made meanwhile).
         """
-        if self.reply_to is not None:
-            return self.reply_to, None
-        self.reply_to = reply_to = f"{TEMP_QUEUE}stomp_proto-replies-{self._token}"
-        if (self.server or "").startswith("RabbitMQ/"):
-            self.reply_channels.add(reply_to)  # RabbitMQ's subscription id is the name
-            return reply_to, None
-        event = self.subscribe_event(reply_to, "auto", None, None)
-        self.reply_channels.add(event.key)
-        return reply_to, event
-
-    def reply_failed(self, event: Subscribe) -> None:
-        """The reply subscription ``event`` was refused: the next request tries again."""
-        self.reply_channels.discard(event.key)
-        self.reply_to = None
-
-    def request_started(
-        self, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, reply_to: str
-    ) -> tuple[tuple[tuple[str, str], ...], str, str]:
-        """A request begins: its headers (``headers`` with ``reply-to`` and
-        ``correlation-id``), its correlation id and the adapter's key for its waiter."""
-        pairs = _header_pairs(headers) if headers else ()
-        for name, _ in pairs:
-            if name in (REPLY_TO, CORRELATION_ID):
-                raise LocalProtocolError(
-                    ErrorKind.BAD_HEADER,
-                    f"request() sets the {name!r} header itself; use send() to set your own",
-                )
-        correlation = f"{self._token}-{next(self._ids)}"
-        key = f"reply {correlation}"
-        self._requests[correlation] = key
-        return (*pairs, (REPLY_TO, reply_to), (CORRELATION_ID, correlation)), correlation, key
-
-    def request_ended(self, correlation: str) -> None:
-        """The request ``correlation`` has its reply, or stopped waiting."""
-        self._requests.pop(correlation, None)
-        self._answered[correlation] = None
-        if len(self._answered) > LEFT_REMEMBERED:
-            del self._answered[next(iter(self._answered))]
-
-    def reply_key(self, message: Message) -> str | None:
-        """The waiter key of the request ``message`` replies to, if one waits."""
-        if not self._requests:
-            return None
-        correlation = _correlation(message)
-        return None if correlation is None else self._requests.get(correlation)
+        return self.replies.destination(
+            self.server, lambda reply_to: self.subscribe_event(reply_to, "auto", None, None)
+        )
 
     def target(self, message: Message) -> tuple[S | None, str | None]:
         """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.
@@ -683,19 +614,16 @@ class ClientCore(Generic[S]):
             frame_in(message, self.conn.version, self.brokers.current)
         key = message.key
         handle = self.subscriptions.get(key)
+        channels = self.replies.channels
         if handle is None:
             left = self.registry.left(key)
-            if left is None and key not in self.reply_channels and not self._late_reply(message):
+            if left is None and key not in channels and not self.replies.late(message):
                 self._stranger(message)
             return left, None
         # The reply subscription's messages go to their requests, not to a buffer.
-        replies = self.reply_channels and key in self.reply_channels
+        replies = channels and key in channels
         receipt = self.registry.confirmed_by_message(handle)
         return (None if replies else handle), receipt
-
-    def _late_reply(self, message: Message) -> bool:
-        """Whether ``message`` replies to a request that has ended (timed out)."""
-        return bool(self._answered) and _correlation(message) in self._answered
 
     def _stranger(self, message: Message) -> None:
         """Log a MESSAGE for a subscription this client does not know, once per id."""

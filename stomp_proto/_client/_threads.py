@@ -484,7 +484,7 @@ class _Reader:
                         waiter._settle(message, None)
                 if subscription is None:
                     # A reply goes to its request; anything else no subscription takes is kept.
-                    key = self._core.reply_key(message)
+                    key = self._core.replies.key(message)
                     waiter = None if key is None else self._writer.waiters.pop(key, None)
                     if waiter is not None:
                         waiter._settle(message, None)
@@ -973,9 +973,9 @@ class Client(ClientView):
             try:
                 self._subscribe(Subscription(self, subscribe))
             except BaseException:
-                self._core.reply_failed(subscribe)
+                self._core.replies.failed(subscribe)
                 raise
-        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        pairs, correlation, key = self._core.replies.started(headers, reply_to)
         waiter = self._writer.expect(key)
         seconds = self._core.options.timeout if timeout is None else timeout
         try:
@@ -986,7 +986,7 @@ class Client(ClientView):
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
             self._writer.waiters.pop(key, None)
-            self._core.request_ended(correlation)
+            self._core.replies.ended(correlation)
         assert isinstance(reply, Message)
         return reply
 
