@@ -414,7 +414,9 @@ class Session:
         #: The authenticated user, once CONNECTED: vouched for, or a login ``users`` checked.
         self._user: str | None = None
         #: A SEND the ``divert`` hook took, until :meth:`BrokerCore.answer_diverted`.
-        self._diverted: Send | None = None
+        self._diverted: Send | Subscribe | Unsubscribe | Ack | Nack | None = None
+        #: The diverted frame was taken by the ``relay`` hook, not ``divert``.
+        self._relaying = False
 
     def __repr__(self) -> str:
         return (
@@ -443,7 +445,13 @@ class Session:
         Meanwhile the session's later frames wait, unread, so that receipts
         keep their order.
         """
-        return self._diverted
+        diverted = self._diverted
+        return diverted if isinstance(diverted, Send) and not self._relaying else None
+
+    @property
+    def relayed(self) -> Send | Subscribe | Unsubscribe | Ack | Nack | None:
+        """The frame the core's ``relay`` hook took, until :meth:`BrokerCore.answer_diverted`."""
+        return self._diverted if self._relaying else None
 
     @property
     def paused(self) -> bool:
@@ -653,7 +661,10 @@ class BrokerCore:
     ``user_prefix`` (such as ``"/user/"``) turns on user destinations: a
     SUBSCRIBE to ``/user/queue/x`` by user ``alice`` (:attr:`Session.user`)
     receives what is sent to ``/user/alice/queue/x``, as a topic does (see
-    :meth:`user_destination`).
+    :meth:`user_destination`).  ``relay(session, event)`` is asked about every
+    SEND, SUBSCRIBE, UNSUBSCRIBE, ACK and NACK: when true the core leaves it to
+    the transport (:attr:`Session.relayed`), which forwards it to another
+    broker and then calls :meth:`answer_diverted`.
     """
 
     def __init__(
@@ -683,12 +694,14 @@ class BrokerCore:
         strict: bool = False,
         divert: Callable[[Session, Send], bool] | None = None,
         user_prefix: str | None = None,
+        relay: Callable[[Session, Event], bool] | None = None,
     ) -> None:
         if user_prefix is not None and (
             not user_prefix.startswith("/") or not user_prefix.endswith("/") or user_prefix == "/"
         ):
             raise ValueError(f"user_prefix starts and ends with '/', as '/user/': {user_prefix!r}")
         self._divert = divert
+        self._relay = relay
         self._user_prefix = user_prefix
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
@@ -1018,7 +1031,8 @@ class BrokerCore:
         Without ``refusal`` its RECEIPT is sent, if it asked for one; with
         ``refusal``, ``(message, detail)``, the session is ended with that
         ERROR (naming the receipt).  Then the frames that waited behind it are
-        processed.  LocalProtocolError when no SEND is diverted.
+        processed; the same finishes a frame the ``relay`` hook took.
+        LocalProtocolError when no frame is diverted.
         """
         send = session._diverted
         if send is None:
@@ -1026,20 +1040,36 @@ class BrokerCore:
                 ErrorKind.BAD_STATE, f"session {session.id} has no diverted SEND"
             )
         session._diverted = None
+        relaying, session._relaying = session._relaying, False
         outbox = Outbox()
         if session.closed:
             return outbox
         if refusal is not None:
             message, detail = refusal
-            self._refuse(session, send.receipt, message, detail, outbox, "refused_by_app")
+            reason = "refused_by_relay" if relaying else "refused_by_app"
+            self._refuse(session, send.receipt, message, detail, outbox, reason)
             return outbox
-        self.counters.messages_received += 1
+        if isinstance(send, Send):
+            self.counters.messages_received += 1
         if send.receipt is not None:
             outbox.write(session, session.connection.send(Receipt(send.receipt)))
         more = self.process(session)
         for other, data in more.data.items():
             outbox.write(other, bytes(data))
         outbox.to_close |= more.to_close
+        return outbox
+
+    def end_with_error(self, session: Session, message: str, detail: str = "") -> Outbox:
+        """End ``session`` with ERROR ``message`` (``detail`` its body), as the transport decides.
+
+        A relay uses it when the broker behind it is lost.  Does nothing for a
+        session already ended.
+        """
+        outbox = Outbox()
+        session._diverted = None
+        session._relaying = False
+        if not session.closed:
+            self._refuse(session, None, message, detail, outbox, "ended_by_transport")
         return outbox
 
     # -- events ----------------------------------------------------------------
@@ -1050,6 +1080,15 @@ class BrokerCore:
             return
         if isinstance(event, (ConnectionClosed, HeartBeatTimeout)):
             self._end_session(session, outbox)
+            return
+        if (
+            self._relay is not None
+            and isinstance(event, (Send, Subscribe, Unsubscribe, Ack, Nack))
+            and self._relay(session, event)
+        ):
+            # The transport forwards it, then calls answer_diverted (its receipt, or an ERROR).
+            session._diverted = event
+            session._relaying = True
             return
         if isinstance(event, Send):
             self._on_send(session, event, outbox)
