@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from brokers import Endpoint, real_broker, spark_settings
 from conftest import CLEAN_UP
-from timeouts import run_command
+from timeouts import run_command, scaled
 
 from stomp_proto import Frame, FrameEncoder, Message, Receipt, Send, Subscribe
 from stomp_proto.spark._options import ConnectionSettings
@@ -416,20 +416,22 @@ def test_data_lost_to_retention(
     try:
         declare_streams(settings, [stream], create=True, arguments={"x-max-length-bytes": "100000"})
         first = None
-        deadline = time.monotonic() + 60
+        # Scaled: on a loaded machine the publishing rounds and the probes (a probe
+        # that hears nothing within its time-out reads the stream as empty) run slow.
+        deadline, probe = time.monotonic() + scaled(60), scaled(2.0)
         while time.monotonic() < deadline:  # retention runs when a segment rolls over
             publish(settings, stream, 1000)
-            first = probe_streams(settings, [stream], tails=False, timeout=2.0)[stream].first
+            first = probe_streams(settings, [stream], tails=False, timeout=probe)[stream].first
             if first:
                 break
         # Retention deletes segments in the background: under load it may still be
         # at it after a probe saw the first one go (CI once saw 216, then 666).  The
         # planner must see what the test saw, so wait until two probes 1 s apart agree.
         seen = None
-        while first is not None and first != seen and time.monotonic() < deadline + 30:
+        while first is not None and first != seen and time.monotonic() < deadline + scaled(30):
             seen = first
             time.sleep(1.0)
-            first = probe_streams(settings, [stream], tails=False, timeout=2.0)[stream].first
+            first = probe_streams(settings, [stream], tails=False, timeout=probe)[stream].first
     finally:
         with contextlib.suppress(RuntimeError, OSError, subprocess.SubprocessError):
             rabbitmqctl("clear_policy", "-p", rabbitmq.vhost, policy)

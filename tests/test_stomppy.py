@@ -691,3 +691,40 @@ def test_a_handshake_header_that_is_not_http_is_refused() -> None:
     for name, value in (("Bad Name", "x"), ("X-Ok", "split\r\nInjected: 1")):
         with pytest.raises(LocalProtocolError, match="not an HTTP header"):
             ClientHandshake(HOST, 1, "/ws", ("1.2",), [(name, value)])
+
+
+def test_cert_validator_sees_the_brokers_certificate_and_can_refuse_it(tmp_path: Any) -> None:
+    import ssl
+
+    from test_broker_server import _self_signed_certificate
+
+    cert, key = _self_signed_certificate(tmp_path)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    service = BrokerThread(users=USERS, ssl=server)
+    seen: list[Any] = []
+
+    def validator(answer: bool) -> Any:
+        def check(certificate: Any, host: str) -> tuple[bool, str]:
+            seen.append((certificate, host))
+            return answer, "" if answer else "not the broker we expected"
+
+        return check
+
+    try:
+        for answer in (True, False):
+            conn = stomp.Connection([(HOST, service.port)], reconnect_attempts_max=1)
+            conn.set_ssl(
+                [(HOST, service.port)], ca_certs=str(cert), cert_validator=validator(answer)
+            )
+            if answer:
+                conn.connect("admin", "s3cret-pass", wait=True)
+                assert conn.is_connected()
+                conn.disconnect()
+            else:
+                with pytest.raises(ConnectFailedException):
+                    conn.connect("admin", "s3cret-pass", wait=True)
+    finally:
+        service.close()
+    assert [host for _, host in seen] == [HOST, HOST]
+    assert all("subject" in certificate for certificate, _ in seen), seen

@@ -29,6 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import RemoteProtocolError
 from .._frame import Version
@@ -120,6 +121,10 @@ class TLSStream:
                 raise ConnectionResetError("the connection closed during the TLS handshake")
             self._incoming.write(data)
         self._flush()
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The broker's certificate, as ``ssl.SSLSocket.getpeercert()`` gives it."""
+        return self._tls.getpeercert()
 
     def _flush(self) -> None:
         with self._tls_lock:

@@ -76,15 +76,20 @@ class StompCLI(cmd.Cmd, ConnectionListener):
     ) -> None:
         cmd.Cmd.__init__(self, "Tab", stdin, stdout)  # None: sys.stdin, sys.stdout
         ConnectionListener.__init__(self)
+        #: Printed before each command is read ("" when commands come from a file).
         self.prompt = prompt
+        #: Print every header of what arrives (else ``message-id`` and ``subscription``).
         self.verbose = verbose
+        #: The STOMP version asked for (``"1.0"`` ... or ``"multicast"``).
         self.version = ver
+        #: The transaction begun with ``begin`` (None outside one).
         self.transaction_id: str | None = None
         self._quitting = False
         self._subscriptions: dict[str, _Subscribed] = {}
         self._next_id = 1
         self._stats: StatsListener | None = None
         address = [(host or "localhost", int(port or 61613))]
+        #: The connection the shell drives.
         self.conn: BaseConnection = self._connection(ver, address, heartbeats)
         if use_ssl:
             self.conn.set_ssl(
@@ -132,7 +137,7 @@ class StompCLI(cmd.Cmd, ConnectionListener):
             self._say("")
         body = frame.body
         if isinstance(body, bytes):  # a connection without auto_decode (multicast)
-            body = body.decode(getattr(self.conn.transport, "encoding", "utf-8"), "replace")
+            body = body.decode(self.conn.transport.encoding, "replace")
         self._say(body)
         self._say(self.prompt, end="")
         self.stdout.flush()
@@ -303,22 +308,15 @@ class StompCLI(cmd.Cmd, ConnectionListener):
     do_ver = do_version
 
     def _settle(self, verb: str, send: Callable[..., None], args: str) -> None:
+        # The ids each version's ack and nack take (1.0 and multicast: the message's).
+        ids = {"1.2": "<ack-id>", "1.1": "<message-id> <subscription-id>"}.get(
+            self.version, "<message-id>"
+        )
         words = args.split()
-        if self.version == "1.2":
-            if len(words) != 1:
-                self._complain(f"Expecting: {verb} <ack-id>")
-                return
-            send(words[0], transaction=self.transaction_id)
-        elif self.version == "1.1":
-            if len(words) != 2:
-                self._complain(f"Expecting: {verb} <message-id> <subscription-id>")
-                return
-            send(words[0], words[1], transaction=self.transaction_id)
-        else:
-            if len(words) != 1:
-                self._complain(f"Expecting: {verb} <message-id>")
-                return
-            send(words[0], transaction=self.transaction_id)
+        if len(words) != len(ids.split()):
+            self._complain(f"Expecting: {verb} {ids}")
+            return
+        send(*words, transaction=self.transaction_id)
 
     def do_ack(self, args: str) -> None:
         """``ack ID [SUBSCRIPTION]``: acknowledge (the ids each version needs)."""

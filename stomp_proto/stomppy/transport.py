@@ -322,7 +322,7 @@ class Transport(Publisher):
                 tls.handshake()
                 validator = params["cert_validator"]
                 if validator is not None:
-                    ok, why = validator(tls._tls.getpeercert(), host)
+                    ok, why = validator(tls.peer_certificate(), host)
                     if not ok:
                         raise ssl.SSLError(f"certificate refused by cert_validator: {why}")
                 stream = tls
