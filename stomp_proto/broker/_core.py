@@ -131,6 +131,8 @@ DEFAULT_MAX_CONNECTIONS_PER_LOGIN = 100
 DEFAULT_IDLE_TIMEOUT = 600.0
 #: Failed logins per second one client address may go on making, by default (after 10).
 DEFAULT_FAILED_LOGIN_RATE = 2.0
+#: The frames the ``relay`` hook of :class:`BrokerCore` is asked about.
+Relayed = Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort
 #: The ERROR message of a SEND or SUBSCRIBE the login's ``permissions`` do not allow.
 ACCESS_REFUSED = "access refused"
 #: The ERROR message of a connection refused by ``max_connections`` or its per-login cap.
@@ -191,6 +193,25 @@ class BrokerOptions(TypedDict, total=False):
     idle_timeout: float | None
     #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
+
+
+def _encode_delivery(connection: ServerConnection, delivery: Message) -> bytes:
+    """The bytes of ``delivery``; without the headers its version cannot carry."""
+    try:
+        return connection.send(delivery)
+    except LocalProtocolError:
+        # Headers a 1.1 or 1.2 sender escaped (a line break, a ':' in a name)
+        # cannot be written in a 1.0 frame: that subscriber gets the message
+        # without them.  (Its SUBSCRIBE was checked: destination and id fit.)
+        content_type = delivery.content_type
+        delivery = dataclasses.replace(
+            delivery,
+            headers=tuple(pair for pair in delivery.headers if _fits_unescaped(pair)),
+            content_type=content_type
+            if content_type is None or _fits_unescaped(("content-type", content_type))
+            else None,
+        )
+        return connection.send(delivery)
 
 
 def _fits_unescaped(header: tuple[str, str]) -> bool:
@@ -414,9 +435,11 @@ class Session:
         #: The authenticated user, once CONNECTED: vouched for, or a login ``users`` checked.
         self._user: str | None = None
         #: A SEND the ``divert`` hook took, until :meth:`BrokerCore.answer_diverted`.
-        self._diverted: Send | Subscribe | Unsubscribe | Ack | Nack | None = None
+        self._diverted: Relayed | None = None
         #: The diverted frame was taken by the ``relay`` hook, not ``divert``.
         self._relaying = False
+        #: The keys of its subscriptions the relay serves (answered SUBSCRIBEs, not UNSUBSCRIBEd).
+        self._relayed_subscriptions: set[str] = set()
 
     def __repr__(self) -> str:
         return (
@@ -449,7 +472,7 @@ class Session:
         return diverted if isinstance(diverted, Send) and not self._relaying else None
 
     @property
-    def relayed(self) -> Send | Subscribe | Unsubscribe | Ack | Nack | None:
+    def relayed(self) -> Relayed | None:
         """The frame the core's ``relay`` hook took, until :meth:`BrokerCore.answer_diverted`."""
         return self._diverted if self._relaying else None
 
@@ -530,6 +553,7 @@ class Session:
             and self.connection.state is ConnectionState.CONNECTED
             and not self.reading_blocked
             and not self._core._subscribed(self)
+            and not self._relayed_subscriptions
         )
 
     @property
@@ -662,9 +686,10 @@ class BrokerCore:
     SUBSCRIBE to ``/user/queue/x`` by user ``alice`` (:attr:`Session.user`)
     receives what is sent to ``/user/alice/queue/x``, as a topic does (see
     :meth:`user_destination`).  ``relay(session, event)`` is asked about every
-    SEND, SUBSCRIBE, UNSUBSCRIBE, ACK and NACK: when true the core leaves it to
-    the transport (:attr:`Session.relayed`), which forwards it to another
-    broker and then calls :meth:`answer_diverted`.
+    SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, COMMIT and ABORT: when true the
+    core leaves it to the transport (:attr:`Session.relayed`), which forwards
+    it to another broker and then calls :meth:`answer_diverted`; the
+    transport delivers that broker's messages with :meth:`deliver_relayed`.
     """
 
     def __init__(
@@ -694,7 +719,7 @@ class BrokerCore:
         strict: bool = False,
         divert: Callable[[Session, Send], bool] | None = None,
         user_prefix: str | None = None,
-        relay: Callable[[Session, Event], bool] | None = None,
+        relay: Callable[[Session, Relayed], bool] | None = None,
     ) -> None:
         if user_prefix is not None and (
             not user_prefix.startswith("/") or not user_prefix.endswith("/") or user_prefix == "/"
@@ -1051,13 +1076,48 @@ class BrokerCore:
             return outbox
         if isinstance(send, Send):
             self.counters.messages_received += 1
-        if send.receipt is not None:
+        elif isinstance(send, Subscribe):
+            session._relayed_subscriptions.add(send.key)
+        elif isinstance(send, Unsubscribe):
+            session._relayed_subscriptions.discard(send.key or "")
+            if not session._relayed_subscriptions and not self._subscribed(session):
+                session.restart_idle_clock()
+        elif isinstance(send, Commit):
+            # The broker behind has committed its part; now the core's own part, if any.
+            self._on_commit(session, send, outbox)
+        elif isinstance(send, Abort):
+            self._end_transaction(self._books[session].transactions.pop(send.transaction), outbox)
+        if send.receipt is not None and not session.closed:
             outbox.write(session, session.connection.send(Receipt(send.receipt)))
         more = self.process(session)
         for other, data in more.data.items():
             outbox.write(other, bytes(data))
         outbox.to_close |= more.to_close
         return outbox
+
+    def deliver_relayed(
+        self, session: Session, message: Message, *, acked: bool
+    ) -> tuple[bytes, str | None]:
+        """The bytes of ``message``, from the broker a relay forwards to, for ``session``.
+
+        ``message`` names the session's own subscription; ``acked``: that
+        subscription is not ``auto``.  In STOMP 1.2 the core gives it an
+        ``ack`` header of its own.  Returns the bytes to write and the name
+        the client's ACK or NACK of it will carry in ``covered`` (``None``
+        when not ``acked``).  Headers a 1.0 frame cannot carry are dropped.
+        """
+        connection = session.connection
+        ident: str | None = None
+        if acked:
+            if connection.version == "1.2":
+                ident = f"{session.id}-{next(self._books[session].ack_ids)}"
+            else:
+                ident = message.message_id
+        delivery = dataclasses.replace(message, ack=ident if connection.version == "1.2" else None)
+        data = _encode_delivery(connection, delivery)
+        session._active = True
+        self.counters.messages_delivered += 1
+        return data, ident
 
     def end_with_error(self, session: Session, message: str, detail: str = "") -> Outbox:
         """End ``session`` with ERROR ``message`` (``detail`` its body), as the transport decides.
@@ -1083,7 +1143,7 @@ class BrokerCore:
             return
         if (
             self._relay is not None
-            and isinstance(event, (Send, Subscribe, Unsubscribe, Ack, Nack))
+            and isinstance(event, (Send, Subscribe, Unsubscribe, Ack, Nack, Commit, Abort))
             and self._relay(session, event)
         ):
             # The transport forwards it, then calls answer_diverted (its receipt, or an ERROR).
@@ -1490,22 +1550,7 @@ class BrokerCore:
             headers=headers,
             content_length=send.content_length,
         )
-        try:
-            data = connection.send(delivery)
-        except LocalProtocolError:
-            # Headers a 1.1 or 1.2 sender escaped (a line break, a ':' in a name)
-            # cannot be written in a 1.0 frame: that subscriber gets the message
-            # without them.  (Its SUBSCRIBE was checked: destination and id fit.)
-            content_type = send.content_type
-            delivery = dataclasses.replace(
-                delivery,
-                headers=tuple(pair for pair in headers if _fits_unescaped(pair)),
-                content_type=content_type
-                if content_type is None or _fits_unescaped(("content-type", content_type))
-                else None,
-            )
-            data = connection.send(delivery)
-        outbox.write(session, data)
+        outbox.write(session, _encode_delivery(connection, delivery))
         session._active = True
         self.counters.messages_delivered += 1
         if subscription.ack == "auto":
