@@ -472,7 +472,7 @@ class Session:
         return diverted if isinstance(diverted, Send) and not self._relaying else None
 
     @property
-    def relayed(self) -> Relayed | None:
+    def relayed(self) -> Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort | None:
         """The frame the core's ``relay`` hook took, until :meth:`BrokerCore.answer_diverted`."""
         return self._diverted if self._relaying else None
 
@@ -719,7 +719,10 @@ class BrokerCore:
         strict: bool = False,
         divert: Callable[[Session, Send], bool] | None = None,
         user_prefix: str | None = None,
-        relay: Callable[[Session, Relayed], bool] | None = None,
+        relay: Callable[
+            [Session, Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort], bool
+        ]
+        | None = None,
     ) -> None:
         if user_prefix is not None and (
             not user_prefix.startswith("/") or not user_prefix.endswith("/") or user_prefix == "/"
