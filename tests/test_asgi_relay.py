@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -55,7 +55,7 @@ def relay_to(ep: Endpoint, **options: Any) -> Relay:
     return Relay("127.0.0.1", ep.port, **options)
 
 
-def authenticate_by_query(scope: dict[str, Any]) -> str | None:
+def authenticate_by_query(scope: MutableMapping[str, Any]) -> str | None:
     """The test's web app: the user is named in the query string (``user=alice``)."""
     query = scope.get("query_string", b"").decode()
     return dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("user")
