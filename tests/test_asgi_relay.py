@@ -366,3 +366,101 @@ def test_relay_options_are_checked() -> None:
         Relay(bogus=1)  # type: ignore[call-arg]
     relay = Relay(prefixes=["/queue/"])
     assert relay.relays("/queue/a") and not relay.relays("/topic/a")
+
+
+@pytest.mark.parametrize("name", UPSTREAMS)
+def test_a_cumulative_ack_settles_every_earlier_message(name: str) -> None:
+    async def test(ep: Endpoint) -> None:
+        app = StompApp(relay=relay_to(ep))
+        queue = unique("queue", "cumulative")
+        async with session(app) as sock:
+            await subscribe(sock, queue, "s", "client")
+            for n in range(3):
+                await send(sock, queue, f"m{n}".encode())
+            got = [await sock.expect("MESSAGE") for _ in range(3)]
+            assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
+            sock.write(frame("ACK", ("id", header(got[2], "ack") or ""), ("receipt", "r")))
+            await receipt(sock, "r")
+        async with session(app) as sock:
+            await subscribe(sock, queue, "s", "client")
+            await send(sock, queue, b"probe")
+            got = [await sock.expect("MESSAGE")]
+            assert got[0].body == b"probe"  # none of the three came back
+            sock.write(frame("ACK", ("id", header(got[0], "ack") or ""), ("receipt", "r")))
+            await receipt(sock, "r")
+
+    run(name, test)
+
+
+@pytest.mark.parametrize("name", UPSTREAMS)
+def test_a_stomp_11_browser_acks_by_message_id(name: str) -> None:
+    async def test(ep: Endpoint) -> None:
+        app = StompApp(relay=relay_to(ep))
+        queue = unique("queue", "v11")
+        async with session(app, version="1.1", scope=ws_scope(["v11.stomp"])) as sock:
+            await subscribe(sock, queue, "s", "client-individual")
+            await send(sock, queue, b"one")
+            await send(sock, queue, b"two")
+            one, two = await sock.expect("MESSAGE"), await sock.expect("MESSAGE")
+            assert header(one, "ack") is None
+            for message, command in ((two, "ACK"), (one, "NACK")):
+                sock.write(
+                    frame(
+                        command,
+                        ("message-id", header(message, "message-id") or ""),
+                        ("subscription", "s"),
+                        ("receipt", f"r-{command}"),
+                    )
+                )
+                await receipt(sock, f"r-{command}")
+            await send(sock, queue, b"sentinel")
+            after = await sock.expect("MESSAGE")
+            if not ep.is_activemq:  # ActiveMQ dead-letters a NACKed message
+                assert (after.body, redelivered(after)) == (b"one", True)
+                after = await sock.expect("MESSAGE")
+            assert after.body == b"sentinel"
+
+    run(name, test)
+
+
+def test_an_error_from_the_broker_names_the_receipt() -> None:
+    async def main() -> None:
+        permissions = {"guest": {"write": "/queue/open", "read": ".*"}}
+        async with Broker(users=USERS, permissions=permissions) as broker:  # type: ignore[typeddict-item]
+            app = StompApp(relay=relay_to(Endpoint("embedded", broker.port)))
+            async with session(app) as sock:
+                await send(sock, "/queue/open", b"allowed")
+                sock.write(frame("SEND", ("destination", "/queue/closed"), ("receipt", "r")))
+                error = await sock.expect("ERROR")
+                assert header(error, "message") == "access refused"
+                assert header(error, "receipt-id") == "r"
+                await sock.wait_closed()
+
+    asyncio.run(main())
+
+
+def test_a_browser_that_does_not_read_holds_the_broker_back() -> None:
+    async def main() -> None:
+        async with Broker(users=USERS) as broker:
+            ep = Endpoint("embedded", broker.port)
+            limit = 4096
+            app = StompApp(relay=relay_to(ep, max_pending_messages=5), output_limit=limit)
+            queue, count, body = unique("queue", "slow"), 200, b"x" * 1024
+            async with session(app) as sock:
+                sock.from_app = asyncio.Queue(maxsize=2)  # the browser stops reading
+                await subscribe(sock, queue, "s")
+                async with session(app) as producer:
+                    for _ in range(count - 1):
+                        producer.write(frame("SEND", ("destination", queue), body=body))
+                    await send(producer, queue, body)
+                    await asyncio.sleep(0.3)  # (time for more to go through, if it could)
+                    delivered = app.core.counters.messages_delivered
+                    # What waits for the browser: within its output limit (and a message).
+                    assert delivered < 20, delivered
+                    assert all(p.queued <= limit + 2048 for p in app._peers.values())
+                    # Read again: every message comes, in order.
+                    for _ in range(count):
+                        assert (await sock.expect("MESSAGE")).body == body
+                    assert app.core.counters.messages_delivered == count
+
+    asyncio.run(main())
