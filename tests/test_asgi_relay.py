@@ -24,7 +24,7 @@ from test_asgi import FakeSocket, frame, header, session, ws_scope
 
 from stomp_proto import Frame
 from stomp_proto.asgi import AppMessage, Relay, StompApp
-from stomp_proto.broker import Broker
+from stomp_proto.broker import Broker, Permissions
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -425,8 +425,8 @@ def test_a_stomp_11_browser_acks_by_message_id(name: str) -> None:
 
 def test_an_error_from_the_broker_names_the_receipt() -> None:
     async def main() -> None:
-        permissions = {"guest": {"write": "/queue/open", "read": ".*"}}
-        async with Broker(users=USERS, permissions=permissions) as broker:  # type: ignore[typeddict-item]
+        permissions: dict[str, Permissions] = {"guest": {"write": "/queue/open", "read": ".*"}}
+        async with Broker(users=USERS, permissions=permissions) as broker:
             app = StompApp(relay=relay_to(Endpoint("embedded", broker.port)))
             async with session(app) as sock:
                 await send(sock, "/queue/open", b"allowed")
