@@ -210,13 +210,23 @@ class Relay:
         return destination.startswith(self.prefixes)
 
     async def _open(self, user: str | None) -> AsyncClient:
-        """A connection to the broker for a session of ``user``."""
+        """A connection to the broker for a session of ``user``; _Unavailable if none."""
         options = self._options
         if self._credentials is not None:
-            found = self._credentials(user)
-            login, passcode = await found if inspect.isawaitable(found) else found
+            try:
+                found = self._credentials(user)
+                login, passcode = await found if inspect.isawaitable(found) else found
+            except PermissionError as exc:
+                raise _Unavailable(f"no credentials for the broker: {exc}") from exc
+            except Exception as exc:
+                # The app's hook failed: that session is refused, and the app goes on.
+                log.exception("STOMP app: the relay's credentials() failed")
+                raise _Unavailable("credentials() failed") from exc
             options = dataclasses.replace(options, login=login, passcode=passcode)
-        return await open_client(options, AsyncioBackend())
+        try:
+            return await open_client(options, AsyncioBackend())
+        except ClientError as exc:  # a refused login too (a BrokerError)
+            raise _Unavailable(f"no connection to the broker: {exc}") from exc
 
 
 class _Unavailable(Exception):
@@ -240,11 +250,10 @@ class _Upstream:
 class _Link:
     """A session's side of the relay: its broker connection, subscriptions, transactions."""
 
-    __slots__ = ("client", "opening", "subscriptions", "transactions", "watcher")
+    __slots__ = ("client", "subscriptions", "transactions", "watcher")
 
     def __init__(self) -> None:
         self.client: AsyncClient | None = None
-        self.opening: asyncio.Task[AsyncClient] | None = None
         #: By the client's subscription key.
         self.subscriptions: dict[str, _Upstream] = {}
         #: The broker's transaction behind each of the client's that holds relayed frames.
@@ -258,9 +267,6 @@ class _Link:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.opening is not None and not self.opening.done():
-            self.opening.cancel()
-            await asyncio.gather(self.opening, return_exceptions=True)
         client = self.client
         if client is not None:
             try:
@@ -708,13 +714,7 @@ class StompApp:
             return link, link.client
         relay = self.relay
         assert relay is not None
-        try:
-            client = await relay._open(peer.session.user)
-        except ClientError as exc:  # a refused login too (a BrokerError)
-            raise _Unavailable(f"no connection to the broker: {exc}") from exc
-        except PermissionError as exc:
-            raise _Unavailable(f"no credentials for the broker: {exc}") from exc
-        link.client = client
+        client = link.client = await relay._open(peer.session.user)
         events = client.session_events()  # (made now: no event is missed)
         link.watcher = asyncio.get_running_loop().create_task(self._watch(peer, events))
         return link, client
@@ -765,14 +765,12 @@ class StompApp:
 
     async def _settle(self, link: _Link, client: AsyncClient, event: Ack | Nack) -> None:
         upstream = link.subscriptions[event.subscription or ""]
-        messages = [m for i in event.covered if (m := upstream.unacked.pop(i, None)) is not None]
-        if not messages:
+        found = [(i, m) for i in event.covered if (m := upstream.unacked.pop(i, None)) is not None]
+        if not found:
             return  # nothing of the broker's: nothing to settle there
         named = event.id if event.id is not None else event.message_id
         # The broker's message behind the one named; a cumulative ACK covers the rest there too.
-        message = next(
-            (m for i, m in zip(event.covered, messages, strict=False) if i == named), messages[-1]
-        )
+        message = next((m for i, m in found if i == named), found[-1][1])
         transaction = await self._transaction(link, client, event.transaction)
         settle = client.nack if isinstance(event, Nack) else client.ack
         await settle(
@@ -802,6 +800,10 @@ class StompApp:
                 self._queue(peer, data)
         except ClientError:
             return  # the session's loss is reported by _watch
+        except Exception:
+            log.exception("STOMP app: relaying a message to session %s failed", session.id)
+            self._flush(self.core.end_with_error(session, BROKER_LOST, "relaying a message failed"))
+            self._poke(peer)
 
     async def _watch(self, peer: _Peer, events: AsyncIterator[SessionEvent]) -> None:
         """End the session with an ERROR once its connection to the broker is lost."""

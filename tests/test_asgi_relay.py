@@ -464,3 +464,30 @@ def test_a_browser_that_does_not_read_holds_the_broker_back() -> None:
                     assert app.core.counters.messages_delivered == count
 
     asyncio.run(main())
+
+
+def test_credentials_that_refuse_or_fail_make_the_broker_unavailable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def test(ep: Endpoint) -> None:
+        def credentials(user: str | None) -> tuple[str | None, str | None]:
+            if user == "mallory":
+                raise PermissionError("mallory may not")
+            if user == "bug":
+                raise RuntimeError("the hook has a bug")
+            return ep.login, ep.passcode
+
+        app = StompApp(
+            relay=relay_to(ep, credentials=credentials), authenticate=authenticate_by_query
+        )
+        for user, detail in (("mallory", b"mallory may not"), ("bug", b"credentials() failed")):
+            async with session(app, scope=as_user(user)) as sock:
+                sock.write(frame("SUBSCRIBE", ("destination", "/topic/t"), ("id", "1")))
+                error = await sock.expect("ERROR")
+                assert header(error, "message") == "broker unavailable"
+                assert detail in error.body
+        async with session(app, scope=as_user("alice")) as sock:
+            await send(sock, "/topic/t", b"fine")
+        assert "credentials() failed" in caplog.text
+
+    run("embedded", test)
