@@ -491,3 +491,22 @@ def test_credentials_that_refuse_or_fail_make_the_broker_unavailable(
         assert "credentials() failed" in caplog.text
 
     run("embedded", test)
+
+
+def test_shutting_the_app_down_ends_its_broker_connections() -> None:
+    async def main() -> None:
+        async with Broker(users=USERS) as broker:
+            app = StompApp(relay=relay_to(Endpoint("embedded", broker.port)))
+            queue = unique("queue", "shutdown")
+            async with session(app) as sock:
+                await subscribe(sock, queue, "s", "client-individual")
+                await send(sock, queue, b"unacked")
+                assert (await sock.expect("MESSAGE")).body == b"unacked"
+                assert len(broker.core.sessions) == 1
+                await app.close()
+                assert header(await sock.expect("ERROR"), "message") == "broker shutting down"
+                # close() returned once each session had left the broker with DISCONNECT.
+                assert broker.core.sessions == ()
+                assert broker.core.queued(queue) == 1  # back in its queue, unacknowledged
+
+    asyncio.run(main())
