@@ -6,6 +6,8 @@ until ``allowed_origins`` names it.  Then stompjs's round trip (1000 messages,
 client-individual acks, receipts, heart-beats) runs through the app, and a chat-like
 scenario uses an app handler, a reply to a user destination, and ``send_to_user``
 across two stompjs clients of one user; and stompjs reconnects when the app restarts.
+In relay mode the same round trip goes through the app to an embedded broker, RabbitMQ
+and ActiveMQ (a real broker that is down skips, or fails under ``CI=true``).
 The user comes from the WebSocket URL's query (a stand-in for a web app's session
 cookie).
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 from adapter_harness import HOST, ServiceLoop
+from brokers import USERS, Endpoint, real_broker
 from test_browser_stompjs import (  # noqa: F401 - the fixtures
     HEARTBEAT,
     DevTools,
@@ -34,7 +37,7 @@ from test_browser_stompjs import (  # noqa: F401 - the fixtures
     wait_until,
 )
 
-from stomp_proto.asgi import AppMessage, StompApp
+from stomp_proto.asgi import AppMessage, Relay, StompApp
 
 uvicorn = pytest.importorskip("uvicorn")
 
@@ -123,6 +126,35 @@ def test_stompjs_roundtrip_through_the_app(served_app: tuple[DevTools, Served]) 
     check_roundtrip(result, destination)
     assert destination not in served.app.core.destinations()
     print(f"StompApp under uvicorn: 1000 messages through stompjs in {result['ms']} ms")
+
+
+@pytest.mark.parametrize("name", ["embedded", "rabbitmq", "activemq"])
+def test_stompjs_roundtrip_relayed_to_a_broker(
+    test_page: tuple[DevTools, str],  # noqa: F811
+    name: str,
+) -> None:
+    tools, origin = test_page
+    upstream = ServiceLoop()
+    try:
+        if name == "embedded":
+            broker = upstream.call(upstream.start_broker(0, False, {"users": USERS}))
+            ep = Endpoint("embedded", broker.port)
+        else:
+            ep = real_broker(name)
+        relay = Relay(HOST, ep.port, login=ep.login, passcode=ep.passcode, vhost=ep.vhost)
+        app = StompApp(relay=relay, allowed_origins=[origin], heartbeat=(HEARTBEAT, HEARTBEAT))
+        served = Served(app)
+        try:
+            url = f"ws://{HOST}:{served.port}/ws"
+            destination = f"/queue/browser-relay-{uuid.uuid4()}"
+            result = roundtrip(tools, url, destination)
+            check_roundtrip(result, destination)
+            assert destination not in app.core.destinations()  # the broker's, not the app's
+        finally:
+            served.close()
+    finally:
+        upstream.close()
+    print(f"StompApp relaying to {name}: 1000 messages through stompjs in {result['ms']} ms")
 
 
 #: Two stompjs clients of alice: each subscribes to its replies, to its notices and to
