@@ -37,7 +37,7 @@ from typing import Any, TypeVar, Unpack
 from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
 from ._client._asyncio import AsyncioBackend
 from ._client._errors import BrokerError, ClientError
-from ._client._lifecycle import SessionEvent
+from ._client._lifecycle import ClientState, SessionEvent
 from ._client._options import ClientOptions, ConnectOptions
 from ._errors import ErrorKind, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import Ack, Commit, Message, Nack, Send, Subscribe, Unsubscribe
@@ -153,14 +153,20 @@ class AppMessage:
 
         ``destination`` defaults to the SEND's ``reply-to`` header; a user
         destination (``/user/queue/x``), a topic or a queue.  Other sessions of
-        the same user do not get it (a queue, though, is shared).
-        LocalProtocolError without a destination.
+        the same user do not get it (a queue, though, is shared).  A
+        destination the app's :class:`Relay` forwards is sent to its broker
+        instead, as :meth:`StompApp.publish` does: there a topic's every
+        subscriber gets it.  LocalProtocolError without a destination.
         """
         target = destination if destination is not None else self.header("reply-to")
         if target is None:
             raise LocalProtocolError(
                 ErrorKind.BAD_STATE, "no reply destination: the SEND has no reply-to header"
             )
+        relay = self.app.relay
+        if relay is not None and relay.relays(target):
+            await relay._publish(target, _encode(body), tuple(headers), content_type)
+            return
         self.app._reply(self._session, target, _encode(body), tuple(headers), content_type)
 
 
@@ -204,10 +210,43 @@ class Relay:
         self.prefixes = chosen
         self._options = built
         self._credentials = credentials
+        #: The app's own connection (its ``publish``), with the ``login`` option's login.
+        self._system: AsyncClient | None = None
+        self._system_lock: asyncio.Lock | None = None
 
     def relays(self, destination: str) -> bool:
         """Whether frames for ``destination`` are forwarded to the broker."""
         return destination.startswith(self.prefixes)
+
+    async def _publish(
+        self,
+        destination: str,
+        body: bytes,
+        headers: tuple[tuple[str, str], ...],
+        content_type: str | None,
+    ) -> None:
+        """Send a message from the app itself, on the relay's own connection; it is
+        opened at the first message, and again after it was lost."""
+        if self._system_lock is None:
+            self._system_lock = asyncio.Lock()
+        async with self._system_lock:
+            client = self._system
+            if client is None or client.state in (ClientState.CLOSED, ClientState.FAILED):
+                if client is not None:
+                    await client.close()  # (over already: this frees what it held)
+                client = self._system = await open_client(self._options, AsyncioBackend())
+        await client.send(
+            destination, body, content_type=content_type, headers=headers, receipt=True
+        )
+
+    async def _close(self) -> None:
+        client, self._system = self._system, None
+        if client is not None:
+            try:
+                async with asyncio.timeout(RELAY_CLOSE_TIMEOUT):
+                    await client.disconnect()
+            except (ClientError, ProtocolError, OSError, TimeoutError):
+                await client.close()
 
     async def _open(self, user: str | None) -> AsyncClient:
         """A connection to the broker for a session of ``user``; _Unavailable if none."""
@@ -417,8 +456,15 @@ class StompApp:
 
         Usable from any code in the process that runs on the app's event
         loop (an HTTP route, a background task).  OverflowError when a queue
-        or the memory budget has no room.
+        or the memory budget has no room.  A destination the :class:`Relay`
+        forwards goes to its broker, on a connection of the app's own (the
+        relay's ``login``), and returns with the broker's receipt; errors are
+        the asyncio client's (:class:`~stomp_proto.asyncio.ConnectionLost`,
+        :class:`~stomp_proto.asyncio.BrokerError`).
         """
+        if self.relay is not None and self.relay.relays(destination):
+            await self.relay._publish(destination, _encode(body), tuple(headers), content_type)
+            return
         self._flush(
             self.core.publish(
                 destination, _encode(body), headers=tuple(headers), content_type=content_type
@@ -465,6 +511,8 @@ class StompApp:
         tasks = list(self._tasks)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.relay is not None:
+            await self.relay._close()
 
     # -- ASGI ------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from test_asgi import FakeSocket, frame, header, session, ws_scope
 
 from stomp_proto import Frame
 from stomp_proto.asgi import AppMessage, Relay, StompApp
+from stomp_proto.asyncio import ClientError, ConnectionLost
 from stomp_proto.broker import Broker, Permissions
 
 pytestmark = pytest.mark.timeout(90)
@@ -506,7 +507,53 @@ def test_shutting_the_app_down_ends_its_broker_connections() -> None:
                 await app.close()
                 assert header(await sock.expect("ERROR"), "message") == "broker shutting down"
                 # close() returned once each session had left the broker with DISCONNECT.
-                assert broker.core.sessions == ()
+                assert not broker.core.sessions
                 assert broker.core.queued(queue) == 1  # back in its queue, unacknowledged
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", UPSTREAMS)
+def test_the_app_publishes_and_replies_through_the_relay(name: str) -> None:
+    async def test(ep: Endpoint) -> None:
+        app = StompApp(relay=relay_to(ep))
+        queue, topic = unique("queue", "from-app"), unique("topic", "from-app")
+
+        @app.handler("/app/ask")
+        async def ask(message: AppMessage) -> None:
+            await message.reply(b"answer")  # to its reply-to, a relayed queue
+
+        async with session(app) as sock:
+            await subscribe(sock, queue, "q")
+            await subscribe(sock, topic, "t")
+            await app.publish(topic, "to the topic", headers=[("x-from", "app")])
+            got = await sock.expect("MESSAGE")
+            assert (got.body, header(got, "subscription")) == (b"to the topic", "t")
+            assert header(got, "x-from") == "app"
+            await send(sock, "/app/ask", b"question", ("reply-to", queue))
+            got = await sock.expect("MESSAGE")
+            assert (got.body, header(got, "subscription")) == (b"answer", "q")
+        await app.close()  # its own connection to the broker too
+
+    run(name, test)
+
+
+def test_the_apps_own_connection_fails_over_when_lost() -> None:
+    async def main() -> None:
+        async with Broker(users=USERS) as first, Broker(users=USERS) as second:
+            hosts = [("127.0.0.1", first.port), ("127.0.0.1", second.port)]
+            app = StompApp(relay=Relay(hosts=hosts, login="guest", passcode="guest"))
+            await app.publish("/queue/q", b"one")
+            assert first.core.queued("/queue/q") == 1
+            await first.close()
+            try:
+                await app.publish("/queue/q", b"two")  # a new connection, to the next broker
+            except ClientError:  # (unless the publish raced the loss: then the next one)
+                await app.publish("/queue/q", b"two")
+            assert second.core.queued("/queue/q") == 1
+            await second.close()
+            with pytest.raises(ConnectionLost):
+                await app.publish("/queue/q", b"three")
+            await app.close()
 
     asyncio.run(main())
