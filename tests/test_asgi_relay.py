@@ -557,3 +557,22 @@ def test_the_apps_own_connection_fails_over_when_lost() -> None:
             await app.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", UPSTREAMS)
+def test_a_subscription_behind_a_backlog(name: str) -> None:
+    async def test(ep: Endpoint) -> None:
+        app = StompApp(relay=relay_to(ep, max_pending_messages=5))
+        queue, backlog = unique("queue", "backlog"), 60
+        async with session(app) as producer:
+            for n in range(backlog - 1):
+                producer.write(frame("SEND", ("destination", queue), body=f"m{n}".encode()))
+            await send(producer, queue, f"m{backlog - 1}".encode())
+        async with session(app) as sock:
+            await subscribe(sock, queue, "s", "client")
+            got = [await sock.expect("MESSAGE") for _ in range(backlog)]
+            assert [m.body for m in got] == [f"m{n}".encode() for n in range(backlog)]
+            sock.write(frame("ACK", ("id", header(got[-1], "ack") or ""), ("receipt", "r")))
+            await receipt(sock, "r")
+
+    run(name, test)
