@@ -85,8 +85,6 @@ RELAY_PREFIXES = ("/queue/", "/topic/", "/exchange/", "/amq/queue/")
 RELAY_PENDING = 100
 #: Seconds a relayed session's DISCONNECT from the broker behind may take at its end.
 RELAY_CLOSE_TIMEOUT = 5.0
-#: What :class:`Relay` ``credentials`` return: ``(login, passcode)`` for the broker behind.
-_Credentials = tuple[str | None, str | None]
 
 
 class Refused(Exception):
@@ -180,8 +178,10 @@ class Relay:
     upstream connection of its own, opened at its first relayed frame.
     ``credentials(user)`` (plain or async) gives ``(login, passcode)`` for
     the session's :attr:`~stomp_proto.broker.Session.user`; by default the
-    ``login`` and ``passcode`` options serve every session.  ``reconnect``
-    is refused: a lost broker ends the browser's session (see :doc:`/webapps`).
+    ``login`` and ``passcode`` options serve every session, and the app's
+    own messages (:meth:`StompApp.publish`) always.  ``max_pending_messages``
+    defaults to 100; ``reconnect`` is refused: a lost
+    broker ends the browser's session (see :doc:`/webapps`).
     """
 
     def __init__(
@@ -190,7 +190,11 @@ class Relay:
         port: int | None = None,
         *,
         prefixes: Iterable[str] = RELAY_PREFIXES,
-        credentials: Callable[[str | None], _Credentials | Awaitable[_Credentials]] | None = None,
+        credentials: Callable[
+            [str | None],
+            tuple[str | None, str | None] | Awaitable[tuple[str | None, str | None]],
+        ]
+        | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
         if isinstance(prefixes, str):
@@ -242,11 +246,7 @@ class Relay:
     async def _close(self) -> None:
         client, self._system = self._system, None
         if client is not None:
-            try:
-                async with asyncio.timeout(RELAY_CLOSE_TIMEOUT):
-                    await client.disconnect()
-            except (ClientError, ProtocolError, OSError, TimeoutError):
-                await client.close()
+            await _leave(client)
 
     async def _open(self, user: str | None) -> AsyncClient:
         """A connection to the broker for a session of ``user``; _Unavailable if none."""
@@ -306,14 +306,18 @@ class _Link:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        client = self.client
-        if client is not None:
-            try:
-                # Unsettled messages go back to their queues; open transactions are dropped.
-                async with asyncio.timeout(RELAY_CLOSE_TIMEOUT):
-                    await client.disconnect()
-            except (ClientError, ProtocolError, OSError, TimeoutError):
-                await client.close()
+        if self.client is not None:
+            # Unsettled messages go back to their queues; open transactions are dropped.
+            await _leave(self.client)
+
+
+async def _leave(client: AsyncClient) -> None:
+    """DISCONNECT from the broker behind, within RELAY_CLOSE_TIMEOUT; else just close."""
+    try:
+        async with asyncio.timeout(RELAY_CLOSE_TIMEOUT):
+            await client.disconnect()
+    except (ClientError, ProtocolError, OSError, TimeoutError):
+        await client.close()
 
 
 class _Peer:
