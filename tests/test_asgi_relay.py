@@ -3,11 +3,14 @@
 The browser side is test_asgi's fake WebSocket (frames written by hand); the
 broker behind is an embedded broker started by the test (always), RabbitMQ
 or ActiveMQ (found as test_interop_brokers finds them: skipped when down,
-failed under CI=true).  Scenarios: a subscribe and send round trip on a
-queue and a topic, receipts, client-individual ACK and NACK (redelivery as
-each broker does it), a transaction committed and one aborted, a login
-mapped per user, app and user destinations still served by the app, and a
-lost or missing broker reported to the browser as an ERROR.
+failed under CI=true).  On each: a subscribe and send round trip on a queue
+and a topic, receipts, client-individual ACK and NACK (redelivery as each
+broker does it), cumulative ACKs, a STOMP 1.1 browser, a transaction
+committed and one aborted, a login mapped per user, a backlog, the app's own
+publish and reply.  On an embedded broker: app and user destinations stay
+with the app, a lost or missing broker is an ERROR to the browser, new
+sessions fail over, a browser that does not read holds the broker back, and
+shutting the app down leaves the broker cleanly.
 """
 
 from __future__ import annotations
