@@ -653,10 +653,11 @@ class StompApp:
             if handling is not None:
                 handling.cancel()
                 await asyncio.gather(handling, return_exceptions=True)
-            if peer.link is not None:
-                await peer.link.close()
             self._flush(self.core.close_session(session))
             await self._finish(peer, ended)
+            if peer.link is not None:
+                # After the client's end: leaving the broker may take a while.
+                await peer.link.close()
 
     async def _next_input(self, peer: _Peer) -> bytes | None:
         """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due or
