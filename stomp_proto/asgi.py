@@ -380,7 +380,7 @@ class StompApp:
     (``"*"``: any), as for :class:`~stomp_proto.broker.Broker`.  SENDs under
     ``app_prefix`` go to :meth:`handler` functions; ``/user/`` destinations
     are on.  ``relay``, a :class:`Relay`, forwards the destinations under its
-    prefixes to another broker.  ``options`` are the
+    prefixes (which must not overlap those) to another broker.  ``options`` are the
     :class:`~stomp_proto.broker.BrokerCore` options.  An ``http`` request gets
     426 (use a WebSocket), ``lifespan`` is followed: at shutdown every client
     gets ERROR ``broker shutting down``.
@@ -401,6 +401,10 @@ class StompApp:
             raise ValueError(f"app_prefix starts with '/': {app_prefix!r}")
         #: The prefix of app destinations (always ending with ``/``).
         self.app_prefix = app_prefix if app_prefix.endswith("/") else app_prefix + "/"
+        for own in (self.app_prefix, USER_PREFIX):
+            for prefix in () if relay is None else relay.prefixes:
+                if prefix.startswith(own) or own.startswith(prefix):
+                    raise ValueError(f"the relay's prefix {prefix!r} overlaps the app's {own!r}")
         self._authenticate = authenticate
         self._allowed_origins = tuple(allowed_origins)
         self._origins = {

@@ -360,6 +360,11 @@ def test_relay_options_are_checked() -> None:
         Relay(bogus=1)  # type: ignore[call-arg]
     relay = Relay(prefixes=["/queue/"])
     assert relay.relays("/queue/a") and not relay.relays("/topic/a")
+    for prefixes in (["/app/"], ["/user/queue/"], ["/"]):
+        with pytest.raises(ValueError, match="overlaps"):
+            StompApp(relay=Relay(prefixes=prefixes))
+    with pytest.raises(ValueError, match="overlaps"):
+        StompApp(relay=relay, app_prefix="/queue/app/")
 
 
 @pytest.mark.parametrize("name", UPSTREAMS)
