@@ -67,7 +67,6 @@ PROBE = """
 """
 
 
-
 def look(tools: DevTools, url: str, width: int, shot: Path | None) -> list[str]:
     """Open ``url`` at ``width``; save a screenshot to ``shot``; return what is wrong."""
     tools.call(
