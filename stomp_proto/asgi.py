@@ -7,7 +7,9 @@ FastAPI (``app.mount("/ws", stomp_app)``) or serve it alone (``uvicorn
 module:stomp_app``).  Besides ``/topic`` and ``/queue`` as the broker has them
 (acks, receipts, transactions), SENDs under ``app_prefix`` go to the app's
 handlers (:meth:`StompApp.handler`) and ``/user/...`` destinations reach every
-session of one user.  See :doc:`/webapps`.
+session of one user.  With a :class:`Relay`, destinations under its prefixes
+are served by RabbitMQ or ActiveMQ instead, one upstream connection per
+session.  See :doc:`/webapps`.
 
 Each WebSocket gets a :class:`~stomp_proto.broker.Session` and one task that
 waits for input with a timeout taken from the session's timer (heart-beats and
@@ -25,14 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, TypeVar, Unpack
 
-from ._errors import ErrorKind, LocalProtocolError, RemoteProtocolError
-from ._events import Send
+from ._client._async import AsyncClient, AsyncSubscription, AsyncTransaction, open_client
+from ._client._asyncio import AsyncioBackend
+from ._client._errors import BrokerError, ClientError
+from ._client._lifecycle import ClientState, SessionEvent
+from ._client._options import ClientOptions, ConnectOptions
+from ._errors import ErrorKind, LocalProtocolError, ProtocolError, RemoteProtocolError
+from ._events import Ack, Commit, Message, Nack, Send, Subscribe, Unsubscribe
 from ._frame import VERSIONS
 from ._websocket import OriginPolicy, accepted_versions, choose_subprotocol
 from .broker._core import (
@@ -41,10 +49,11 @@ from .broker._core import (
     BrokerCore,
     BrokerOptions,
     Outbox,
+    Relayed,
     Session,
 )
 
-__all__ = ["AppMessage", "Refused", "StompApp"]
+__all__ = ["AppMessage", "Refused", "Relay", "StompApp"]
 
 log = logging.getLogger("stomp_proto.asgi")
 
@@ -66,6 +75,16 @@ INPUT_LIMIT = 256 * 1024
 CLOSE_TIMEOUT = 5.0
 #: What an app handler's exception tells the client (the exception itself is logged).
 HANDLER_FAILED = "handler failed"
+#: The ERROR a relayed session gets when its connection to the broker behind fails or ends.
+BROKER_LOST = "broker connection lost"
+#: The ERROR a relayed session gets when no connection to the broker behind can be opened.
+BROKER_UNAVAILABLE = "broker unavailable"
+#: The destinations a :class:`Relay` forwards by default (RabbitMQ's and ActiveMQ's kinds).
+RELAY_PREFIXES = ("/queue/", "/topic/", "/exchange/", "/amq/queue/")
+#: Messages a relayed subscription buffers from the broker before reading from it pauses.
+RELAY_PENDING = 100
+#: Seconds a relayed session's DISCONNECT from the broker behind may take at its end.
+RELAY_CLOSE_TIMEOUT = 5.0
 
 
 class Refused(Exception):
@@ -132,15 +151,173 @@ class AppMessage:
 
         ``destination`` defaults to the SEND's ``reply-to`` header; a user
         destination (``/user/queue/x``), a topic or a queue.  Other sessions of
-        the same user do not get it (a queue, though, is shared).
-        LocalProtocolError without a destination.
+        the same user do not get it (a queue, though, is shared).  A
+        destination the app's :class:`Relay` forwards is sent to its broker
+        instead, as :meth:`StompApp.publish` does: there a topic's every
+        subscriber gets it.  LocalProtocolError without a destination.
         """
         target = destination if destination is not None else self.header("reply-to")
         if target is None:
             raise LocalProtocolError(
                 ErrorKind.BAD_STATE, "no reply destination: the SEND has no reply-to header"
             )
+        relay = self.app.relay
+        if relay is not None and relay.relays(target):
+            await relay._publish(target, _encode(body), tuple(headers), content_type)
+            return
         self.app._reply(self._session, target, _encode(body), tuple(headers), content_type)
+
+
+class Relay:
+    """Where :class:`StompApp` forwards the destinations it does not serve itself.
+
+    ``host`` and ``port`` (or a connection URL, or ``hosts=[...]``) name the
+    broker - RabbitMQ, ActiveMQ - as for :func:`stomp_proto.asyncio.connect`,
+    and ``options`` are its :class:`~stomp_proto.ClientOptions`.  Frames for
+    destinations under ``prefixes`` go there, each browser session on an
+    upstream connection of its own, opened at its first relayed frame.
+    ``credentials(user)`` (plain or async) gives ``(login, passcode)`` for
+    the session's :attr:`~stomp_proto.broker.Session.user`; by default the
+    ``login`` and ``passcode`` options serve every session, and the app's
+    own messages (:meth:`StompApp.publish`) always.  ``max_pending_messages``
+    defaults to 100; ``reconnect`` is refused: a lost
+    broker ends the browser's session (see :doc:`/webapps`).
+    """
+
+    def __init__(
+        self,
+        host: str | None = None,
+        port: int | None = None,
+        *,
+        prefixes: Iterable[str] = RELAY_PREFIXES,
+        credentials: Callable[
+            [str | None],
+            tuple[str | None, str | None] | Awaitable[tuple[str | None, str | None]],
+        ]
+        | None = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        if isinstance(prefixes, str):
+            raise TypeError("prefixes is a list of prefixes, not one string")
+        chosen = tuple(prefixes)
+        if not chosen or any(not p.startswith("/") or not p.endswith("/") for p in chosen):
+            raise ValueError(f"prefixes start and end with '/', as '/queue/': {chosen!r}")
+        options.setdefault("max_pending_messages", RELAY_PENDING)
+        built = ConnectOptions.build(host, port, options)
+        if built.reconnect is not None:
+            raise ValueError(
+                "a Relay does not reconnect a session's broker connection: a lost broker "
+                "ends the browser's session with an ERROR, and its next session connects "
+                "anew (give hosts=[...] to fail over)"
+            )
+        #: The destination prefixes forwarded to the broker.
+        self.prefixes = chosen
+        self._options = built
+        self._credentials = credentials
+        #: The app's own connection (its ``publish``), with the ``login`` option's login.
+        self._system: AsyncClient | None = None
+        self._system_lock: asyncio.Lock | None = None
+
+    def relays(self, destination: str) -> bool:
+        """Whether frames for ``destination`` are forwarded to the broker."""
+        return destination.startswith(self.prefixes)
+
+    async def _publish(
+        self,
+        destination: str,
+        body: bytes,
+        headers: tuple[tuple[str, str], ...],
+        content_type: str | None,
+    ) -> None:
+        """Send a message from the app itself, on the relay's own connection; it is
+        opened at the first message, and again after it was lost."""
+        if self._system_lock is None:
+            self._system_lock = asyncio.Lock()
+        async with self._system_lock:
+            client = self._system
+            if client is None or client.state in (ClientState.CLOSED, ClientState.FAILED):
+                if client is not None:
+                    await client.close()  # (over already: this frees what it held)
+                client = self._system = await open_client(self._options, AsyncioBackend())
+        await client.send(
+            destination, body, content_type=content_type, headers=headers, receipt=True
+        )
+
+    async def _close(self) -> None:
+        client, self._system = self._system, None
+        if client is not None:
+            await _leave(client)
+
+    async def _open(self, user: str | None) -> AsyncClient:
+        """A connection to the broker for a session of ``user``; _Unavailable if none."""
+        options = self._options
+        if self._credentials is not None:
+            try:
+                found = self._credentials(user)
+                login, passcode = await found if inspect.isawaitable(found) else found
+            except PermissionError as exc:
+                raise _Unavailable(f"no credentials for the broker: {exc}") from exc
+            except Exception as exc:
+                # The app's hook failed: that session is refused, and the app goes on.
+                log.exception("STOMP app: the relay's credentials() failed")
+                raise _Unavailable("credentials() failed") from exc
+            options = dataclasses.replace(options, login=login, passcode=passcode)
+        try:
+            return await open_client(options, AsyncioBackend())
+        except ClientError as exc:  # a refused login too (a BrokerError)
+            raise _Unavailable(f"no connection to the broker: {exc}") from exc
+
+
+class _Unavailable(Exception):
+    """No connection to the broker behind could be opened (the ERROR's detail)."""
+
+
+class _Upstream:
+    """One relayed subscription: the broker's, its pump, and the deliveries awaiting ACK."""
+
+    __slots__ = ("acked", "pump", "subscription", "unacked")
+
+    def __init__(self, subscription: AsyncSubscription, acked: bool) -> None:
+        self.subscription = subscription
+        self.acked = acked
+        #: The broker's message behind each delivery the client has not settled, by the
+        #: name its ACK gives (the ``ack`` header in 1.2, the ``message-id`` before).
+        self.unacked: dict[str, Message] = {}
+        self.pump: asyncio.Task[None] | None = None
+
+
+class _Link:
+    """A session's side of the relay: its broker connection, subscriptions, transactions."""
+
+    __slots__ = ("client", "subscriptions", "transactions", "watcher")
+
+    def __init__(self) -> None:
+        self.client: AsyncClient | None = None
+        #: By the client's subscription key.
+        self.subscriptions: dict[str, _Upstream] = {}
+        #: The broker's transaction behind each of the client's that holds relayed frames.
+        self.transactions: dict[str, AsyncTransaction] = {}
+        self.watcher: asyncio.Task[None] | None = None
+
+    async def close(self) -> None:
+        tasks = [u.pump for u in self.subscriptions.values() if u.pump is not None]
+        if self.watcher is not None:
+            tasks.append(self.watcher)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.client is not None:
+            # Unsettled messages go back to their queues; open transactions are dropped.
+            await _leave(self.client)
+
+
+async def _leave(client: AsyncClient) -> None:
+    """DISCONNECT from the broker behind, within RELAY_CLOSE_TIMEOUT; else just close."""
+    try:
+        async with asyncio.timeout(RELAY_CLOSE_TIMEOUT):
+            await client.disconnect()
+    except (ClientError, ProtocolError, OSError, TimeoutError):
+        await client.close()
 
 
 class _Peer:
@@ -148,9 +325,11 @@ class _Peer:
 
     __slots__ = (
         "closing",
+        "drained",
         "gone",
         "inbox",
         "inbox_bytes",
+        "link",
         "output",
         "poked",
         "queued",
@@ -183,6 +362,11 @@ class _Peer:
         self.writer: asyncio.Task[None] | None = None
         #: The session has ended: the writer sends what is left, then returns.
         self.closing = False
+        #: Set while the output has room: relayed subscriptions wait for it before a delivery.
+        self.drained = asyncio.Event()
+        self.drained.set()
+        #: Its relay state, once a frame was relayed.
+        self.link: _Link | None = None
 
 
 class StompApp:
@@ -195,9 +379,11 @@ class StompApp:
     ``allowed_origins`` admits web pages of other origins than the app's own
     (``"*"``: any), as for :class:`~stomp_proto.broker.Broker`.  SENDs under
     ``app_prefix`` go to :meth:`handler` functions; ``/user/`` destinations
-    are on.  ``options`` are the :class:`~stomp_proto.broker.BrokerCore`
-    options.  An ``http`` request gets 426 (use a WebSocket), ``lifespan`` is
-    followed: at shutdown every client gets ERROR ``broker shutting down``.
+    are on.  ``relay``, a :class:`Relay`, forwards the destinations under its
+    prefixes (which must not overlap those) to another broker.  ``options`` are the
+    :class:`~stomp_proto.broker.BrokerCore` options.  An ``http`` request gets
+    426 (use a WebSocket), ``lifespan`` is followed: at shutdown every client
+    gets ERROR ``broker shutting down``.
     """
 
     def __init__(
@@ -206,6 +392,7 @@ class StompApp:
         authenticate: Callable[[_Scope], str | Awaitable[str | None] | None] | None = None,
         allowed_origins: Iterable[str] = (),
         app_prefix: str = "/app/",
+        relay: Relay | None = None,
         **options: Unpack[BrokerOptions],
     ) -> None:
         if isinstance(allowed_origins, str):
@@ -214,6 +401,10 @@ class StompApp:
             raise ValueError(f"app_prefix starts with '/': {app_prefix!r}")
         #: The prefix of app destinations (always ending with ``/``).
         self.app_prefix = app_prefix if app_prefix.endswith("/") else app_prefix + "/"
+        for own in (self.app_prefix, USER_PREFIX):
+            for prefix in () if relay is None else relay.prefixes:
+                if prefix.startswith(own) or own.startswith(prefix):
+                    raise ValueError(f"the relay's prefix {prefix!r} overlaps the app's {own!r}")
         self._authenticate = authenticate
         self._allowed_origins = tuple(allowed_origins)
         self._origins = {
@@ -222,7 +413,14 @@ class StompApp:
         self._versions = options.get("versions", VERSIONS)
         self._output_limit = options.get("output_limit", DEFAULT_OUTPUT_LIMIT)
         #: The :class:`~stomp_proto.broker.BrokerCore` that does the work.
-        self.core = BrokerCore(**options, divert=self._diverts, user_prefix=USER_PREFIX)
+        self.core = BrokerCore(
+            **options,
+            divert=self._diverts,
+            user_prefix=USER_PREFIX,
+            relay=None if relay is None else self._relays,
+        )
+        #: The :class:`Relay`, if any.
+        self.relay = relay
         self._handlers: dict[str, _Handler] = {}
         self._peers: dict[Session, _Peer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -266,8 +464,15 @@ class StompApp:
 
         Usable from any code in the process that runs on the app's event
         loop (an HTTP route, a background task).  OverflowError when a queue
-        or the memory budget has no room.
+        or the memory budget has no room.  A destination the :class:`Relay`
+        forwards goes to its broker, on a connection of the app's own (the
+        relay's ``login``), and returns with the broker's receipt; errors are
+        the asyncio client's (:class:`~stomp_proto.asyncio.ConnectionLost`,
+        :class:`~stomp_proto.asyncio.BrokerError`).
         """
+        if self.relay is not None and self.relay.relays(destination):
+            await self.relay._publish(destination, _encode(body), tuple(headers), content_type)
+            return
         self._flush(
             self.core.publish(
                 destination, _encode(body), headers=tuple(headers), content_type=content_type
@@ -314,6 +519,8 @@ class StompApp:
         tasks = list(self._tasks)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.relay is not None:
+            await self.relay._close()
 
     # -- ASGI ------------------------------------------------------------------
 
@@ -439,8 +646,11 @@ class StompApp:
                     break  # the client is gone: nothing more can reach it
                 if handling is not None and handling.done():
                     handling = None
-                if session.diverted is not None and handling is None and not session.closed:
-                    handling = loop.create_task(self._handle(peer, session.diverted))
+                if handling is None and not session.closed:
+                    if session.diverted is not None:
+                        handling = loop.create_task(self._handle(peer, session.diverted))
+                    elif session.relayed is not None:
+                        handling = loop.create_task(self._forward(peer, session.relayed))
         except Exception:
             log.exception("STOMP app: connection %s failed", session.id)
         finally:
@@ -449,6 +659,9 @@ class StompApp:
                 await asyncio.gather(handling, return_exceptions=True)
             self._flush(self.core.close_session(session))
             await self._finish(peer, ended)
+            if peer.link is not None:
+                # After the client's end: leaving the broker may take a while.
+                await peer.link.close()
 
     async def _next_input(self, peer: _Peer) -> bytes | None:
         """Bytes from the client, ``None`` at its end, ``b""`` when the timer is due or
@@ -466,7 +679,11 @@ class StompApp:
                     if peer.poked:
                         peer.poked = False
                         return b""
-                    held = session.reading_blocked or session.diverted is not None
+                    held = (
+                        session.reading_blocked
+                        or session.diverted is not None
+                        or session.relayed is not None
+                    )
                     if peer.inbox and not held:
                         data = peer.inbox.popleft()
                         peer.inbox_bytes -= len(data)
@@ -507,6 +724,158 @@ class StompApp:
 
     def _diverts(self, session: Session, send: Send) -> bool:
         return send.destination.startswith(self.app_prefix)
+
+    # -- relay -----------------------------------------------------------------
+
+    def _relays(self, session: Session, event: Relayed) -> bool:
+        """The core's ``relay`` hook: whether ``event`` is the relay's."""
+        relay = self.relay
+        assert relay is not None
+        if isinstance(event, (Send, Subscribe)):
+            return relay.relays(event.destination)
+        peer = self._peers.get(session)
+        link = None if peer is None else peer.link
+        if link is None:
+            return False
+        if isinstance(event, Unsubscribe):
+            return (event.key or "") in link.subscriptions
+        if isinstance(event, (Ack, Nack)):
+            return (event.subscription or "") in link.subscriptions
+        return event.transaction in link.transactions
+
+    async def _forward(self, peer: _Peer, event: Relayed) -> None:
+        """Forward a relayed frame to the broker; then its receipt or an ERROR, and read on."""
+        session = peer.session
+        refusal: tuple[str, str] | None = None
+        try:
+            await self._forward_event(peer, event)
+        except _Unavailable as exc:
+            refusal = (BROKER_UNAVAILABLE, str(exc))
+        except BrokerError as exc:
+            refusal = (exc.message or BROKER_LOST, str(exc))
+        except (ClientError, ProtocolError, OSError, TimeoutError) as exc:
+            refusal = (BROKER_LOST, f"the connection to the broker failed: {exc}")
+        except Exception:
+            log.exception("STOMP app: relaying %s failed", type(event).__name__)
+            refusal = (BROKER_LOST, "relaying the frame failed")
+        if session.relayed is event:
+            self._flush(self.core.answer_diverted(session, refusal))
+        self._poke(peer)
+
+    async def _client(self, peer: _Peer) -> tuple[_Link, AsyncClient]:
+        """The session's connection to the broker; opened at its first relayed frame."""
+        link = peer.link
+        if link is None:
+            link = peer.link = _Link()
+        if link.client is not None:
+            return link, link.client
+        relay = self.relay
+        assert relay is not None
+        client = link.client = await relay._open(peer.session.user)
+        events = client.session_events()  # (made now: no event is missed)
+        link.watcher = asyncio.get_running_loop().create_task(self._watch(peer, events))
+        return link, client
+
+    async def _forward_event(self, peer: _Peer, event: Relayed) -> None:
+        link, client = await self._client(peer)
+        receipt = event.receipt is not None
+        if isinstance(event, Send):
+            transaction = await self._transaction(link, client, event.transaction)
+            await client.send(
+                event.destination,
+                event.body,
+                content_type=event.content_type,
+                headers=event.headers,
+                transaction=transaction,
+                receipt=receipt,
+                content_length=event.content_length,
+            )
+        elif isinstance(event, Subscribe):
+            subscription = client.subscribe(
+                event.destination, ack=event.ack, headers=event.headers or None
+            )
+            await subscription.__aenter__()  # returns with the broker's receipt
+            upstream = link.subscriptions[event.key] = _Upstream(subscription, event.ack != "auto")
+            upstream.pump = asyncio.get_running_loop().create_task(
+                self._pump(peer, event.key, upstream)
+            )
+        elif isinstance(event, Unsubscribe):
+            upstream = link.subscriptions.pop(event.key or "")
+            if upstream.pump is not None:
+                upstream.pump.cancel()
+                await asyncio.gather(upstream.pump, return_exceptions=True)
+            await upstream.subscription.unsubscribe(headers=event.headers or None, receipt=receipt)
+        elif isinstance(event, (Ack, Nack)):
+            await self._settle(link, client, event)
+        else:
+            tx = link.transactions.pop(event.transaction)
+            await (tx.commit() if isinstance(event, Commit) else tx.abort())
+
+    async def _transaction(self, link: _Link, client: AsyncClient, name: str | None) -> str | None:
+        """The broker's transaction behind the client's ``name``; begun at its first use."""
+        if name is None:
+            return None
+        tx = link.transactions.get(name)
+        if tx is None:
+            tx = link.transactions[name] = await client.begin()
+        return tx.id
+
+    async def _settle(self, link: _Link, client: AsyncClient, event: Ack | Nack) -> None:
+        upstream = link.subscriptions[event.subscription or ""]
+        found = [(i, m) for i in event.covered if (m := upstream.unacked.pop(i, None)) is not None]
+        if not found:
+            return  # nothing of the broker's: nothing to settle there
+        named = event.id if event.id is not None else event.message_id
+        # The broker's message behind the one named; a cumulative ACK covers the rest there too.
+        message = next((m for i, m in found if i == named), found[-1][1])
+        transaction = await self._transaction(link, client, event.transaction)
+        settle = client.nack if isinstance(event, Nack) else client.ack
+        await settle(
+            message,
+            transaction=transaction,
+            receipt=event.receipt is not None,
+            headers=event.headers or None,
+        )
+
+    async def _pump(self, peer: _Peer, key: str, upstream: _Upstream) -> None:
+        """Deliver a relayed subscription's messages to the session, as its output has room."""
+        session = peer.session
+        try:
+            async for message in upstream.subscription:
+                while peer.queued > self._output_limit and not session.closed:
+                    peer.drained.clear()
+                    await peer.drained.wait()
+                if session.closed:
+                    return
+                data, ident = self.core.deliver_relayed(
+                    session,
+                    dataclasses.replace(message, subscription=key),
+                    acked=upstream.acked,
+                )
+                if ident is not None:
+                    upstream.unacked[ident] = message
+                self._queue(peer, data)
+        except ClientError:
+            return  # the session's loss is reported by _watch
+        except Exception:
+            log.exception("STOMP app: relaying a message to session %s failed", session.id)
+            self._flush(self.core.end_with_error(session, BROKER_LOST, "relaying a message failed"))
+            self._poke(peer)
+
+    async def _watch(self, peer: _Peer, events: AsyncIterator[SessionEvent]) -> None:
+        """End the session with an ERROR once its connection to the broker is lost."""
+        error: ClientError | None = None
+        async for event in events:
+            if event.kind in ("lost", "gave_up"):
+                error = event.error
+                break
+        session = peer.session
+        if session.closed:
+            return
+        detail = f"the connection to the broker ended: {error}" if error else ""
+        log.info("STOMP app: session %s lost its broker: %s", session.id, error)
+        self._flush(self.core.end_with_error(session, BROKER_LOST, detail))
+        self._poke(peer)
 
     def _reply(
         self,
@@ -580,8 +949,10 @@ class StompApp:
                     data = peer.output.popleft()
                     peer.queued -= len(data)
                     await peer.send({"type": "websocket.send", "bytes": data})
-                    if session.paused and peer.queued <= self._output_limit // 4:
-                        self._flush(self.core.resume(session))
+                    if peer.queued <= self._output_limit // 4:
+                        peer.drained.set()
+                        if session.paused:
+                            self._flush(self.core.resume(session))
                 if peer.closing and not peer.output:
                     return
         except (OSError, RuntimeError):

@@ -206,6 +206,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the embedded broker and the command line
     "broker": (
         "test_asgi",
+        "test_asgi_relay",
         "test_asgi_uvicorn",
         "test_broker_core",
         "test_broker_metrics",

@@ -1260,6 +1260,152 @@ def test_a_diverted_send_holds_the_frames_behind_it_until_answered() -> None:
     assert client.closed
 
 
+def relaying_net(prefix: str = "/queue/far/", **options: object) -> tuple[Net, list[Event]]:
+    """A core whose relay hook takes frames for ``prefix`` and the transactions they are in."""
+    asked: list[Event] = []
+    relayed_tx: set[str] = set()
+    relayed_subs: set[str] = set()
+
+    def relay(session: Session, event: Event) -> bool:
+        asked.append(event)
+        if isinstance(event, (Send, Subscribe)):
+            ours = event.destination.startswith(prefix)
+            if ours and isinstance(event, Send) and event.transaction is not None:
+                relayed_tx.add(event.transaction)
+            if ours and isinstance(event, Subscribe):
+                relayed_subs.add(event.key)
+            return ours
+        if isinstance(event, (Commit, Abort)):
+            return event.transaction in relayed_tx
+        if isinstance(event, (Ack, Nack)):
+            return (event.subscription or "") in relayed_subs
+        return isinstance(event, Unsubscribe) and (event.key or "") in relayed_subs
+
+    return hooked_net(relay=relay, **options), asked
+
+
+def test_relayed_frames_wait_for_their_answer_and_others_stay_local() -> None:
+    net, asked = relaying_net()
+    client = open_as(net, "alice")
+    client.take(Connected)
+    client.send(Send("/queue/far/a", b"1", receipt="r1"))
+    client.send(Send("/queue/near", b"2", receipt="r2"))
+    relayed = client.session.relayed
+    assert isinstance(relayed, Send) and relayed.destination == "/queue/far/a"
+    assert client.session.diverted is None  # not the divert hook's
+    assert client.take(Receipt) == []
+    net.route(net.core.answer_diverted(client.session))
+    assert [r.receipt_id for r in client.take(Receipt)] == ["r1", "r2"]
+    assert net.core.queued("/queue/near") == 1 and net.core.queued("/queue/far/a") == 0
+    assert [type(e) for e in asked] == [Send, Send]
+    # A refusal ends the session with an ERROR naming the receipt.
+    client.send(Subscribe("/queue/far/b", id="s", receipt="r3"))
+    assert isinstance(client.session.relayed, Subscribe)
+    net.route(net.core.answer_diverted(client.session, ("broker unavailable", "down")))
+    (error,) = client.take(Error)
+    assert (error.message, error.receipt_id) == ("broker unavailable", "r3")
+    assert client.closed
+
+
+def test_a_relayed_transaction_commits_the_local_part_after_the_relay() -> None:
+    net, _ = relaying_net()
+    consumer = net.connect(login="carol", passcode="pw")
+    consumer.subscribe("/queue/near")
+    client = open_as(net, "alice")
+    client.take(Connected)
+    client.send(Begin("t1"))
+    client.send(Send("/queue/near", b"local", transaction="t1"))
+    client.send(Send("/queue/far/x", b"relayed", transaction="t1"))
+    net.route(net.core.answer_diverted(client.session))
+    client.send(Commit("t1", receipt="c1"))
+    assert isinstance(client.session.relayed, Commit)
+    assert consumer.bodies() == [] and client.take(Receipt) == []
+    net.route(net.core.answer_diverted(client.session))
+    assert consumer.bodies() == [b"local"]
+    assert [r.receipt_id for r in client.take(Receipt)] == ["c1"]
+    # ABORT: the local part is dropped once the relay has aborted its own.
+    client.send(Begin("t2"))
+    client.send(Send("/queue/near", b"dropped", transaction="t2"))
+    client.send(Send("/queue/far/x", b"relayed", transaction="t2"))
+    net.route(net.core.answer_diverted(client.session))
+    client.send(Abort("t2", receipt="a2"))
+    assert isinstance(client.session.relayed, Abort)
+    net.route(net.core.answer_diverted(client.session))
+    assert [r.receipt_id for r in client.take(Receipt)] == ["a2"]
+    client.send(Send("/queue/near", b"after", receipt="s"))
+    assert consumer.bodies() == [b"after"]
+    # A transaction with nothing relayed stays the core's.
+    client.send(Begin("t3"))
+    client.send(Commit("t3", receipt="c3"))
+    assert client.session.relayed is None
+    assert [r.receipt_id for r in client.take(Receipt)] == ["s", "c3"]
+
+
+@pytest.mark.parametrize(("version", "ack"), CLIENT_MODES)
+def test_relayed_deliveries_are_acked_by_the_name_the_core_gave(
+    version: Version, ack: AckMode
+) -> None:
+    net, _ = relaying_net()
+    client = net.connect(version, login="carol", passcode="pw")
+    client.subscribe("/queue/far/q", ack)
+    net.route(net.core.answer_diverted(client.session))
+    names = []
+    for n in (1, 2):
+        far = Message("/queue/far/q", f"far-{n}", subscription="sub-1", body=b"m", ack="up")
+        data, ident = net.core.deliver_relayed(client.session, far, acked=True)
+        names.append(ident)
+        client.conn.receive_data(data)
+        client.events.extend(client.conn)
+    first, second = client.messages()
+    if version == "1.2":
+        assert names == [first.ack, second.ack] and first.ack != "up"
+    else:
+        assert names == ["far-1", "far-2"] and first.ack is None
+    client.ack(second)
+    relayed = client.session.relayed
+    assert isinstance(relayed, Ack) and relayed.subscription == "sub-1"
+    expected = names if ack == "client" else names[1:]
+    assert list(relayed.covered) == expected
+    net.route(net.core.answer_diverted(client.session))
+    # auto: no name, and no ack header.
+    client.subscribe("/queue/far/auto")
+    net.route(net.core.answer_diverted(client.session))
+    far = Message("/queue/far/auto", "far-3", subscription="sub-2", body=b"a")
+    data, ident = net.core.deliver_relayed(client.session, far, acked=False)
+    assert ident is None
+    assert net.core.counters.messages_delivered == 3
+
+
+def test_a_relayed_subscription_keeps_the_session_from_the_idle_timeout() -> None:
+    net, _ = relaying_net(idle_timeout=10)
+    client = net.connect(login="carol", passcode="pw")
+    session = client.session
+    client.subscribe("/queue/far/q")
+    net.route(net.core.answer_diverted(session))
+    for now in (0.0, 50.0, 100.0):
+        session.handle_timer(now)
+        net.route(net.core.process(session))
+    assert not client.closed
+    client.send(Unsubscribe(id="sub-1"))
+    net.route(net.core.answer_diverted(session))
+    for now in (100.0, 111.0):
+        session.handle_timer(now)
+        net.route(net.core.process(session))
+    assert client.take(Error)[0].message == "idle timeout"
+
+
+def test_end_with_error_ends_a_session_waiting_on_the_relay() -> None:
+    net, _ = relaying_net()
+    client = net.connect(login="carol", passcode="pw")
+    client.send(Send("/queue/far/q", b"x", receipt="r"))
+    assert client.session.relayed is not None
+    net.route(net.core.end_with_error(client.session, "broker connection lost", "gone"))
+    (error,) = client.take(Error)
+    assert (error.message, error.body) == ("broker connection lost", b"gone")
+    assert client.closed and client.session.relayed is None
+    assert net.core.end_with_error(client.session, "again").data == {}
+
+
 def test_user_destinations_copy_to_each_session_of_the_user() -> None:
     net = hooked_net(user_prefix="/user/")
     one, two, other = open_as(net, "alice"), open_as(net, "alice"), open_as(net, "bob")

@@ -6,6 +6,9 @@ until ``allowed_origins`` names it.  Then stompjs's round trip (1000 messages,
 client-individual acks, receipts, heart-beats) runs through the app, and a chat-like
 scenario uses an app handler, a reply to a user destination, and ``send_to_user``
 across two stompjs clients of one user; and stompjs reconnects when the app restarts.
+In relay mode the same round trip goes through the app to an embedded broker, RabbitMQ
+and ActiveMQ (a real broker that is down skips, or fails under ``CI=true``), and stompjs
+hears of a lost broker as an ERROR, reconnects, and its new session is on the next.
 The user comes from the WebSocket URL's query (a stand-in for a web app's session
 cookie).
 
@@ -15,6 +18,7 @@ Without Chromium, node or npm the tests skip - except under ``CI=true``, where t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import urllib.parse
@@ -24,6 +28,7 @@ from typing import Any
 
 import pytest
 from adapter_harness import HOST, ServiceLoop
+from brokers import USERS, Endpoint, real_broker
 from test_browser_stompjs import (  # noqa: F401 - the fixtures
     HEARTBEAT,
     DevTools,
@@ -34,7 +39,8 @@ from test_browser_stompjs import (  # noqa: F401 - the fixtures
     wait_until,
 )
 
-from stomp_proto.asgi import AppMessage, StompApp
+from stomp_proto.asgi import AppMessage, Relay, StompApp
+from stomp_proto.asyncio import ClientError
 
 uvicorn = pytest.importorskip("uvicorn")
 
@@ -123,6 +129,101 @@ def test_stompjs_roundtrip_through_the_app(served_app: tuple[DevTools, Served]) 
     check_roundtrip(result, destination)
     assert destination not in served.app.core.destinations()
     print(f"StompApp under uvicorn: 1000 messages through stompjs in {result['ms']} ms")
+
+
+@pytest.mark.parametrize("name", ["embedded", "rabbitmq", "activemq"])
+def test_stompjs_roundtrip_relayed_to_a_broker(
+    test_page: tuple[DevTools, str],  # noqa: F811
+    name: str,
+) -> None:
+    tools, origin = test_page
+    upstream = ServiceLoop()
+    try:
+        if name == "embedded":
+            broker = upstream.call(upstream.start_broker(0, False, {"users": USERS}))
+            ep = Endpoint("embedded", broker.port)
+        else:
+            ep = real_broker(name)
+        relay = Relay(HOST, ep.port, login=ep.login, passcode=ep.passcode, vhost=ep.vhost)
+        app = StompApp(relay=relay, allowed_origins=[origin], heartbeat=(HEARTBEAT, HEARTBEAT))
+        served = Served(app)
+        try:
+            url = f"ws://{HOST}:{served.port}/ws"
+            destination = f"/queue/browser-relay-{uuid.uuid4()}"
+            result = roundtrip(tools, url, destination)
+            check_roundtrip(result, destination)
+            assert destination not in app.core.destinations()  # the broker's, not the app's
+        finally:
+            served.close()
+    finally:
+        upstream.close()
+    print(f"StompApp relaying to {name}: 1000 messages through stompjs in {result['ms']} ms")
+
+
+#: A stompjs client that stays (reconnecting every 200 ms), subscribing on every connect,
+#: and noting the ERROR frames it gets.
+STAYING = """
+(({ url, destination }) => {
+  const state = { connects: 0, errors: [], messages: [] };
+  const client = new StompJs.Client({ brokerURL: url, reconnectDelay: 200 });
+  client.onConnect = () => {
+    state.connects += 1;
+    client.subscribe(destination, (message) => state.messages.push(message.body));
+  };
+  client.onStompError = (frame) => state.errors.push(frame.headers.message);
+  client.activate();
+  window.staying = state;
+  window.stayingClient = client;
+  return true;
+})
+"""
+
+
+def test_stompjs_hears_of_a_lost_broker_and_comes_back_on_the_next(
+    test_page: tuple[DevTools, str],  # noqa: F811
+) -> None:
+    tools, origin = test_page
+    upstream = ServiceLoop()
+    destination = f"/topic/browser-relay-{uuid.uuid4()}"
+    try:
+        first, second = (
+            upstream.call(upstream.start_broker(0, False, {"users": USERS})) for _ in range(2)
+        )
+        hosts = [(HOST, first.port), (HOST, second.port)]
+        relay = Relay(hosts=hosts, login="guest", passcode="guest")
+        served = Served(StompApp(relay=relay, allowed_origins=[origin]))
+
+        def state() -> dict[str, Any]:
+            staying: dict[str, Any] = tools.evaluate("window.staying")
+            return staying
+
+        def publish(body: str) -> None:
+            # Until the subscription is there, a topic message reaches nobody: say it again.
+            wanted = len(state()["messages"]) + 1
+
+            def arrived() -> bool:
+                with contextlib.suppress(ClientError):  # (the app's own connection, lost)
+                    served.service.call(served.app.publish(destination, body))
+                return len(state()["messages"]) >= wanted
+
+            wait_until(arrived, f"the message {body!r}")
+
+        try:
+            options = {"url": f"ws://{HOST}:{served.port}/ws", "destination": destination}
+            tools.evaluate(f"{STAYING}({json.dumps(options)})")
+            wait_until(lambda: state()["connects"] == 1, "the first connect")
+            publish("before")
+            upstream.call(first.close())
+            wait_until(lambda: "broker connection lost" in state()["errors"], "the ERROR")
+            wait_until(lambda: state()["connects"] == 2, "stompjs to reconnect")
+            publish("after")  # through the second broker
+            assert state()["messages"][0] == "before" and state()["messages"][-1] == "after"
+            assert second.core.counters.sessions_opened >= 2  # the browser's and the app's
+        finally:
+            tools.evaluate("stayingClient.deactivate()")
+            served.close()
+    finally:
+        upstream.close()
 
 
 #: Two stompjs clients of alice: each subscribes to its replies, to its notices and to

@@ -57,9 +57,16 @@ async def _trickle(client: StreamClient, data: bytes, stop: asyncio.Event) -> No
 
 
 async def _other_client_works(broker: Broker) -> None:
-    """A well-behaved client, through the asyncio adapter, gets its message round trip."""
+    """A well-behaved client, through the asyncio adapter, gets its message round trip.
+
+    Its connect attempt may wait behind a flood that the broker, in the same process
+    and often under tracemalloc, is still reading: the bound scales with the load
+    (the client's default of 5 s was exceeded beside two CPU-bound loops).
+    """
     async with (
-        stomp_asyncio.connect(broker.host, broker.port) as client,
+        stomp_asyncio.connect(
+            broker.host, broker.port, connect_timeout=scaled(10.0), timeout=scaled(30.0)
+        ) as client,
         client.subscribe("/queue/fine") as messages,
     ):
         await client.send("/queue/fine", "still served", receipt=True)

@@ -10,6 +10,7 @@ so that a lazy import is caught as well as a top-level one.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from collections.abc import Collection
@@ -104,20 +105,31 @@ def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
 
 def test_import_stomp_proto_loads_no_io() -> None:
     # The sans-IO package's top level loads the core only, as `import h11` loads no I/O;
-    # the clients' names load on first use.
+    # the clients' names load on first use.  Counted against a bare interpreter (-S:
+    # no site, whose .pth files and sitecustomize may load threading themselves), as
+    # what `import stomp_proto` adds to it; the package's own directory and this
+    # interpreter's path are given, as site would have found them.
     program = (
-        "import sys, stomp_proto\n"
-        "io = sorted({'asyncio', 'socket', 'ssl', 'selectors', 'threading'} & set(sys.modules))\n"
-        "clients = sorted(m for m in sys.modules if m.startswith('stomp_proto._client'))\n"
+        "import sys\n"
+        "bare = set(sys.modules)\n"
+        "import stomp_proto\n"
+        "added = set(sys.modules) - bare\n"
+        "io = sorted({'asyncio', 'socket', 'ssl', 'selectors', 'threading'} & added)\n"
+        "clients = sorted(m for m in added if m.startswith('stomp_proto._client'))\n"
         "print(io, clients)\n"
         "stomp_proto.ConnectionLost, stomp_proto.BrokerURL\n"
         "print(stomp_proto.ConnectionLost.__module__, 'BrokerURL' in dir(stomp_proto))\n"
     )
+    import stomp_proto  # where this run's stomp_proto is: a checkout or an installed wheel
+
+    package_root = str(Path(stomp_proto.__file__).parent.parent)
+    path = os.pathsep.join([package_root, *(p for p in sys.path if p)])
     done = subprocess.run(
-        [sys.executable, "-X", "frozen_modules=off", "-c", program],
+        [sys.executable, "-S", "-X", "frozen_modules=off", "-c", program],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert done.stdout.splitlines() == ["[] []", "stomp_proto True"], done.stdout
 

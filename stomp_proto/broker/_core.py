@@ -131,6 +131,8 @@ DEFAULT_MAX_CONNECTIONS_PER_LOGIN = 100
 DEFAULT_IDLE_TIMEOUT = 600.0
 #: Failed logins per second one client address may go on making, by default (after 10).
 DEFAULT_FAILED_LOGIN_RATE = 2.0
+#: The frames the ``relay`` hook of :class:`BrokerCore` is asked about.
+Relayed = Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort
 #: The ERROR message of a SEND or SUBSCRIBE the login's ``permissions`` do not allow.
 ACCESS_REFUSED = "access refused"
 #: The ERROR message of a connection refused by ``max_connections`` or its per-login cap.
@@ -191,6 +193,25 @@ class BrokerOptions(TypedDict, total=False):
     idle_timeout: float | None
     #: Refuse every client frame the specs forbid (default ``False``: lenient).
     strict: bool
+
+
+def _encode_delivery(connection: ServerConnection, delivery: Message) -> bytes:
+    """The bytes of ``delivery``; without the headers its version cannot carry."""
+    try:
+        return connection.send(delivery)
+    except LocalProtocolError:
+        # Headers a 1.1 or 1.2 sender escaped (a line break, a ':' in a name)
+        # cannot be written in a 1.0 frame: that subscriber gets the message
+        # without them.  (Its SUBSCRIBE was checked: destination and id fit.)
+        content_type = delivery.content_type
+        delivery = dataclasses.replace(
+            delivery,
+            headers=tuple(pair for pair in delivery.headers if _fits_unescaped(pair)),
+            content_type=content_type
+            if content_type is None or _fits_unescaped(("content-type", content_type))
+            else None,
+        )
+        return connection.send(delivery)
 
 
 def _fits_unescaped(header: tuple[str, str]) -> bool:
@@ -414,7 +435,11 @@ class Session:
         #: The authenticated user, once CONNECTED: vouched for, or a login ``users`` checked.
         self._user: str | None = None
         #: A SEND the ``divert`` hook took, until :meth:`BrokerCore.answer_diverted`.
-        self._diverted: Send | None = None
+        self._diverted: Relayed | None = None
+        #: The diverted frame was taken by the ``relay`` hook, not ``divert``.
+        self._relaying = False
+        #: The keys of its subscriptions the relay serves (answered SUBSCRIBEs, not UNSUBSCRIBEd).
+        self._relayed_subscriptions: set[str] = set()
 
     def __repr__(self) -> str:
         return (
@@ -443,7 +468,13 @@ class Session:
         Meanwhile the session's later frames wait, unread, so that receipts
         keep their order.
         """
-        return self._diverted
+        diverted = self._diverted
+        return diverted if isinstance(diverted, Send) and not self._relaying else None
+
+    @property
+    def relayed(self) -> Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort | None:
+        """The frame the core's ``relay`` hook took, until :meth:`BrokerCore.answer_diverted`."""
+        return self._diverted if self._relaying else None
 
     @property
     def paused(self) -> bool:
@@ -522,6 +553,7 @@ class Session:
             and self.connection.state is ConnectionState.CONNECTED
             and not self.reading_blocked
             and not self._core._subscribed(self)
+            and not self._relayed_subscriptions
         )
 
     @property
@@ -653,7 +685,11 @@ class BrokerCore:
     ``user_prefix`` (such as ``"/user/"``) turns on user destinations: a
     SUBSCRIBE to ``/user/queue/x`` by user ``alice`` (:attr:`Session.user`)
     receives what is sent to ``/user/alice/queue/x``, as a topic does (see
-    :meth:`user_destination`).
+    :meth:`user_destination`).  ``relay(session, event)`` is asked about every
+    SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, COMMIT and ABORT: when true the
+    core leaves it to the transport (:attr:`Session.relayed`), which forwards
+    it to another broker and then calls :meth:`answer_diverted`; the
+    transport delivers that broker's messages with :meth:`deliver_relayed`.
     """
 
     def __init__(
@@ -683,12 +719,17 @@ class BrokerCore:
         strict: bool = False,
         divert: Callable[[Session, Send], bool] | None = None,
         user_prefix: str | None = None,
+        relay: Callable[
+            [Session, Send | Subscribe | Unsubscribe | Ack | Nack | Commit | Abort], bool
+        ]
+        | None = None,
     ) -> None:
         if user_prefix is not None and (
             not user_prefix.startswith("/") or not user_prefix.endswith("/") or user_prefix == "/"
         ):
             raise ValueError(f"user_prefix starts and ends with '/', as '/user/': {user_prefix!r}")
         self._divert = divert
+        self._relay = relay
         self._user_prefix = user_prefix
         if not versions or any(v not in VERSIONS for v in versions):
             raise ValueError(f"versions must be a non-empty subset of {VERSIONS}")
@@ -1018,7 +1059,8 @@ class BrokerCore:
         Without ``refusal`` its RECEIPT is sent, if it asked for one; with
         ``refusal``, ``(message, detail)``, the session is ended with that
         ERROR (naming the receipt).  Then the frames that waited behind it are
-        processed.  LocalProtocolError when no SEND is diverted.
+        processed; the same finishes a frame the ``relay`` hook took.
+        LocalProtocolError when no frame is diverted.
         """
         send = session._diverted
         if send is None:
@@ -1026,20 +1068,71 @@ class BrokerCore:
                 ErrorKind.BAD_STATE, f"session {session.id} has no diverted SEND"
             )
         session._diverted = None
+        relaying, session._relaying = session._relaying, False
         outbox = Outbox()
         if session.closed:
             return outbox
         if refusal is not None:
             message, detail = refusal
-            self._refuse(session, send.receipt, message, detail, outbox, "refused_by_app")
+            reason = "refused_by_relay" if relaying else "refused_by_app"
+            self._refuse(session, send.receipt, message, detail, outbox, reason)
             return outbox
-        self.counters.messages_received += 1
-        if send.receipt is not None:
+        if isinstance(send, Send):
+            self.counters.messages_received += 1
+        elif isinstance(send, Subscribe):
+            session._relayed_subscriptions.add(send.key)
+        elif isinstance(send, Unsubscribe):
+            session._relayed_subscriptions.discard(send.key or "")
+            if not session._relayed_subscriptions and not self._subscribed(session):
+                session.restart_idle_clock()
+        elif isinstance(send, Commit):
+            # The broker behind has committed its part; now the core's own part, if any.
+            self._on_commit(session, send, outbox)
+        elif isinstance(send, Abort):
+            self._end_transaction(self._books[session].transactions.pop(send.transaction), outbox)
+        if send.receipt is not None and not session.closed:
             outbox.write(session, session.connection.send(Receipt(send.receipt)))
         more = self.process(session)
         for other, data in more.data.items():
             outbox.write(other, bytes(data))
         outbox.to_close |= more.to_close
+        return outbox
+
+    def deliver_relayed(
+        self, session: Session, message: Message, *, acked: bool
+    ) -> tuple[bytes, str | None]:
+        """The bytes of ``message``, from the broker a relay forwards to, for ``session``.
+
+        ``message`` names the session's own subscription; ``acked``: that
+        subscription is not ``auto``.  In STOMP 1.2 the core gives it an
+        ``ack`` header of its own.  Returns the bytes to write and the name
+        the client's ACK or NACK of it will carry in ``covered`` (``None``
+        when not ``acked``).  Headers a 1.0 frame cannot carry are dropped.
+        """
+        connection = session.connection
+        ident: str | None = None
+        if acked:
+            if connection.version == "1.2":
+                ident = f"{session.id}-{next(self._books[session].ack_ids)}"
+            else:
+                ident = message.message_id
+        delivery = dataclasses.replace(message, ack=ident if connection.version == "1.2" else None)
+        data = _encode_delivery(connection, delivery)
+        session._active = True
+        self.counters.messages_delivered += 1
+        return data, ident
+
+    def end_with_error(self, session: Session, message: str, detail: str = "") -> Outbox:
+        """End ``session`` with ERROR ``message`` (``detail`` its body), as the transport decides.
+
+        A relay uses it when the broker behind it is lost.  Does nothing for a
+        session already ended.
+        """
+        outbox = Outbox()
+        session._diverted = None
+        session._relaying = False
+        if not session.closed:
+            self._refuse(session, None, message, detail, outbox, "ended_by_transport")
         return outbox
 
     # -- events ----------------------------------------------------------------
@@ -1050,6 +1143,15 @@ class BrokerCore:
             return
         if isinstance(event, (ConnectionClosed, HeartBeatTimeout)):
             self._end_session(session, outbox)
+            return
+        if (
+            self._relay is not None
+            and isinstance(event, (Send, Subscribe, Unsubscribe, Ack, Nack, Commit, Abort))
+            and self._relay(session, event)
+        ):
+            # The transport forwards it, then calls answer_diverted (its receipt, or an ERROR).
+            session._diverted = event
+            session._relaying = True
             return
         if isinstance(event, Send):
             self._on_send(session, event, outbox)
@@ -1451,22 +1553,7 @@ class BrokerCore:
             headers=headers,
             content_length=send.content_length,
         )
-        try:
-            data = connection.send(delivery)
-        except LocalProtocolError:
-            # Headers a 1.1 or 1.2 sender escaped (a line break, a ':' in a name)
-            # cannot be written in a 1.0 frame: that subscriber gets the message
-            # without them.  (Its SUBSCRIBE was checked: destination and id fit.)
-            content_type = send.content_type
-            delivery = dataclasses.replace(
-                delivery,
-                headers=tuple(pair for pair in headers if _fits_unescaped(pair)),
-                content_type=content_type
-                if content_type is None or _fits_unescaped(("content-type", content_type))
-                else None,
-            )
-            data = connection.send(delivery)
-        outbox.write(session, data)
+        outbox.write(session, _encode_delivery(connection, delivery))
         session._active = True
         self.counters.messages_delivered += 1
         if subscription.ack == "auto":
