@@ -2,9 +2,9 @@
 
 ``uvicorn --workers 2`` serves tests/asgi_workers_app.py (a StompApp with a
 :class:`~stomp_proto.asgi.Relay`) in two processes on one port, relaying to
-``stomp-proto broker`` started as a process of its own (always) and to
-RabbitMQ (found as test_interop_brokers finds it: skipped when down, failed
-under CI=true).  WebSocket clients (our asyncio client) connect until there
+``stomp-proto broker`` started as a process of its own (always), and to
+RabbitMQ and ActiveMQ (found as test_interop_brokers finds them: skipped when
+down, failed under CI=true).  WebSocket clients (our asyncio client) connect until there
 are sessions on both workers, told apart by the process id an app handler
 replies with.  A message sent on a topic through one worker reaches the
 subscribers on the other, and so does an ``/app`` handler's publish() to a
@@ -40,7 +40,7 @@ TESTS = Path(__file__).resolve().parent
 WAIT = 20.0
 #: Connections made at most to find a session on each worker (each one is kept).
 TRIES = 40
-UPSTREAMS = ("embedded", "rabbitmq")
+UPSTREAMS = ("embedded", "rabbitmq", "activemq")
 
 
 @contextmanager
