@@ -30,6 +30,7 @@ import pytest
 from brokers import Endpoint, real_broker
 from test_cli import EXIT_INTERRUPTED, start_broker, stop, wait_for_stderr
 
+from stomp_proto import Message
 from stomp_proto.asyncio import AsyncClient, AsyncSubscription, connect
 
 pytest.importorskip("uvicorn")
@@ -132,7 +133,7 @@ async def open_session(stack: AsyncExitStack, port: int, user: str) -> Client:
     )
     whoami = await stack.enter_async_context(client.subscribe("/user/queue/whoami"))
     await client.send("/app/whoami", b"", receipt=True)
-    reply = await whoami.get(WAIT)
+    reply = await next_on(whoami)
     return Client(client, reply.body.decode(), whoami)
 
 
@@ -148,9 +149,16 @@ async def one_on_each_worker(stack: AsyncExitStack, port: int) -> tuple[Client, 
     pytest.fail(f"{TRIES} connections, all served by worker {list(by_worker)}")
 
 
+async def next_on(subscription: AsyncSubscription) -> Message:
+    """The next message of ``subscription`` (TimeoutError after WAIT seconds)."""
+    message = await subscription.get(WAIT)
+    assert message is not None, "the subscription ended"
+    return message
+
+
 async def first_on(subscription: AsyncSubscription) -> tuple[bytes, str | None]:
     """The next message of ``subscription``: its body and the worker header."""
-    message = await subscription.get(WAIT)
+    message = await next_on(subscription)
     return message.body, message.all_headers.get("worker")
 
 
@@ -167,11 +175,11 @@ def test_workers_share_relayed_topics_and_keep_their_own_destinations(name: str)
 
             # A client's SEND to a relayed topic, through either worker, reaches both.
             await a.client.send(topic, "from a", receipt=True)
-            assert (await on_a.get(WAIT)).body == b"from a"
-            assert (await on_b.get(WAIT)).body == b"from a"
+            assert (await next_on(on_a)).body == b"from a"
+            assert (await next_on(on_b)).body == b"from a"
             await b.client.send(topic, "from b", receipt=True)
-            assert (await on_a.get(WAIT)).body == b"from b"
-            assert (await on_b.get(WAIT)).body == b"from b"
+            assert (await next_on(on_a)).body == b"from b"
+            assert (await next_on(on_b)).body == b"from b"
 
             # An /app handler's publish() to a relayed topic: on the worker of the
             # sender, and to every subscriber, through the broker.
@@ -181,11 +189,11 @@ def test_workers_share_relayed_topics_and_keep_their_own_destinations(name: str)
                 assert await first_on(on_b) == (b"HI", sender.pid)
 
             # What the relay does not forward stays in its worker: b's first message on
-            # the local queue is its own, though a's was sent (and received) first.
+            # the local queue is its own, though a's was sent first (and confirmed).
             local_b = await stack.enter_async_context(b.client.subscribe(local))
             await a.client.send(local, "kept by a's worker", receipt=True)
             await b.client.send(local, "b's own", receipt=True)
-            assert (await local_b.get(WAIT)).body == b"b's own"
+            assert (await next_on(local_b)).body == b"b's own"
 
             # So do user destinations: send_to_user() reaches the sessions of the user
             # that the worker serves, not the user's sessions on the other one.
