@@ -27,6 +27,7 @@ sys.path.insert(1, str(ROOT / "stomp-check"))
 # names, which are the names the pages and the inventory show.
 import stomp_check  # noqa: E402
 
+import stomp_proto.asgi  # noqa: E402
 import stomp_proto.asyncio  # noqa: E402
 import stomp_proto.broker  # noqa: E402
 import stomp_proto.threads  # noqa: E402

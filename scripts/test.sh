@@ -97,6 +97,7 @@ NOT_EVERY_PYTHON=(
     tests/test_browser_stompjs.py
     tests/test_browser_asgi.py
     tests/test_asgi_relay.py
+    tests/test_asgi_workers.py
     tests/test_client_matrix.py
     tests/test_client_mistakes.py
     # brokers killed, frozen and hung under each client, timed: about 40 s, run alone

@@ -208,6 +208,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_asgi",
         "test_asgi_relay",
         "test_asgi_uvicorn",
+        "test_asgi_workers",
         "test_broker_core",
         "test_broker_metrics",
         "test_broker_abuse",
