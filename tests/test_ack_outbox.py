@@ -18,14 +18,14 @@ from test_threads_concurrency import WAIT, BrokerThread, broker  # noqa: F401 (f
 
 from stomp_proto import Subscribe
 from stomp_proto import threads as stomp_threads
-from stomp_proto._client._core import OUTBOX_FRAMES, Outbox, wide_window
+from stomp_proto._client._outbox import OUTBOX_FRAMES, Outbox, wide_window
 
 COUNT = 50
 
 
 def _writes(client: stomp_threads.Client) -> list[bytes]:
     """Record every write the client makes from now on."""
-    stream = client._stream
+    stream = client._writer.stream
     assert stream is not None
     written: list[bytes] = []
     send = stream.send
@@ -94,7 +94,7 @@ def test_acks_of_buffered_messages_go_out_in_one_write(
         _take_and_ack(client, messages, COUNT + 1)
         assert _acks(written) == COUNT + 1
         assert len(written) == 1, "one write for all the ACKs"
-        assert not client._outbox
+        assert not client._writer.outbox
     _nothing_redelivered(broker.port, queue)
 
 
@@ -114,7 +114,7 @@ def test_a_wide_window_holds_acks_until_they_are_due(
         written = _writes(client)
         _take_and_ack(client, messages, COUNT + 1)
         deadline = time.monotonic() + WAIT
-        while client._outbox:
+        while client._writer.outbox:
             assert time.monotonic() < deadline, "held ACKs never went out"
             time.sleep(0.005)
         assert _acks(written) == COUNT + 1
@@ -132,11 +132,11 @@ def test_an_ack_with_a_receipt_writes_what_is_held(
             _fill(client, queue)
             _wait_buffered(messages, COUNT + 1)
             _take_and_ack(client, messages, COUNT)  # one stays buffered: every ACK is held
-            assert client._outbox
+            assert client._writer.outbox
             remaining = messages.get(timeout=WAIT)
             assert remaining is not None
             client.ack(remaining, receipt=True)  # a receipt is never held back
-            assert not client._outbox
+            assert not client._writer.outbox
     finally:
         client.close()
     _nothing_redelivered(broker.port, queue)
@@ -156,7 +156,7 @@ def test_close_without_waiting_still_writes_the_outbox(
         assert message is not None
         if message.body != b"last":
             client.ack(message)
-    assert client._outbox, "the ACKs are held (one message was left unacknowledged)"
+    assert client._writer.outbox, "the ACKs are held (one message was left unacknowledged)"
     client.close()  # no DISCONNECT: the held ACKs must still reach the broker first
     with (
         stomp_threads.connect("127.0.0.1", broker.port, timeout=WAIT) as other,

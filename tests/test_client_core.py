@@ -40,8 +40,6 @@ class Handle:
 
     def __init__(self, event: Subscribe) -> None:
         self._event = event
-        self._receipt: str | None = None
-        self._active = False
         self.ended: list[ClientError | None] = []
 
     def _end(self, error: ClientError | None) -> None:

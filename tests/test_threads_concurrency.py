@@ -291,7 +291,7 @@ def test_close_wakes_a_sender_that_found_the_client_between_sessions(broker: Bro
         except BaseException as exc:  # the outcome is what the test checks
             outcome.append(exc)
 
-    client._ready.clear()
+    client._writer.ready.clear()
     worker = threading.Thread(target=send, name="test-worker")
     worker.start()
     time.sleep(0.2)  # the sender is waiting for the connection

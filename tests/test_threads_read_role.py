@@ -38,7 +38,7 @@ def beating() -> Iterator[BrokerThread]:
 
 def _readers(client: Client) -> list[threading.Thread]:
     """Record, from now on, each thread that waits on the client's stream for data."""
-    stream = client._stream
+    stream = client._writer.stream
     assert stream is not None
     seen: list[threading.Thread] = []
     wait_readable = stream.wait_readable

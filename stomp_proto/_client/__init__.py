@@ -6,8 +6,11 @@
   Stream, BlockingStream); imports no client.
 * ``_async`` - the async client, written once for asyncio and trio;
   ``_asyncio`` and ``_trio`` - its two backends.
-* ``_threads`` - the threads client (the read role, the background thread);
-  ``_blocking`` - its sockets: TCP, TLS, WebSocket.
+* ``_threads`` - the threads client (subscriptions, the background thread);
+  ``_read_role`` - which of its threads reads the socket for the others;
+  ``_writer`` - its writing side (locks, waits for answers); ``_outbox`` -
+  the acknowledgements it holds back; ``_blocking`` - its sockets: TCP, TLS,
+  WebSocket.
 * ``_websocket_stream`` - STOMP over WebSocket for the async clients.
 
 The sans-IO core (frames, codec, connection, WebSocket handshakes and

@@ -160,10 +160,7 @@ class AsyncSubscription:
         # room for one, and a reader waiting for room must see it too.
         self._ended = False
         self._error: ClientError | None = None
-        self._active = False
-        #: The receipt id of its SUBSCRIBE while that is awaited.
-        self._receipt: str | None = None
-        self._tracing = client._options.tracing
+        self._tracing = client._core.options.tracing
 
     @property
     def id(self) -> str:
@@ -304,7 +301,6 @@ class AsyncSubscription:
             return
         self._ended = True
         self._error = error
-        self._active = False
         self._arrived.set()  # wakes waiting consumers
         self._room.set()  # and a reader waiting for room: its message is dropped
 
@@ -419,7 +415,6 @@ class AsyncClient(ClientView):
         self, options: ConnectOptions, backend: Backend, brokers: Brokers | None = None
     ) -> None:
         self._core: ClientCore[AsyncSubscription] = ClientCore(options, brokers)
-        self._options = options
         self._backend: Backend = backend
         #: The current session (None before the first CONNECTED).
         self._session: _Session | None = None
@@ -446,7 +441,7 @@ class AsyncClient(ClientView):
 
         ``timeout``: seconds for it; by default the options' bound on one attempt.
         """
-        bound = self._options.attempt_timeout if timeout is ... else timeout
+        bound = self._core.options.attempt_timeout if timeout is ... else timeout
         session = _Session(self._core.conn, self._backend.waiter())
         self._core.life.attempt(self._backend.now())
         try:
@@ -598,7 +593,7 @@ class AsyncClient(ClientView):
                 waiter.set_result(message)
         if subscription is None:
             # A reply goes to its request; anything else no subscription takes is kept.
-            key = self._core.reply_key(message)
+            key = self._core.replies.key(message)
             waiter = None if key is None else self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(message)
@@ -748,7 +743,7 @@ class AsyncClient(ClientView):
             key = f"write failed {next(_write_failures)}"
             waiter = self._expect(key)
             try:
-                async with self._backend.timeout(self._options.timeout):
+                async with self._backend.timeout(self._core.options.timeout):
                     await waiter.wait()
             except (ClientError, TimeoutError):
                 pass
@@ -871,12 +866,12 @@ class AsyncClient(ClientView):
     async def _wait_ready(self) -> None:
         """Until a session is up or the client has ended, for the options' ``timeout``."""
         try:
-            async with self._backend.timeout(self._options.timeout):
+            async with self._backend.timeout(self._core.options.timeout):
                 await self._ready.wait()
         except TimeoutError:
             # The connection is what is missing, not an answer: say so.
             raise ConnectionLost(
-                f"no session with the broker within {self._options.timeout} s (reconnecting)"
+                f"no session with the broker within {self._core.options.timeout} s (reconnecting)"
             ) from None
 
     async def _wait_receipt(
@@ -888,13 +883,13 @@ class AsyncClient(ClientView):
     ) -> None:
         """Until the RECEIPT ``receipt`` of ``event``, written on ``session``, comes."""
         try:
-            async with self._backend.timeout(self._options.timeout):
+            async with self._backend.timeout(self._core.options.timeout):
                 await waiter.wait()
         except TimeoutError:
             assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
             self._waiters.pop(receipt, None)
             timed_out, lost = self._core.receipt_timed_out(
-                event, self._options.timeout, paused=session.paused
+                event, self._core.options.timeout, paused=session.paused
             )
             if lost is not None:
                 await self._leave(session, lost)
@@ -942,7 +937,7 @@ class AsyncClient(ClientView):
         if (cancel_point := self._backend.cancel_point) is not None:
             await cancel_point()  # (see Backend: before the frame is made)
         self._core.take_refusal()
-        tracing = self._options.tracing
+        tracing = self._core.options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -1107,7 +1102,7 @@ class AsyncClient(ClientView):
         event, receipt_id = self._core.settle_event(
             message, transaction, receipt, nack=nack, headers=headers
         )
-        tracing = self._options.tracing
+        tracing = self._core.options.tracing
         if tracing is None:
             if receipt_id is None:
                 return self._write(event, message)
@@ -1159,11 +1154,11 @@ class AsyncClient(ClientView):
             try:
                 await self._subscribe(AsyncSubscription(self, subscribe))
             except BaseException:
-                self._core.reply_failed(subscribe)
+                self._core.replies.failed(subscribe)
                 raise
-        pairs, correlation, key = self._core.request_started(headers, reply_to)
+        pairs, correlation, key = self._core.replies.started(headers, reply_to)
         waiter = self._expect(key)
-        seconds = self._options.timeout if timeout is None else timeout
+        seconds = self._core.options.timeout if timeout is None else timeout
         try:
             await self.send(destination, body, content_type=content_type, headers=pairs)
             try:
@@ -1173,7 +1168,7 @@ class AsyncClient(ClientView):
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
             self._waiters.pop(key, None)
-            self._core.request_ended(correlation)
+            self._core.replies.ended(correlation)
         assert isinstance(reply, Message)
         return reply
 

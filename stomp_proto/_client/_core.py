@@ -3,9 +3,9 @@
 The asyncio, trio and thread adapters differ only in how they read, write,
 wait and hand results over.  Everything else lives here, once: the options and
 the CONNECT they produce, ids for subscriptions, receipts and transactions,
-the registry of open subscriptions (to restore them after a reconnect), which
-waiter or subscription each incoming event belongs to, what error a failure
-becomes, and the reconnect schedule.
+the registry of open subscriptions (:mod:`._registry`: to restore them after
+a reconnect), which waiter or subscription each incoming event belongs to,
+what error a failure becomes, and the reconnect schedule.
 
 The adapters call :meth:`ClientCore.route` for every event their
 ClientConnection returns and carry out the resulting :class:`Route`: hand a
@@ -18,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from .._checks import as_headers, check_bool
 from .._connection import ClientConnection, SendParts
@@ -52,12 +51,14 @@ from ._brokers import Brokers
 from ._errors import BrokerError, ClientError, ConnectionLost, HeartBeatLost, timed_out
 from ._lifecycle import Lifecycle
 from ._options import ConnectOptions
+from ._registry import LEFT_REMEMBERED, Handle, Registry
+from ._replies import Replies
 from ._trace import frame_in, frame_out
 from ._trace import log as frame_log
 
 log = logging.getLogger("stomp_proto.client")
 
-__all__ = ["ClientCore", "End", "Outbox", "Reconnects", "Resolve"]
+__all__ = ["ClientCore", "End", "Reconnects", "Resolve"]
 
 
 # -- routes: what an adapter does with one event ---------------------------------
@@ -141,20 +142,6 @@ class PlainSettle:
         self.nack = nack
 
 
-#: Subscriptions left on one connection that the core remembers, so that
-#: messages still on their way to them are dropped, not taken for strangers'.
-LEFT_REMEMBERED = 1024
-
-#: Destinations under which RabbitMQ makes a temporary queue of the SEND's
-#: connection when one is named by ``reply-to``: replies to it come as MESSAGEs
-#: for a subscription the client never made, whose id is that destination.  On
-#: ActiveMQ the client subscribes to one; on the embedded broker it is a queue.
-TEMP_QUEUE = "/temp-queue/"
-
-#: The headers by which a request names where its reply goes and which it is.
-REPLY_TO = "reply-to"
-CORRELATION_ID = "correlation-id"
-
 #: What to do with one event: a :class:`Message` goes to the buffer of the
 #: subscription it names (:attr:`Message.key`), a :class:`Resolve` completes a
 #: waiter, an :class:`End` ends the session, ``None``: nothing.
@@ -163,104 +150,7 @@ Route: TypeAlias = Message | Resolve | End | None
 CONNECT_WAITER = "connect"
 
 
-class Handle(Protocol):
-    """What the core needs of an adapter's subscription object."""
-
-    _event: Subscribe
-    #: The receipt id of its SUBSCRIBE while that is awaited.
-    _receipt: str | None
-    #: Whether the broker knows it (its SUBSCRIBE was confirmed, no UNSUBSCRIBE yet).
-    _active: bool
-
-    def _end(self, error: ClientError | None) -> None:
-        """No more messages: after those buffered, end cleanly or raise ``error``.
-
-        Also wakes the adapter's reader if it waits for room in the buffer: a
-        message for an ended subscription is dropped.
-        """
-
-
 S = TypeVar("S", bound=Handle)
-
-
-#: Most acknowledgements an :class:`Outbox` holds back; the next one writes them all.
-OUTBOX_FRAMES = 64
-#: Seconds an acknowledgement may be held back at most.
-OUTBOX_DELAY = 0.02
-
-
-class Outbox:
-    """ACK and NACK frames held back to be written together.
-
-    A consumer that acknowledges every message writes one small frame per
-    message; on a fast stream each of those is a system call for the client
-    and a wake-up for the broker, which then costs more than the message.  So
-    an acknowledgement without a receipt is held back while the consumer has
-    more messages of the same subscription buffered (it is about to ask for
-    the next one) or the subscription has a :func:`wide_window`, up to
-    :data:`OUTBOX_FRAMES` frames.  The adapter writes
-    what is held in front of the next frame it writes for any reason, when a
-    consumer finds its buffer empty, and at the latest :data:`OUTBOX_DELAY`
-    seconds after the first was held.  The books of the connection are
-    already up to date: only the bytes wait.  Held bytes belong to one
-    connection; a new connection starts with an empty outbox.
-    """
-
-    __slots__ = ("_data", "_frames", "since")
-
-    def __init__(self) -> None:
-        self._data = bytearray()
-        self._frames = 0
-        #: When the first frame held now was held (the adapter's clock), or None.
-        self.since: float | None = None
-
-    def __bool__(self) -> bool:
-        return self._frames > 0
-
-    def hold(self, data: bytes, now: float) -> bool:
-        """Hold ``data``; True when the outbox is full and must be written now."""
-        if not self._frames:
-            self.since = now
-        self._data += data
-        self._frames += 1
-        return self._frames >= OUTBOX_FRAMES
-
-    def take(self, then: bytes = b"") -> bytes:
-        """Everything held, followed by ``then``; the outbox is empty after."""
-        if not self._frames:
-            return then
-        data = b"".join((self._data, then))  # one copy of each
-        self.clear()
-        return data
-
-    def clear(self) -> None:
-        self._data.clear()
-        self._frames = 0
-        self.since = None
-
-    def deadline(self) -> float | None:
-        """When what is held must be written at the latest; None if nothing is."""
-        return None if self.since is None else self.since + OUTBOX_DELAY
-
-
-#: Headers by which brokers let a subscription set how many unacknowledged
-#: messages they send ahead: RabbitMQ's (and the embedded broker's), ActiveMQ's.
-_WINDOW_HEADERS = ("prefetch-count", "activemq.prefetchSize")
-
-
-def wide_window(subscribe: Subscribe) -> bool:
-    """Whether ``subscribe`` asks the broker to send at least ``2 * OUTBOX_FRAMES``
-    messages ahead of their acknowledgements.
-
-    Then holding acknowledgements back while the consumer waits for the next
-    message cannot stall the stream: the broker has room to send more.  With a
-    narrow window (``prefetch-count: 1`` is common for work queues) or none
-    declared, the consumer writes what is held before it waits.
-    """
-    for name, value in subscribe.headers:
-        if name in _WINDOW_HEADERS:
-            return value.isdigit() and int(value) >= 2 * OUTBOX_FRAMES
-    return False
 
 
 #: Send's fields, in their order: :func:`_new_send` sets each (and checks, as it is
@@ -320,14 +210,6 @@ _tracing_frames = frame_log.isEnabledFor
 _DEBUG = logging.DEBUG
 
 
-def _correlation(message: Message) -> str | None:
-    """The first ``correlation-id`` of ``message`` (1.2 §Repeated Header Entries)."""
-    for name, value in message.headers:
-        if name == CORRELATION_ID:
-            return value
-    return None
-
-
 def _header_pairs(
     headers: Mapping[str, str] | Iterable[tuple[str, str]],
 ) -> tuple[tuple[str, str], ...]:
@@ -358,16 +240,14 @@ class ClientCore(Generic[S]):
         self.generation = 0
         self.conn = self._make_connection()
         self._ids = itertools.count(1)
-        #: Open subscriptions by key, each the adapter's handle for it.
-        self.subscriptions: dict[str, S] = {}
+        #: The subscriptions and their state (the one owner of it).
+        self.registry: Registry[S] = Registry()
+        #: Open subscriptions by key, each the adapter's handle for it (the
+        #: registry's: read it, change it through the registry).
+        self.subscriptions: dict[str, S] = self.registry.open
         #: The error that ended the client for good (None while it lives, or
         #: when it was closed on purpose).
         self.error: ClientError | None = None
-        #: Subscriptions left on the current connection, by key (see :meth:`target`).
-        self._left: dict[str, S] = {}
-        #: Restored subscriptions whose SUBSCRIBE the broker has not yet
-        #: confirmed, by receipt id, oldest first (see :meth:`route`).
-        self._restoring: dict[str, S] = {}
         #: Whether the ERROR that ended the last session refused a restored subscription.
         self.refused = False
         self.reconnects = Reconnects(options.reconnect or Backoff())
@@ -393,17 +273,8 @@ class ClientCore(Generic[S]):
         self.server: str | None = None
         #: Whether each frame is logged (:mod:`._trace`); asked again in :meth:`route`.
         self.trace_frames = _tracing_frames(_DEBUG)
-        #: Where this client's requests ask for replies (None before the first).
-        self.reply_to: str | None = None
-        #: Subscription keys whose messages are replies: the reply subscription, or
-        #: RabbitMQ's id for its temporary queue.  Never strangers.
-        self.reply_channels: set[str] = set()
-        #: Requests waiting for a reply: correlation id -> the adapter's waiter key.
-        self._requests: dict[str, str] = {}
-        #: Correlation ids of requests that ended (a late reply is no stranger's).
-        self._answered: dict[str, None] = {}
-        #: Makes this client's reply destination and correlation ids its own.
-        self._token = secrets.token_hex(6)
+        #: Request/reply: where replies go, which request each answers.
+        self.replies = Replies(self._ids)
 
     def _make_connection(self) -> ClientConnection:
         return ClientConnection(
@@ -418,8 +289,7 @@ class ClientCore(Generic[S]):
         self.brokers.advance()
         self.generation += 1
         self.conn = self._make_connection()
-        self._left.clear()
-        self._restoring.clear()
+        self.registry.new_connection()
         self.refused = False
         self._unvouched = False
         self.server = None
@@ -614,16 +484,6 @@ class ClientCore(Generic[S]):
             event = (Nack if event.nack else Ack).of(event.message)
         frame_out(event, self.conn.version, self.brokers.current)
 
-    @staticmethod
-    def may_hold(receipt: str | None, buffered: int, wide_window: bool) -> bool:
-        """Whether an ACK or NACK may wait in the :class:`Outbox`.
-
-        Not with a receipt: the caller waits for its answer.  Otherwise while
-        the consumer has ``buffered`` messages of the subscription yet to take,
-        or always on a subscription with a :func:`wide_window`.
-        """
-        return receipt is None and (buffered > 0 or wide_window)
-
     def receipt_timed_out(
         self, event: FrameEvent, seconds: float | None, *, paused: bool
     ) -> tuple[TimeoutError, ConnectionLost | None]:
@@ -676,17 +536,12 @@ class ClientCore(Generic[S]):
         RECEIPT (RabbitMQ does).
         """
         receipt = self.next_id("receipt")
-        self.subscriptions[handle._event.key] = handle
-        handle._receipt = receipt
+        self.registry.subscribing(handle, receipt)
         return dataclasses.replace(handle._event, receipt=receipt), receipt
 
     def subscribe_done(self, handle: S, *, ok: bool) -> None:
         """The SUBSCRIBE was confirmed (``ok``) or failed: it is then forgotten."""
-        handle._receipt = None
-        if ok:
-            handle._active = True
-        else:
-            self.subscriptions.pop(handle._event.key, None)
+        self.registry.subscribe_done(handle, ok=ok)
 
     def unsubscribing(
         self,
@@ -697,15 +552,8 @@ class ClientCore(Generic[S]):
         """Forget ``handle``; the UNSUBSCRIBE to send if the broker knows it, with
         ``headers`` (ActiveMQ's ``activemq.subscriptionName`` ends a durable
         subscription) and, with ``receipt``, a receipt id."""
-        key = handle._event.key
-        self.subscriptions.pop(key, None)
-        if not handle._active:
+        if not self.registry.leaving(handle):
             return None
-        handle._active = False
-        # Messages already on their way to it are dropped (target() still finds it).
-        self._left[key] = handle
-        if len(self._left) > LEFT_REMEMBERED:
-            del self._left[next(iter(self._left))]
         return Unsubscribe(
             id=handle._event.id,
             receipt=self._receipt(receipt),
@@ -744,51 +592,9 @@ class ClientCore(Generic[S]):
         subscription's messages are replies from now on, also those that come
         before its RECEIPT (to requests made meanwhile).
         """
-        if self.reply_to is not None:
-            return self.reply_to, None
-        self.reply_to = reply_to = f"{TEMP_QUEUE}stomp_proto-replies-{self._token}"
-        if (self.server or "").startswith("RabbitMQ/"):
-            self.reply_channels.add(reply_to)  # RabbitMQ's subscription id is the name
-            return reply_to, None
-        event = self.subscribe_event(reply_to, "auto", None, None)
-        self.reply_channels.add(event.key)
-        return reply_to, event
-
-    def reply_failed(self, event: Subscribe) -> None:
-        """The reply subscription ``event`` was refused: the next request tries again."""
-        self.reply_channels.discard(event.key)
-        self.reply_to = None
-
-    def request_started(
-        self, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, reply_to: str
-    ) -> tuple[tuple[tuple[str, str], ...], str, str]:
-        """A request begins: its headers (``headers`` with ``reply-to`` and
-        ``correlation-id``), its correlation id and the adapter's key for its waiter."""
-        pairs = _header_pairs(headers) if headers else ()
-        for name, _ in pairs:
-            if name in (REPLY_TO, CORRELATION_ID):
-                raise LocalProtocolError(
-                    ErrorKind.BAD_HEADER,
-                    f"request() sets the {name!r} header itself; use send() to set your own",
-                )
-        correlation = f"{self._token}-{next(self._ids)}"
-        key = f"reply {correlation}"
-        self._requests[correlation] = key
-        return (*pairs, (REPLY_TO, reply_to), (CORRELATION_ID, correlation)), correlation, key
-
-    def request_ended(self, correlation: str) -> None:
-        """The request ``correlation`` has its reply, or stopped waiting."""
-        self._requests.pop(correlation, None)
-        self._answered[correlation] = None
-        if len(self._answered) > LEFT_REMEMBERED:
-            del self._answered[next(iter(self._answered))]
-
-    def reply_key(self, message: Message) -> str | None:
-        """The waiter key of the request ``message`` replies to, if one waits."""
-        if not self._requests:
-            return None
-        correlation = _correlation(message)
-        return None if correlation is None else self._requests.get(correlation)
+        return self.replies.destination(
+            self.server, lambda reply_to: self.subscribe_event(reply_to, "auto", None, None)
+        )
 
     def target(self, message: Message) -> tuple[S | None, str | None]:
         """The handle ``message`` goes to (None: not ours), and a SUBSCRIBE receipt it settles.
@@ -808,22 +614,16 @@ class ClientCore(Generic[S]):
             frame_in(message, self.conn.version, self.brokers.current)
         key = message.key
         handle = self.subscriptions.get(key)
+        channels = self.replies.channels
         if handle is None:
-            left = self._left.get(key)
-            if left is None and key not in self.reply_channels and not self._late_reply(message):
+            left = self.registry.left(key)
+            if left is None and key not in channels and not self.replies.late(message):
                 self._stranger(message)
             return left, None
         # The reply subscription's messages go to their requests, not to a buffer.
-        replies = self.reply_channels and key in self.reply_channels
-        if handle._receipt is None:
-            return (None if replies else handle), None
-        receipt, handle._receipt = handle._receipt, None
-        self._restoring.pop(receipt, None)
+        replies = channels and key in channels
+        receipt = self.registry.confirmed_by_message(handle)
         return (None if replies else handle), receipt
-
-    def _late_reply(self, message: Message) -> bool:
-        """Whether ``message`` replies to a request that has ended (timed out)."""
-        return bool(self._answered) and _correlation(message) in self._answered
 
     def _stranger(self, message: Message) -> None:
         """Log a MESSAGE for a subscription this client does not know, once per id."""
@@ -848,34 +648,17 @@ class ClientCore(Generic[S]):
         Each asks for a receipt, which the core awaits itself: an ERROR that
         comes while one is pending refuses that subscription (see :meth:`route`).
         """
-        events = []
-        for handle in self.subscriptions.values():
-            receipt = self.next_id("restore")
-            handle._receipt = receipt
-            self._restoring[receipt] = handle
-            events.append(dataclasses.replace(handle._event, receipt=receipt))
-        return events
+        return self.registry.restore(self.next_id)
 
     def _refuse(self, error: Error) -> BrokerError:
-        """The BrokerError of ``error``; it also ends the restored subscription it refused.
-
-        Brokers answer frames in order, so the refused one is the one the
-        ERROR's ``receipt-id`` names (ActiveMQ, the embedded broker), else the
-        oldest still unconfirmed (RabbitMQ sends no ``receipt-id``).
-        """
+        """The BrokerError of ``error``; it also ends the restored subscription it
+        refused (see :meth:`Registry.refused`)."""
         failure = BrokerError(error)
         self.refused = False
-        if self._unvouched and not self._restoring:
+        if self._unvouched and not self.registry.restoring():
             self.refusal = failure
-        if self._restoring:
-            receipt = error.receipt_id
-            if receipt not in self._restoring:
-                receipt = next(iter(self._restoring))
-            handle = self._restoring.pop(receipt)
-            self._restoring.clear()
-            self.subscriptions.pop(handle._event.key, None)
-            handle._receipt = None
-            handle._active = False
+        handle = self.registry.refused(error.receipt_id)
+        if handle is not None:
             handle._end(failure)
             self.refused = True
         return failure
@@ -909,9 +692,7 @@ class ClientCore(Generic[S]):
         """End every subscription: cleanly (``None``) or with ``error``, which is kept."""
         if self.error is None and error is not None:
             self.error = error
-        handles = list(self.subscriptions.values())
-        self.subscriptions.clear()
-        for handle in handles:
+        for handle in self.registry.finish():
             handle._end(error)
 
     # -- routing ---------------------------------------------------------------
@@ -927,9 +708,7 @@ class ClientCore(Generic[S]):
             frame_in(event, self.conn.version, self.brokers.current)
         if isinstance(event, Receipt):
             self._unvouched = False  # the broker took everything sent before it
-            restored = self._restoring.pop(event.receipt_id, None)
-            if restored is not None:
-                restored._receipt = None
+            if self.registry.restored(event.receipt_id):
                 return None
             return Resolve(event.receipt_id, event)
         if isinstance(event, Connected):

@@ -3,7 +3,7 @@
 Writing: every call that writes (``send``, ``ack``, ``nack``, transactions)
 makes its frame and writes it from the caller's own thread, under a lock that
 keeps frames whole and in order.  An ACK or NACK without a receipt may wait in
-the :class:`~stomp_proto._client._core.Outbox` to go out with the next frames.
+the :class:`~stomp_proto._client._outbox.Outbox` to go out with the next frames.
 
 Reading is a role, not a thread (leader and followers).  One thread at a time
 holds the *read role*: it waits on the socket, feeds the
@@ -42,25 +42,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
-from typing import Protocol
 
-from .._connection import ClientConnection, SendParts
+from .._connection import ClientConnection
 from .._errors import ProtocolError
-from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Send, Subscribe
+from .._events import Abort, AckMode, Begin, Event, Message, Send, Subscribe
 from .._state import ConnectionState
 from ._backend import BlockingStream
 from ._blocking import open_stream
 from ._brokers import Brokers, FirstConnect
-from ._core import (
-    CONNECT_WAITER,
-    OUTBOX_DELAY,
-    ClientCore,
-    End,
-    Outbox,
-    PlainSettle,
-    Resolve,
-    wide_window,
-)
+from ._core import CONNECT_WAITER, ClientCore, End, Resolve
 from ._errors import (
     BrokerError,
     ClientError,
@@ -72,9 +62,12 @@ from ._errors import (
 )
 from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
+from ._outbox import OUTBOX_DELAY, may_hold, wide_window
+from ._read_role import IDLE_READ, ReadRole
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
+from ._writer import Writer
 
 __all__ = [
     "DISPATCH_THREAD",
@@ -95,94 +88,6 @@ READER_THREAD = "stomp_proto-reader"
 #: subscription).
 DISPATCH_THREAD = "stomp_proto-dispatch"
 
-#: Seconds the read role must stay free before the background thread takes it
-#: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
-#: need data read for themselves; the background thread only reads for nobody.
-IDLE_READ = 0.05
-
-
-class _Follower(Protocol):
-    """A waiting thread's object (a subscription, a receipt wait), as the read role sees it."""
-
-    def _needs_data(self) -> bool:
-        """Whether a thread waits on it for data that is not there yet (under the hub lock)."""
-
-    def _wake(self) -> None:
-        """Wake one thread waiting on it (under the hub lock)."""
-
-
-class _Waiter:
-    """One thread waits for an answer from the broker (a receipt, CONNECTED).
-
-    The waiting thread reads for itself while nobody else does.
-    """
-
-    __slots__ = ("_client", "_cond", "_done", "_error", "_value")
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self._cond = threading.Condition(client._hub)
-        self._done = False
-        self._value: Event | Message | None = None
-        self._error: BaseException | None = None
-
-    def _needs_data(self) -> bool:
-        return not self._done
-
-    def _wake(self) -> None:
-        self._cond.notify()
-
-    def _settle(self, value: Event | Message | None, error: BaseException | None) -> None:
-        """Complete the wait (under the hub lock); the first answer wins."""
-        if not self._done:
-            self._done = True
-            self._value = value
-            self._error = error
-            self._cond.notify_all()
-
-    def set_result(self, value: Event | Message) -> None:
-        with self._client._hub:
-            self._settle(value, None)
-
-    def set_exception(self, error: BaseException) -> None:
-        with self._client._hub:
-            self._settle(None, error)
-
-    def wait(self, timeout: float | None) -> Event | Message | None:
-        """The answer; a bare TimeoutError after ``timeout`` seconds, which the caller
-        words (it knows what it waited for)."""
-        client = self._client
-        hub = client._hub
-        deadline = None if timeout is None else time.monotonic() + timeout
-        waited = False
-        while True:
-            with hub:
-                if self._done:
-                    if waited:
-                        client._hand_on()
-                    break
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    if waited:
-                        client._hand_on()
-                    raise TimeoutError
-                if not client._may_lead():
-                    client._followers[self] = None
-                    try:
-                        self._cond.wait(wait)
-                    finally:
-                        client._followers.pop(self, None)
-                    waited = True
-                    continue
-                client._lead()
-            try:
-                client._read_step(wait)
-            finally:
-                client._release_role()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
 
 class Subscription:
     """Messages of one subscription: ``for message in subscription``.
@@ -195,22 +100,21 @@ class Subscription:
 
     def __init__(self, client: Client, event: Subscribe) -> None:
         self._client = client
+        role: ReadRole = client._role
+        self._role = role
         self._event = event
-        self._limit = client._options.max_pending_messages
+        self._limit = client._core.options.max_pending_messages
         self._messages: deque[Message] = deque()
         #: Messages read while the buffer was full, in order; reading waits
         #: until they fit (back-pressure).
         self._overflow: deque[Message] = deque()
-        self._arrived = threading.Condition(client._hub)
+        self._arrived = role.condition()
         self._takers = 0  # threads waiting in get() (followers)
         self._ended = False
         self._error: ClientError | None = None
-        self._active = False
-        #: The receipt id of its SUBSCRIBE while that is awaited.
-        self._receipt: str | None = None
         #: Whether acknowledgements may stay held while get() waits (see wide_window).
         self._wide_window = wide_window(event)
-        self._tracing = client._options.tracing
+        self._tracing = client._core.options.tracing
         #: The thread that calls ``on_message`` (while the subscription is open).
         self._dispatcher: threading.Thread | None = None
 
@@ -232,26 +136,27 @@ class Subscription:
         deadline = None if timeout is None else time.monotonic() + timeout
         began = 0 if self._tracing is None else time.time_ns()
         client = self._client
-        hub = client._hub
-        outbox = client._outbox
+        role = self._role
+        writer = client._writer
+        outbox = writer.outbox
         waited = False  # as a follower: the read role may have to be handed on
         while True:
             flush = False
-            with hub:
+            with role.lock:
                 messages = self._messages
                 if messages:
                     message = messages.popleft()
                     if self._overflow:
-                        client._refill(self)
+                        self._refill()
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     if self._tracing is None:
                         return message
                     break  # to record it outside the lock
 
                 if self._ended:
                     if waited:
-                        client._hand_on()
+                        role.hand_on()
                     if self._error is not None:
                         client._core.reported(self._error)
                         raise self._error
@@ -266,31 +171,28 @@ class Subscription:
                         wait = due - now if wait is None else min(wait, due - now)
                     if wait is not None and wait <= 0:
                         if waited:
-                            client._hand_on()
+                            role.hand_on()
                         raise message_timed_out(self.destination, timeout)
-                    if client._may_lead():
-                        client._lead()
+                    if role.may_lead():
+                        role.lead()
                     else:
                         self._takers += 1
-                        client._followers[self] = None
+                        role.follow(self)
                         try:
                             self._arrived.wait(wait)
                         finally:
                             self._takers -= 1
                             if not self._takers:
-                                client._followers.pop(self, None)
+                                role.unfollow(self)
                         waited = True
                         continue
                 else:
                     flush = True
             if flush:
-                client._flush_outbox()
+                writer.flush_outbox()
                 continue
             waited = False
-            try:
-                client._read_step(wait)
-            finally:
-                client._release_role()
+            role.read(wait)
         self._tracing.received(message, client.broker, client.version, began)
         return message
 
@@ -324,20 +226,48 @@ class Subscription:
     def _wake(self) -> None:
         self._arrived.notify()
 
+    def _woken(self, count: int) -> None:
+        """Wake ``count`` threads waiting for messages (under the hub lock)."""
+        self._arrived.notify(count)
+
     def _end(self, error: ClientError | None) -> None:
-        client = self._client
-        with client._hub:
+        with self._role.lock:
             if self._ended:
                 return
             self._ended = True
             self._error = error
-            self._active = False
             if self._overflow:  # nobody takes them: dropped, and reading resumes
                 self._overflow.clear()
-                client._overflowing -= 1
-                if not client._overflowing:
-                    client._hand_on()
+                self._role.overflow_ended()
             self._arrived.notify_all()
+
+    def _offer(self, message: Message) -> bool:
+        """Buffer ``message`` as it arrived (under the hub lock); True when a
+        thread waits for it.  What does not fit waits in the overflow."""
+        if self._ended:
+            return False  # nobody takes it: dropped
+        overflow = self._overflow
+        if overflow or len(self._messages) >= self._limit:
+            if not overflow:
+                self._role.overflow_began()
+            overflow.append(message)
+            return False
+        self._messages.append(message)
+        return self._takers > 0
+
+    def _refill(self) -> None:
+        """Room appeared in the buffer: move what waits into it (hub lock held)."""
+        messages, overflow = self._messages, self._overflow
+        room = self._limit - len(messages)
+        while room > 0 and overflow:
+            messages.append(overflow.popleft())
+            room -= 1
+        if not overflow:
+            self._role.overflow_ended()
+
+    def _holds_acks(self) -> bool:
+        """Whether its consumer may hold acknowledgements back (see may_hold)."""
+        return bool(self._messages) or self._wide_window
 
 
 class Unsolicited(UnsolicitedBase):
@@ -428,304 +358,82 @@ class Transaction(TransactionBase):
         receipt."""
         client = self._client
         client._core.take_refusal()
-        client._send(*client._core.commit_event(self._use("committed")))
+        client._writer.send(*client._core.commit_event(self._use("committed")))
 
     def abort(self) -> None:
         """ABORT: what the transaction holds is dropped; returns with the broker's
         receipt."""
         client = self._client
         client._core.take_refusal()
-        client._send(*client._core.abort_event(self._use("aborted")))
+        client._writer.send(*client._core.abort_event(self._use("aborted")))
 
 
-class Client(ClientView):
-    """A connected, blocking STOMP client; make one with :func:`connect`.
+class _Reader:
+    """What the holder of the read role does: read the stream, act on the events
+    (messages to their buffers, answers to their waits), keep the timers."""
 
-    Safe to use from many threads at once.
-    """
-
-    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
-        self._options = options
-        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
-        #: Guards the ClientConnection (readers and writers both use it); never
-        #: held across I/O.
-        self._state_lock = threading.Lock()
-        #: Keeps "make the frame, write it" atomic: frames reach the wire whole
-        #: and in the order the connection made them.
-        self._write_lock = threading.Lock()
-        #: Acknowledgements held back for the current connection (under _write_lock).
-        self._outbox = Outbox()
-        self._stream: BlockingStream | None = None
-        self._reader: threading.Thread | None = None
-        self._waiters: dict[str, _Waiter] = {}
-        #: Set while writers need not wait: a session is up, or the client has
-        #: ended (closed, or failed for good) and writers must hear so.  Writers
-        #: wait for it between sessions.
-        self._ready = threading.Event()
-        #: What ended the last session (set as _ready is cleared, under _state_lock).
-        self._ended_by: ClientError | None = None
-        #: Set by close(): interrupts the reconnect schedule's waits.
-        self._stopping = threading.Event()
-        self._closed = False
-        self._connected_once = False
-        #: Messages for subscriptions this client did not make (an
-        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
-        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
-        #: ``max_pending_messages``; the oldest are dropped when it is full, and
-        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
-        #: when they come after their request stopped waiting.
-        self.unsolicited = Unsolicited(options.max_pending_messages)
-        # -- the read role, the buffers and every wait: under the hub lock --------
-        self._hub: threading.Lock = threading.Lock()
-        #: Where the background thread waits while it does not read.
-        self._keeper = threading.Condition(self._hub)
-        #: Whether some thread holds the read role.
-        self._reading = False
-        #: How many times the read role was taken (the background thread reads
-        #: only when it stayed free for a while).
-        self._epoch = 0
-        #: Whether the current stream may be read: a session is on it and has not ended.
-        self._live = False
-        #: How the current session ended, for the background thread: (whether
-        #: it got CONNECTED, why it ended).
-        self._ending: tuple[bool, ClientError] | None = None
-        #: Whether the current session got CONNECTED; until when it may take.
-        self._session_connected = False
-        self._connect_deadline: float | None = None
-        #: The seconds that deadline allows (for the error that says it passed).
-        self._connect_timeout: float | None = None
-        #: Subscriptions with messages that did not fit: nobody reads meanwhile.
-        self._overflowing = 0
-        #: Objects that threads wait on for data, oldest first (see _hand_on).
-        self._followers: dict[_Follower, None] = {}
-        #: Whether the background thread waits for the read role to be freed.
-        self._keeper_parked = False
-        #: When the read role was last let go (the background thread reads
-        #: once it stayed free for IDLE_READ).
-        self._freed_at = float("-inf")
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    def _open(self, timeout: float | EllipsisType | None = ...) -> None:
-        """Connect, start the background thread, wait for CONNECTED (the first connect).
-
-        ``timeout``: seconds for it; by default the options' bound on one attempt.
-        """
-        bound = self._options.attempt_timeout if timeout is ... else timeout
-        began = time.monotonic()
-        stream = self._start(self._core.conn, bound)
-        connected = self._expect(CONNECT_WAITER)
-        self._reader = threading.Thread(
-            target=self._run, args=(stream,), name=READER_THREAD, daemon=True
-        )
-        self._reader.start()
-        # The reader ends the attempt at its deadline too; this wait is the backstop.
-        left = None if bound is None else max(0.0, began + bound - time.monotonic())
-        try:
-            connected.wait(left)
-        except TimeoutError:
-            raise connect_timed_out(bound, opened=True) from None
-
-    def _start(
-        self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
-    ) -> BlockingStream:
-        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read.
-
-        ``timeout``: seconds for the attempt, from opening the stream to CONNECTED;
-        by default the options' bound on one attempt.
-        """
-        if timeout is ...:
-            timeout = self._options.attempt_timeout
-        began = time.monotonic()
-        self._core.life.attempt(began)
-        stream, versions = open_stream(self._core.brokers.options, timeout)
-        try:
-            with self._state_lock:
-                data = self._core.encode(conn, self._options.connect_event(versions))
-            stream.send(data)
-        except BaseException:
-            stream.close()
-            raise
-        self._stream = stream
-        with self._hub:
-            self._session_connected = False
-            self._connect_deadline = None if timeout is None else began + timeout
-            self._connect_timeout = timeout
-            self._freed_at = float("-inf")  # nobody reads yet: the background thread may
-            self._live = True
-        return stream
-
-    def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
-        """CONNECTED came (read by the role's holder): restore subscriptions, let writers in."""
-        with self._write_lock:
-            for subscribe in self._core.restore_subscriptions():
-                with self._state_lock:
-                    data = self._core.encode(conn, subscribe)
-                stream.send(data)
-        self._session_connected = True
-        self._connect_deadline = None
-        self._connected_once = True
-        self._core.session_started(time.monotonic())
-        with self._state_lock:
-            if not self._closed:
-                self._ready.set()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    def __init__(
+        self,
+        core: ClientCore[Subscription],
+        role: ReadRole,
+        writer: Writer,
+        unsolicited: Unsolicited,
+        on_connected: Callable[[BlockingStream, ClientConnection], None],
     ) -> None:
-        if kind is None:
-            self.disconnect()
-        else:
-            self.close()
+        self._core = core
+        self._role = role
+        self._writer = writer
+        self._unsolicited = unsolicited
+        self._on_connected = on_connected
+        #: Until when the current session may take to get CONNECTED (under the hub lock).
+        self.connect_deadline: float | None = None
+        #: The seconds that deadline allows (for the error that says it passed).
+        self.connect_timeout: float | None = None
 
-    def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt), then close.
-
-        Raises the :class:`BrokerError` that may have refused a message sent
-        without a receipt, if no call since has raised it.
-        """
-        if self._closed:
-            return  # already closed: like the async clients, a no-op
-        try:
-            if self._ready.is_set() and self._core.error is None:
-                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    self._send(*self._core.disconnect_event())
-        finally:
-            self.close()
-        self._core.take_refusal()
-
-    def close(self) -> None:
-        """Drop the connection at once (no DISCONNECT) and stop the background thread.
-
-        Any thread may call it; blocked calls return (a waiting ``get`` returns
-        ``None``, a receipt wait raises ConnectionLost).
-        """
-        with self._state_lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._ready.set()  # a writer waiting for a session sees the end
-        self._stopping.set()
-        stream = self._stream
-        # Acknowledgements already made go out first, unless a writer is stuck
-        # on a full socket (close() must not wait for the broker).
-        if self._outbox:
-            self._flush_outbox(wait=False)
-        if stream is not None:
-            stream.shutdown()  # the thread reading sees the end and lets go
-        self._finish(None)  # wakes every consumer
-        self._core.life.closed()
-        with self._hub:
-            self._live = False
-            self._keeper.notify_all()
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join()
-        with self._hub:  # the stream is closed once nobody reads it
-            while self._reading:
-                self._keeper.wait()
-        if stream is not None:
-            with suppress(Exception):
-                stream.close()
-        self._fail_waiters(ConnectionLost("the client is closed"))
-
-    # -- the read role -------------------------------------------------------------
-
-    def _may_lead(self) -> bool:
-        """Whether the read role can be taken now (under the hub lock)."""
-        return (
-            not self._reading
-            and self._live
-            and not self._overflowing
-            and self._ending is None
-            and not self._closed
-        )
-
-    def _lead(self) -> None:
-        """Take the read role (under the hub lock, after _may_lead)."""
-        self._reading = True
-        self._epoch += 1
-
-    def _release_role(self) -> None:
-        with self._hub:
-            self._reading = False
-            self._freed_at = time.monotonic()
-            self._hand_on()
-            if self._closed:
-                self._keeper.notify_all()  # close() waits for the reading to stop
-
-    def _hand_on(self) -> None:
-        """The read role may be free: wake one thread that needs data to take it,
-        else the background thread if it waits for that (under the hub lock)."""
-        if self._reading:
-            return
-        if self._may_lead():
-            for follower in self._followers:
-                if follower._needs_data():
-                    follower._wake()
-                    return
-        if self._keeper_parked:
-            self._keeper.notify()
-
-    def _refill(self, subscription: Subscription) -> None:
-        """Room appeared in ``subscription``'s buffer: move what waits into it (hub lock held)."""
-        messages, overflow = subscription._messages, subscription._overflow
-        room = subscription._limit - len(messages)
-        while room > 0 and overflow:
-            messages.append(overflow.popleft())
-            room -= 1
-        if not overflow:
-            self._overflowing -= 1
-            if not self._overflowing:
-                self._hand_on()  # reading may resume
-
-    def _read_step(self, wait: float | None) -> None:
+    def step(self, wait: float | None) -> None:
         """Read once, as the holder of the read role: wait up to ``wait`` seconds
         (and no later than the timers) for data, feed it, act on the events."""
-        stream, conn = self._stream, self._core.conn
+        stream, conn = self._writer.stream, self._core.conn
         assert stream is not None
         try:
             if conn.state is ConnectionState.CLOSED:
                 # Ended while nobody read (a heart-beat check found the broker
                 # silent): what it queued ends the session, without a read.
                 self._drain(stream, conn)
-                if self._live:
-                    self._end_session(ConnectionLost("the connection is closed"))
+                if self._role.live:
+                    self._writer.end_session(ConnectionLost("the connection is closed"))
                 return
-            timeout = self._next_wake(conn)
+            timeout = self.next_wake(conn)
             if wait is not None:
                 timeout = wait if timeout is None else min(timeout, wait)
             if stream.wait_readable(timeout):
                 data = stream.receive()
-                with self._state_lock:
+                with self._writer.state_lock:
                     conn.receive_data(data)
             now = time.monotonic()
             timer = conn.get_timer()
-            due = self._outbox.deadline()
+            due = self._writer.outbox.deadline()
             if (timer is not None and timer <= now) or (due is not None and due <= now):
-                self._on_timer(stream, conn, reading=True)
+                self._writer.on_timer(stream, conn, reading=True)
             self._drain(stream, conn)
-            deadline = self._connect_deadline
-            if deadline is not None and not self._session_connected and now > deadline:
-                waited = connect_timed_out(self._connect_timeout, opened=True)
-                self._end_session(ConnectionLost(str(waited)))
+            deadline = self.connect_deadline
+            if deadline is not None and not self._role.connected and now > deadline:
+                waited = connect_timed_out(self.connect_timeout, opened=True)
+                self._writer.end_session(ConnectionLost(str(waited)))
         except (ProtocolError, OSError) as exc:
             error = ConnectionLost(f"connection failed: {reason(exc)}")
             error.__cause__ = exc
-            self._end_session(error)
+            self._writer.end_session(error)
         except Exception as exc:  # a bug must not leave waiters hanging
             error = ConnectionLost(f"client failed: {exc!r}")
             error.__cause__ = exc
-            self._end_session(error)
+            self._writer.end_session(error)
 
     def _drain(self, stream: BlockingStream, conn: ClientConnection) -> None:
         """Act on every event the connection has (the holder of the read role)."""
         events: list[Event] = []
         failure: ProtocolError | None = None
-        with self._state_lock:
+        with self._writer.state_lock:
             try:
                 while (event := conn.next_event()) is not None:
                     events.append(event)
@@ -746,13 +454,13 @@ class Client(ClientView):
                 arrived = []
             if type(route) is Resolve:
                 if route.key == CONNECT_WAITER:
-                    self._connected(stream, conn)
-                with self._hub:
-                    waiter = self._waiters.pop(route.key, None)
+                    self._on_connected(stream, conn)
+                with self._role.lock:
+                    waiter = self._writer.waiters.pop(route.key, None)
                     if waiter is not None:
                         waiter._settle(route.value, None)
             elif type(route) is End:
-                self._end_session(route.error)
+                self._writer.end_session(route.error)
                 return
         if arrived:
             self._deliver(arrived)
@@ -767,67 +475,227 @@ class Client(ClientView):
         overflow, and reading stops until its consumer makes room.
         """
         woken: dict[Subscription, int] = {}
-        with self._hub:
+        with self._role.lock:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
                 if receipt is not None:
-                    waiter = self._waiters.pop(receipt, None)
+                    waiter = self._writer.waiters.pop(receipt, None)
                     if waiter is not None:
                         waiter._settle(message, None)
                 if subscription is None:
                     # A reply goes to its request; anything else no subscription takes is kept.
-                    key = self._core.reply_key(message)
-                    waiter = None if key is None else self._waiters.pop(key, None)
+                    key = self._core.replies.key(message)
+                    waiter = None if key is None else self._writer.waiters.pop(key, None)
                     if waiter is not None:
                         waiter._settle(message, None)
                     else:
-                        self.unsolicited._put(message)
+                        self._unsolicited._put(message)
                     continue
-                if subscription._ended:
-                    continue  # nobody takes it: dropped
-                overflow = subscription._overflow
-                if overflow or len(subscription._messages) >= subscription._limit:
-                    if not overflow:
-                        self._overflowing += 1
-                    overflow.append(message)
-                    continue
-                subscription._messages.append(message)
-                if subscription._takers:
+                if subscription._offer(message):
                     woken[subscription] = woken.get(subscription, 0) + 1
             for subscription, count in woken.items():
-                subscription._arrived.notify(count)
+                subscription._woken(count)
 
-    def _end_session(self, error: ClientError, stream: BlockingStream | None = None) -> None:
-        """The session is over (seen by the role's holder, or by a caller that gave up
-        on the broker: then ``stream`` is the one it wrote on, and the session on it
-        ends unless it has already); the background thread takes over."""
-        with self._hub:
-            if stream is not None and stream is not self._stream:
+    def keep_time(self, reading: bool) -> None:
+        """Handle the timers while nobody reads (the background thread)."""
+        stream = self._writer.stream
+        if stream is not None:
+            with suppress(OSError):  # the next reader sees the failure
+                self._writer.on_timer(stream, self._core.conn, reading=reading)
+
+    def _until_timer(self, conn: ClientConnection) -> float | None:
+        deadline = conn.get_timer()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def next_wake(self, conn: ClientConnection) -> float | None:
+        """Seconds a reader may wait: until the connection's timer (or the
+        CONNECTED deadline), and no more than the outbox's delay while a
+        consumer may hold acknowledgements back (its subscription has messages
+        buffered, or a wide window), so that what is held goes out in time
+        even if the consumer stops asking."""
+        wait = self._until_timer(conn)
+        deadline = self.connect_deadline
+        if deadline is not None and not self._role.connected:
+            left = max(0.0, deadline - time.monotonic())
+            wait = left if wait is None else min(wait, left)
+        handles = list(self._core.subscriptions.values())
+        if self._writer.outbox or any(h._holds_acks() for h in handles):
+            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
+        return wait
+
+
+class Client(ClientView):
+    """A connected, blocking STOMP client; make one with :func:`connect`.
+
+    Safe to use from many threads at once.
+    """
+
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
+        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
+        #: The read role; its lock (the hub lock) guards the buffers and every wait.
+        self._role: ReadRole = ReadRole(lambda wait: self._reading.step(wait))
+        #: The stream, the locks, the outbox and the waits for answers.
+        self._writer: Writer = Writer(self._core, self._role, options.timeout)
+        self._reader: threading.Thread | None = None
+        #: Set by close(): interrupts the reconnect schedule's waits.
+        self._stopping = threading.Event()
+        self._connected_once = False
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
+        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = Unsolicited(options.max_pending_messages)
+        #: Reads for the holder of the read role.
+        self._reading = _Reader(
+            self._core, self._role, self._writer, self.unsolicited, self._connected
+        )
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def _open(self, timeout: float | EllipsisType | None = ...) -> None:
+        """Connect, start the background thread, wait for CONNECTED (the first connect).
+
+        ``timeout``: seconds for it; by default the options' bound on one attempt.
+        """
+        bound = self._core.options.attempt_timeout if timeout is ... else timeout
+        began = time.monotonic()
+        stream = self._start(self._core.conn, bound)
+        connected = self._writer.expect(CONNECT_WAITER)
+        self._reader = threading.Thread(
+            target=self._run, args=(stream,), name=READER_THREAD, daemon=True
+        )
+        self._writer.reader = self._reader
+        self._reader.start()
+        # The reader ends the attempt at its deadline too; this wait is the backstop.
+        left = None if bound is None else max(0.0, began + bound - time.monotonic())
+        try:
+            connected.wait(left)
+        except TimeoutError:
+            raise connect_timed_out(bound, opened=True) from None
+
+    def _start(
+        self, conn: ClientConnection, timeout: float | EllipsisType | None = ...
+    ) -> BlockingStream:
+        """Open a stream (to the broker to try), write the CONNECT on it, and let it be read.
+
+        ``timeout``: seconds for the attempt, from opening the stream to CONNECTED;
+        by default the options' bound on one attempt.
+        """
+        if timeout is ...:
+            timeout = self._core.options.attempt_timeout
+        began = time.monotonic()
+        self._core.life.attempt(began)
+        stream, versions = open_stream(self._core.brokers.options, timeout)
+        try:
+            with self._writer.state_lock:
+                data = self._core.encode(conn, self._core.options.connect_event(versions))
+            stream.send(data)
+        except BaseException:
+            stream.close()
+            raise
+        self._writer.stream = stream
+        with self._role.lock:
+            self._role.session_began()
+            self._reading.connect_deadline = None if timeout is None else began + timeout
+            self._reading.connect_timeout = timeout
+        return stream
+
+    def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
+        """CONNECTED came (read by the role's holder): restore subscriptions, let writers in."""
+        with self._writer.write_lock:
+            for subscribe in self._core.restore_subscriptions():
+                with self._writer.state_lock:
+                    data = self._core.encode(conn, subscribe)
+                stream.send(data)
+        self._role.connected = True
+        self._reading.connect_deadline = None
+        self._connected_once = True
+        self._core.session_started(time.monotonic())
+        with self._writer.state_lock:
+            if not self._role.closed:
+                self._writer.ready.set()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.disconnect()
+        else:
+            self.close()
+
+    def disconnect(self) -> None:
+        """Leave gracefully (DISCONNECT and its receipt), then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
+        if self._role.closed:
+            return  # already closed: like the async clients, a no-op
+        try:
+            if self._writer.ready.is_set() and self._core.error is None:
+                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
+                    self._writer.send(*self._core.disconnect_event())
+        finally:
+            self.close()
+        self._core.take_refusal()
+
+    def close(self) -> None:
+        """Drop the connection at once (no DISCONNECT) and stop the background thread.
+
+        Any thread may call it; blocked calls return (a waiting ``get`` returns
+        ``None``, a receipt wait raises ConnectionLost).
+        """
+        with self._writer.state_lock:
+            if self._role.closed:
                 return
-            if self._ending is None and self._live:
-                self._ending = (self._session_connected, error)
-            self._live = False
-            self._keeper.notify_all()
+            self._role.closed = True
+            self._writer.ready.set()  # a writer waiting for a session sees the end
+        self._stopping.set()
+        stream = self._writer.stream
+        # Acknowledgements already made go out first, unless a writer is stuck
+        # on a full socket (close() must not wait for the broker).
+        if self._writer.outbox:
+            self._writer.flush_outbox(wait=False)
+        if stream is not None:
+            stream.shutdown()  # the thread reading sees the end and lets go
+        self._finish(None)  # wakes every consumer
+        self._core.life.closed()
+        self._role.stop()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join()
+        self._role.wait_unread()  # the stream is closed once nobody reads it
+        if stream is not None:
+            with suppress(Exception):
+                stream.close()
+        self._writer.fail_waiters(ConnectionLost("the client is closed"))
 
     # -- the background thread ---------------------------------------------------------
 
     def _run(self, stream: BlockingStream) -> None:
         """The background thread: keep each session, then reconnect as the options say."""
         while True:
-            ended = self._keep()
+            ended = self._role.keep(
+                lambda: self._reading.next_wake(self._core.conn), self._reading.keep_time
+            )
             if ended is None:
                 return  # closed
             connected, error = ended
-            with self._state_lock:
-                if not self._closed:  # close() leaves it set: writers must see the end
-                    self._ready.clear()
-                self._ended_by = error
-            with self._write_lock:
-                self._outbox.clear()  # acknowledgements of a connection that is gone
-            self._fail_waiters(error)
+            with self._writer.state_lock:
+                if not self._role.closed:  # close() leaves it set: writers must see the end
+                    self._writer.ready.clear()
+                self._writer.ended_by = error
+            with self._writer.write_lock:
+                self._writer.outbox.clear()  # acknowledgements of a connection that is gone
+            self._writer.fail_waiters(error)
             with suppress(Exception):
                 stream.close()
-            if self._closed:
+            if self._role.closed:
                 return
             if not self._connected_once:
                 self._finish(error)  # the first connect's: connect() raises it
@@ -850,9 +718,9 @@ class Client(ClientView):
                     return
                 if self._stopping.wait(delay):
                     return
-                with self._hub:
-                    self._ending = None
-                with self._state_lock:
+                with self._role.lock:
+                    self._role.ending = None
+                with self._writer.state_lock:
                     conn = self._core.new_connection()
                 try:
                     stream = self._start(conn)
@@ -860,259 +728,17 @@ class Client(ClientView):
                 except (OSError, ClientError, ProtocolError) as exc:
                     self._core.life.failed(exc)
                     error = ConnectionLost(f"reconnect failed: {reason(exc)}")
-            if self._closed:  # close() came while connecting: it did not see this stream
-                with self._hub:
-                    self._live = False
+            if self._role.closed:  # close() came while connecting: it did not see this stream
+                with self._role.lock:
+                    self._role.live = False
                 stream.close()
                 return
-
-    def _keep(self) -> tuple[bool, ClientError] | None:
-        """Keep the current session until it ends (how it ended), or the client closes (None).
-
-        Read while nobody else needs to; keep time while nobody reads.
-        """
-        seen = -1  # the epoch at the last look: unchanged and busy, the holder waits on the socket
-        while True:
-            with self._hub:
-                if self._ending is not None:
-                    ended, self._ending = self._ending, None
-                    return ended
-                if self._closed:
-                    return None
-                now = time.monotonic()
-                free_for = now - self._freed_at
-                # Before CONNECTED nobody streams: read whenever the role is free.
-                lead = self._may_lead() and (free_for >= IDLE_READ or not self._session_connected)
-                if lead:
-                    self._lead()
-                else:
-                    idle = self._epoch == seen
-                    seen = self._epoch
-                    paused = self._overflowing > 0
-                    wait: float | None
-                    if self._reading and idle and not paused:
-                        wait = None  # the holder keeps time; wake when it lets go
-                    elif self._reading:
-                        wait = IDLE_READ
-                    else:  # nobody reads: keep time meanwhile
-                        wait = self._next_wake(self._core.conn)
-                        if not paused:
-                            left = IDLE_READ - free_for
-                            wait = left if wait is None else min(wait, left)
-                    self._keeper_parked = wait is None or paused
-                    try:
-                        self._keeper.wait(wait)
-                    finally:
-                        self._keeper_parked = False
-                    keep_time = self._live and not self._reading
-                    paused = self._overflowing > 0
-            if lead:
-                try:
-                    while True:
-                        self._read_step(None)
-                        with self._hub:
-                            if self._followers or not self._live or self._overflowing:
-                                break
-                finally:
-                    self._release_role()
-                continue
-            stream = self._stream
-            if keep_time and stream is not None:
-                with suppress(OSError):  # the next reader sees the failure
-                    self._on_timer(stream, self._core.conn, reading=not paused)
-
-    # -- timers ----------------------------------------------------------------------
-
-    def _until_timer(self, conn: ClientConnection) -> float | None:
-        deadline = conn.get_timer()
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    def _next_wake(self, conn: ClientConnection) -> float | None:
-        """Seconds a reader may wait: until the connection's timer (or the
-        CONNECTED deadline), and no more than the outbox's delay while a
-        consumer may hold acknowledgements back (its subscription has messages
-        buffered, or a wide window), so that what is held goes out in time
-        even if the consumer stops asking."""
-        wait = self._until_timer(conn)
-        deadline = self._connect_deadline
-        if deadline is not None and not self._session_connected:
-            left = max(0.0, deadline - time.monotonic())
-            wait = left if wait is None else min(wait, left)
-        handles = list(self._core.subscriptions.values())
-        if self._outbox or any(h._messages or h._wide_window for h in handles):
-            wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
-        return wait
-
-    def _on_timer(self, stream: BlockingStream, conn: ClientConnection, *, reading: bool) -> None:
-        now = time.monotonic()
-        with self._state_lock:
-            beat = conn.handle_timer(now, reading=reading)
-        due = self._outbox.deadline()
-        if not beat and (due is None or due > now):
-            return
-        # A writer holding the lock is sending bytes, which count as a beat
-        # (and it writes what the outbox holds).
-        if self._write_lock.acquire(blocking=False):
-            try:
-                data = self._outbox.take(beat)
-                if data:
-                    stream.send(data)
-            finally:
-                self._write_lock.release()
-
-    def _flush_outbox(self, *, wait: bool = True) -> None:
-        """Write the acknowledgements held back, if any (any thread).
-
-        ``wait=False``: not if another writer holds the write lock.
-        """
-        if not self._write_lock.acquire(blocking=wait):
-            return
-        try:
-            stream = self._stream
-            data = self._outbox.take()
-            if data and stream is not None:
-                with suppress(OSError):  # the reader sees the failure and ends the session
-                    stream.send(data)
-        finally:
-            self._write_lock.release()
-
-    def _fail_waiters(self, error: ClientError) -> None:
-        with self._state_lock:
-            waiters = list(self._waiters.values())
-            self._waiters.clear()
-        for waiter in waiters:
-            waiter.set_exception(error)
 
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
         self.unsolicited._end()
-        self._ready.set()
-
-    # -- writing (any thread) -------------------------------------------------------
-
-    def _why_send_failed(self, stream: BlockingStream, exc: OSError) -> ClientError:
-        """The error a failed write raises: the broker's ERROR when it sent one.
-
-        A broker that refuses a frame sends an ERROR and closes; a write can
-        find the connection reset or closed before the reader has handled that
-        ERROR (over WebSocket, the close frame behind it closes the channel at
-        once).  So wait, bounded by the timeout, for the session written on to
-        end (reading for it if nobody else does), and raise what ended it.
-        """
-        lost = ConnectionLost(f"connection failed: {reason(exc)}")
-        if threading.current_thread() is self._reader:
-            return lost  # it cannot wait for itself
-        key = f"write failed in thread {threading.get_ident()}"
-        with self._state_lock:
-            # The background thread records the reason and clears _ready under
-            # this lock, then fails every waiter.
-            live = self._ready.is_set() and self._stream is stream
-            if not live or self._closed or self._core.error is not None:
-                return self._core.error or self._ended_by or lost
-            waiter = self._expect(key)
-        try:
-            waiter.wait(self._options.timeout)
-        except ClientError as ended:
-            return ended
-        except TimeoutError:
-            pass
-        finally:
-            self._waiters.pop(key, None)
-        return lost
-
-    def _expect(self, key: str) -> _Waiter:
-        waiter = _Waiter(self)
-        self._waiters[key] = waiter
-        return waiter
-
-    def _wait_ready(self) -> None:
-        """Wait until a session is up, or until the client has ended.
-
-        ``_ready`` is set by a session that is up, and also by close() and by
-        the end of the client: a sender that found the client between sessions
-        wakes for those too, and then fails.
-        """
-        if not self._ready.wait(self._options.timeout):
-            # The connection is what is missing, not an answer: say so.
-            raise ConnectionLost(
-                f"no session with the broker within {self._options.timeout} s (reconnecting)"
-            )
-        if self._core.error is not None:
-            raise self._core.error
-        if self._closed:
-            raise ConnectionLost("the client is closed")
-
-    def _send(
-        self,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str | None = None,
-        settles: Message | None = None,
-        *,
-        hold: bool = False,
-    ) -> Event | Message | None:
-        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer."""
-        try:
-            return self._write(event, receipt, settles, hold=hold)
-        except BrokerError as exc:
-            self._core.reported(exc)  # told now: not again at the next call
-            raise
-
-    def _write(
-        self,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str | None = None,
-        settles: Message | None = None,
-        *,
-        hold: bool = False,
-    ) -> Event | Message | None:
-        """Write ``event`` from this thread; with ``receipt``, wait for the broker's answer.
-
-        ``settles``: the message an ACK or NACK is for (it must have come on
-        the current connection).  ``hold``: it may wait in the outbox.
-        """
-        if not self._ready.is_set() or self._closed or self._core.error is not None:
-            self._wait_ready()
-        waiter: _Waiter | None = None
-        failed: OSError | None = None
-        with self._write_lock:
-            with self._state_lock:
-                conn = self._core.conn
-                stream = self._stream
-                if conn.state is ConnectionState.CLOSED or stream is None:
-                    raise self._core.error or ConnectionLost("the connection is closed")
-                data = self._core.frame(conn, event, settles)
-                if receipt is not None:
-                    waiter = self._waiters[receipt] = _Waiter(self)
-            if hold:
-                if not self._outbox.hold(data, time.monotonic()):
-                    return None
-                data = self._outbox.take()
-            else:
-                data = self._outbox.take(data)
-            try:
-                stream.send(data)
-            except OSError as exc:
-                self._waiters.pop(receipt or "", None)
-                failed = exc
-        if failed is not None:  # outside the write lock: the session's end takes it
-            raise self._why_send_failed(stream, failed) from failed
-        if waiter is None:
-            return None
-        try:
-            return waiter.wait(self._options.timeout)
-        except TimeoutError:
-            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
-            paused = self._overflowing > 0  # without the hub lock: at worst a moment stale
-            timed_out, lost = self._core.receipt_timed_out(
-                event, self._options.timeout, paused=paused
-            )
-            if lost is not None:
-                self._end_session(lost, stream)
-                stream.shutdown()  # wakes the thread reading it
-            raise timed_out from None
-        finally:
-            self._waiters.pop(receipt or "", None)
+        self._writer.ready.set()
 
     def send(
         self,
@@ -1141,7 +767,7 @@ class Client(ClientView):
             is delivered when it commits.
         """
         self._core.take_refusal()
-        tracing = self._options.tracing
+        tracing = self._core.options.tracing
         event, receipt_id = self._core.send_event(
             destination,
             body,
@@ -1153,12 +779,12 @@ class Client(ClientView):
             parts=tracing is None,
         )
         if tracing is None:
-            self._send(event, receipt_id)
+            self._writer.send(event, receipt_id)
             return
         # A span around the call; the SEND carries its context.
         assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
-            self._send(traced, receipt_id)
+            self._writer.send(traced, receipt_id)
 
     @contextmanager
     def subscribe(
@@ -1207,7 +833,7 @@ class Client(ClientView):
         self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
-            self._send(event, receipt)
+            self._writer.send(event, receipt)
         except BaseException:
             self._core.subscribe_done(subscription, ok=False)
             raise
@@ -1235,7 +861,7 @@ class Client(ClientView):
             subscription.unsubscribe(headers=headers, receipt=receipt)
             return
         self._core.take_refusal()
-        self._send(*self._core.removal_event(id, headers, receipt))
+        self._writer.send(*self._core.removal_event(id, headers, receipt))
 
     def _unsubscribe(
         self,
@@ -1245,12 +871,12 @@ class Client(ClientView):
     ) -> None:
         unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
         try:
-            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+            if unsubscribe is not None and self._writer.ready.is_set() and self._core.error is None:
                 if unsubscribe.receipt is not None:  # asked for: what fails is raised
-                    self._send(unsubscribe, unsubscribe.receipt)
+                    self._writer.send(unsubscribe, unsubscribe.receipt)
                     return
                 with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                    self._send(unsubscribe)
+                    self._writer.send(unsubscribe)
         finally:
             subscription._end(None)
 
@@ -1305,13 +931,13 @@ class Client(ClientView):
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
-        hold = self._core.may_hold(receipt_id, buffered, wide)
-        tracing = self._options.tracing
+        hold = may_hold(receipt_id, buffered, wide)
+        tracing = self._core.options.tracing
         if tracing is None:
-            self._send(event, receipt_id, message, hold=hold)
+            self._writer.send(event, receipt_id, message, hold=hold)
             return
         with tracing.settling(message, nack, self.broker, self.version):
-            self._send(event, receipt_id, message, hold=hold)
+            self._writer.send(event, receipt_id, message, hold=hold)
 
     def request(
         self,
@@ -1340,18 +966,18 @@ class Client(ClientView):
         :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
             ``correlation-id``: the request sets those).
         """
-        if not self._ready.is_set() or self._closed or self._core.error is not None:
-            self._wait_ready()  # the broker's name decides where replies go
+        if not self._writer.ready.is_set() or self._role.closed or self._core.error is not None:
+            self._writer.wait_ready()  # the broker's name decides where replies go
         reply_to, subscribe = self._core.reply_destination()
         if subscribe is not None:
             try:
                 self._subscribe(Subscription(self, subscribe))
             except BaseException:
-                self._core.reply_failed(subscribe)
+                self._core.replies.failed(subscribe)
                 raise
-        pairs, correlation, key = self._core.request_started(headers, reply_to)
-        waiter = self._expect(key)
-        seconds = self._options.timeout if timeout is None else timeout
+        pairs, correlation, key = self._core.replies.started(headers, reply_to)
+        waiter = self._writer.expect(key)
+        seconds = self._core.options.timeout if timeout is None else timeout
         try:
             self.send(destination, body, content_type=content_type, headers=pairs)
             try:
@@ -1359,8 +985,8 @@ class Client(ClientView):
             except TimeoutError:
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
-            self._waiters.pop(key, None)
-            self._core.request_ended(correlation)
+            self._writer.waiters.pop(key, None)
+            self._core.replies.ended(correlation)
         assert isinstance(reply, Message)
         return reply
 
@@ -1407,7 +1033,7 @@ class Client(ClientView):
         :meth:`transaction` block does the same around a block)."""
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        self._send(Begin(tx))
+        self._writer.send(Begin(tx))
         return Transaction(self, tx)
 
     @contextmanager
@@ -1419,14 +1045,14 @@ class Client(ClientView):
         """
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        self._send(Begin(tx))
+        self._writer.send(Begin(tx))
         try:
             yield tx
         except BaseException:
             with suppress(ClientError, ProtocolError, OSError, TimeoutError):
-                self._send(Abort(tx))
+                self._writer.send(Abort(tx))
             raise
-        self._send(*self._core.commit_event(tx))
+        self._writer.send(*self._core.commit_event(tx))
 
 
 def _dispatch(subscription: Subscription, on_message: Callable[[Message], object]) -> None:
