@@ -45,7 +45,7 @@ from types import EllipsisType, TracebackType
 from typing import Protocol
 
 from .._connection import ClientConnection, SendParts
-from .._errors import ProtocolError
+from .._errors import ErrorKind, LocalProtocolError, ProtocolError
 from .._events import Abort, AckMode, Begin, Event, FrameEvent, Message, Send, Subscribe
 from .._state import ConnectionState
 from ._backend import BlockingStream
@@ -167,6 +167,8 @@ class _Waiter:
                         client._hand_on()
                     raise TimeoutError
                 if not client._may_lead():
+                    if client._reads_here():
+                        raise _waits_on_itself()
                     client._followers[self] = None
                     try:
                         self._cond.wait(wait)
@@ -213,6 +215,10 @@ class Subscription:
         self._tracing = client._options.tracing
         #: The thread that calls ``on_message`` (while the subscription is open).
         self._dispatcher: threading.Thread | None = None
+        #: ``on_message`` when it is called inline, by the thread that reads.
+        self._inline: Callable[[Message], object] | None = None
+        #: Messages handed to the inline ``on_message`` and not yet through it.
+        self._calls = 0
 
     @property
     def id(self) -> str:
@@ -271,6 +277,8 @@ class Subscription:
                     if client._may_lead():
                         client._lead()
                     else:
+                        if client._reads_here():
+                            raise _waits_on_itself()
                         self._takers += 1
                         client._followers[self] = None
                         try:
@@ -313,10 +321,15 @@ class Subscription:
             :ref:`durable-subscriptions`).
         :param receipt: return only once the broker has confirmed it.
         """
-        self._client._unsubscribe(self, headers, receipt)
+        client = self._client
+        client._unsubscribe(self, headers, receipt)
         dispatcher = self._dispatcher
         if dispatcher is not None and dispatcher is not threading.current_thread():
             dispatcher.join()
+        if self._inline is not None:
+            with client._hub:  # a call under way ends first (unless it is this thread's)
+                while self._calls and not client._reads_here():
+                    self._arrived.wait()
 
     def _needs_data(self) -> bool:
         return self._takers > 0 and not self._messages and not self._ended
@@ -479,8 +492,9 @@ class Client(ClientView):
         self._hub: threading.Lock = threading.Lock()
         #: Where the background thread waits while it does not read.
         self._keeper = threading.Condition(self._hub)
-        #: Whether some thread holds the read role.
+        #: Whether some thread holds the read role, and which (its ident).
         self._reading = False
+        self._reader_ident: int | None = None
         #: How many times the read role was taken (the background thread reads
         #: only when it stayed free for a while).
         self._epoch = 0
@@ -647,15 +661,21 @@ class Client(ClientView):
     def _lead(self) -> None:
         """Take the read role (under the hub lock, after _may_lead)."""
         self._reading = True
+        self._reader_ident = threading.get_ident()
         self._epoch += 1
 
     def _release_role(self) -> None:
         with self._hub:
             self._reading = False
+            self._reader_ident = None
             self._freed_at = time.monotonic()
             self._hand_on()
             if self._closed:
                 self._keeper.notify_all()  # close() waits for the reading to stop
+
+    def _reads_here(self) -> bool:
+        """Whether this thread holds the read role (it is in an inline ``on_message``)."""
+        return self._reading and self._reader_ident == threading.get_ident()
 
     def _hand_on(self) -> None:
         """The read role may be free: wake one thread that needs data to take it,
@@ -767,6 +787,7 @@ class Client(ClientView):
         overflow, and reading stops until its consumer makes room.
         """
         woken: dict[Subscription, int] = {}
+        inline: list[tuple[Subscription, Message]] = []
         with self._hub:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
@@ -785,6 +806,10 @@ class Client(ClientView):
                     continue
                 if subscription._ended:
                     continue  # nobody takes it: dropped
+                if subscription._inline is not None:
+                    subscription._calls += 1
+                    inline.append((subscription, message))
+                    continue
                 overflow = subscription._overflow
                 if overflow or len(subscription._messages) >= subscription._limit:
                     if not overflow:
@@ -796,6 +821,28 @@ class Client(ClientView):
                     woken[subscription] = woken.get(subscription, 0) + 1
             for subscription, count in woken.items():
                 subscription._arrived.notify(count)
+        if inline:
+            self._call_inline(inline)
+
+    def _call_inline(self, calls: list[tuple[Subscription, Message]]) -> None:
+        """Call the inline ``on_message`` of each message, in order, on this (the
+        reading) thread, outside every lock; one that ended meanwhile is skipped."""
+        try:
+            for subscription, message in calls:
+                if subscription._ended:
+                    continue  # unsubscribe() waits for the calls under way, not for these
+                on_message = subscription._inline
+                assert on_message is not None
+                try:
+                    on_message(message)
+                except Exception:
+                    _log_failed(subscription, message)
+        finally:
+            with self._hub:
+                for subscription, _ in calls:
+                    subscription._calls -= 1
+                    if not subscription._calls and subscription._ended:
+                        subscription._arrived.notify_all()
 
     def _end_session(self, error: ClientError, stream: BlockingStream | None = None) -> None:
         """The session is over (seen by the role's holder, or by a caller that gave up
@@ -1001,7 +1048,7 @@ class Client(ClientView):
         end (reading for it if nobody else does), and raise what ended it.
         """
         lost = ConnectionLost(f"connection failed: {reason(exc)}")
-        if threading.current_thread() is self._reader:
+        if threading.current_thread() is self._reader or self._reads_here():
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
         with self._state_lock:
@@ -1073,6 +1120,8 @@ class Client(ClientView):
         """
         if not self._ready.is_set() or self._closed or self._core.error is not None:
             self._wait_ready()
+        if receipt is not None and self._reads_here():
+            raise _waits_on_itself()  # before the frame goes: nobody would read its receipt
         waiter: _Waiter | None = None
         failed: OSError | None = None
         with self._write_lock:
@@ -1169,6 +1218,7 @@ class Client(ClientView):
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
         on_message: Callable[[Message], object] | None = None,
+        inline: bool = False,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
@@ -1187,10 +1237,23 @@ class Client(ClientView):
             all the same; heart-beats and reading never wait for it beyond the
             subscription's buffer.  The thread ends with the subscription, after
             the messages already buffered, and the ``with`` block waits for it.
+        :param inline: call ``on_message`` on the thread that reads each message
+            from the socket, as it is read, instead of on a thread of its own:
+            no hand-off between threads, and no buffer.  It must be quick and
+            must not block nor wait for the broker (a receipt, ``get()``: a
+            LocalProtocolError), since nothing is read meanwhile.  Messages may
+            come before ``subscribe`` returns; none after ``unsubscribe()``
+            returns (it waits for a call under way).
         """
+        if inline and on_message is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, "subscribe(inline=True) needs an on_message to call"
+            )
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
+        if inline:
+            subscription._inline = on_message  # before the SUBSCRIBE: messages may follow it
         self._subscribe(subscription)
-        if on_message is not None:
+        if on_message is not None and not inline:
             subscription._dispatcher = threading.Thread(
                 target=_dispatch,
                 args=(subscription, on_message),
@@ -1441,13 +1504,26 @@ def _dispatch(subscription: Subscription, on_message: Callable[[Message], object
         try:
             on_message(message)
         except Exception:
-            log.exception(
-                "on_message of subscription %s (%s) raised on message %s; the next "
-                "message is delivered all the same",
-                subscription.id,
-                subscription.destination,
-                message.message_id,
-            )
+            _log_failed(subscription, message)
+
+
+def _waits_on_itself() -> LocalProtocolError:
+    return LocalProtocolError(
+        ErrorKind.BAD_STATE,
+        "an inline on_message cannot wait for the broker (a receipt, a message): "
+        "the thread that calls it is the one that reads",
+    )
+
+
+def _log_failed(subscription: Subscription, message: Message) -> None:
+    """Log what ``on_message`` raised on ``message`` (in an ``except`` block)."""
+    log.exception(
+        "on_message of subscription %s (%s) raised on message %s; the next "
+        "message is delivered all the same",
+        subscription.id,
+        subscription.destination,
+        message.message_id,
+    )
 
 
 def open_client(options: ConnectOptions) -> Client:
