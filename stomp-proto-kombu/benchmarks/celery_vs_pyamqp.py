@@ -80,12 +80,20 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def rabbitmq_pid() -> int:
-    """The Erlang VM of the RabbitMQ that listens for STOMP (beam.smp)."""
+def rabbitmq_pid(amqp_port: int) -> int:
+    """The Erlang VM of the RabbitMQ under test (beam.smp): the one whose AMQP port is
+    ``amqp_port`` when several run (a private broker beside the shared one)."""
     found = subprocess.run(["pgrep", "-f", "beam.smp.*rabbit"], capture_output=True, text=True)
     pids = [int(p) for p in found.stdout.split()]
     if not pids:
         raise SystemExit("no RabbitMQ (beam.smp) process: start it with scripts/start-brokers.sh")
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RABBITMQ_NODE_PORT={amqp_port}".encode() in environ:
+            return pid
     return pids[0]
 
 
@@ -163,10 +171,10 @@ def celery_worker(url: str) -> Iterator[tuple[Any, subprocess.Popen[bytes]]]:
         worker.wait(120)
 
 
-def celery_rates(url: str, tasks: int, paced: int) -> dict[str, float]:
+def celery_rates(url: str, tasks: int, paced: int, amqp_port: int) -> dict[str, float]:
     with celery_worker(url) as (bench, worker):
         cpu: dict[str, float] = {}
-        broker = rabbitmq_pid()
+        broker = rabbitmq_pid(amqp_port)
         readers = {
             "broker": lambda: cpu_seconds(broker),
             "worker": lambda: tree_cpu(worker.pid),
@@ -221,7 +229,7 @@ def main() -> None:
     for repeat in range(repeats):
         for name, url in targets.items():  # alternating, so that drift hits both
             runs[name]["kombu"].append(kombu_rates(url, messages))
-            runs[name]["celery"].append(celery_rates(url, tasks, paced))
+            runs[name]["celery"].append(celery_rates(url, tasks, paced, args.amqp_port))
             print(f"repeat {repeat + 1}/{repeats} {name}: {runs[name]['kombu'][-1]} "
                   f"{runs[name]['celery'][-1]}", file=sys.stderr, flush=True)  # fmt: skip
     result: dict[str, Any] = {
