@@ -10,13 +10,14 @@ arrived: after the client leaves, nothing is delivered again.
 
 from __future__ import annotations
 
+import queue as queues
 import time
 from collections.abc import Iterator
 
 import pytest
 from test_threads_concurrency import WAIT, BrokerThread, broker  # noqa: F401 (fixture)
 
-from stomp_proto import Subscribe
+from stomp_proto import Message, Subscribe
 from stomp_proto import threads as stomp_threads
 from stomp_proto._client._core import OUTBOX_FRAMES, Outbox, wide_window
 
@@ -119,6 +120,31 @@ def test_a_wide_window_holds_acks_until_they_are_due(
             time.sleep(0.005)
         assert _acks(written) == COUNT + 1
         assert len(written) == 1
+    _nothing_redelivered(broker.port, queue)
+
+
+def test_an_inline_subscription_holds_acks_while_others_are_unsettled(
+    broker: BrokerThread,  # noqa: F811
+    queue: str,
+) -> None:
+    # inline=True: the application's own buffer counts.  ACKs wait while other
+    # messages it was given are unsettled, and the ACK of the last writes them all.
+    given: queues.Queue[Message] = queues.Queue()
+    with (
+        stomp_threads.connect("127.0.0.1", broker.port, timeout=WAIT) as client,
+        client.subscribe(queue, ack="client-individual", on_message=given.put, inline=True),
+    ):
+        _fill(client, queue)
+        deadline = time.monotonic() + WAIT
+        while given.qsize() < COUNT + 1:
+            assert time.monotonic() < deadline, "messages did not arrive"
+            time.sleep(0.01)
+        written = _writes(client)
+        for _ in range(COUNT + 1):
+            client.ack(given.get_nowait())
+        assert _acks(written) == COUNT + 1
+        assert len(written) == 1, "one write for all the ACKs"
+        assert not client._outbox
     _nothing_redelivered(broker.port, queue)
 
 

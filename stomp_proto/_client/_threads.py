@@ -219,6 +219,10 @@ class Subscription:
         self._inline: Callable[[Message], object] | None = None
         #: Messages handed to the inline ``on_message`` and not yet through it.
         self._calls = 0
+        #: Messages an inline ``client-individual`` subscription delivered and
+        #: the application has not settled (its own buffer, as it were).
+        self._unsettled = 0
+        self._counts_unsettled = event.ack == "client-individual"
 
     @property
     def id(self) -> str:
@@ -576,6 +580,8 @@ class Client(ClientView):
                 with self._state_lock:
                     data = self._core.encode(conn, subscribe)
                 stream.send(data)
+        for subscription in self._core.subscriptions.values():
+            subscription._unsettled = 0  # what the last session delivered cannot be settled
         self._session_connected = True
         self._connect_deadline = None
         self._connected_once = True
@@ -808,6 +814,8 @@ class Client(ClientView):
                     continue  # nobody takes it: dropped
                 if subscription._inline is not None:
                     subscription._calls += 1
+                    if subscription._counts_unsettled:
+                        subscription._unsettled += 1
                     inline.append((subscription, message))
                     continue
                 overflow = subscription._overflow
@@ -1367,6 +1375,14 @@ class Client(ClientView):
         )
         subscription = self._core.subscriptions.get(message.key)
         buffered = len(subscription._messages) if subscription is not None else 0
+        if subscription is not None and subscription._counts_unsettled and subscription._inline:
+            # An inline subscription's buffer is the application's: the messages it
+            # was given and has not settled yet.  While there are others, another
+            # settlement follows (and the reader writes what is held when due).
+            with self._hub:
+                buffered = subscription._unsettled - 1
+                if subscription._unsettled:
+                    subscription._unsettled -= 1
         wide = subscription is not None and subscription._wide_window
         hold = self._core.may_hold(receipt_id, buffered, wide)
         tracing = self._options.tracing
