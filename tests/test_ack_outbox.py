@@ -148,6 +148,31 @@ def test_an_inline_subscription_holds_acks_while_others_are_unsettled(
     _nothing_redelivered(broker.port, queue)
 
 
+def test_an_inline_subscriptions_held_ack_goes_out_while_another_stays_unsettled(
+    broker: BrokerThread,  # noqa: F811
+    queue: str,
+) -> None:
+    # One of two messages acknowledged, the other kept: the ACK is held (another
+    # is unsettled), and the reader writes it once due, with nothing else going on.
+    given: queues.Queue[Message] = queues.Queue()
+    with (
+        stomp_threads.connect("127.0.0.1", broker.port, timeout=WAIT) as client,
+        client.subscribe(queue, ack="client-individual", on_message=given.put, inline=True),
+    ):
+        client.send(queue, b"first")
+        client.send(queue, b"second", receipt=True)
+        first, second = given.get(timeout=WAIT), given.get(timeout=WAIT)
+        time.sleep(0.2)  # the background thread has taken the read role and waits on the socket
+        written = _writes(client)
+        client.ack(first)
+        deadline = time.monotonic() + WAIT
+        while client._outbox:
+            assert time.monotonic() < deadline, "the held ACK never went out"
+            time.sleep(0.005)
+        assert _acks(written) == 1
+        client.ack(second)
+
+
 def test_an_ack_with_a_receipt_writes_what_is_held(
     broker: BrokerThread,  # noqa: F811
     queue: str,

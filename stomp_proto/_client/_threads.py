@@ -986,15 +986,15 @@ class Client(ClientView):
         """Seconds a reader may wait: until the connection's timer (or the
         CONNECTED deadline), and no more than the outbox's delay while a
         consumer may hold acknowledgements back (its subscription has messages
-        buffered, or a wide window), so that what is held goes out in time
-        even if the consumer stops asking."""
+        buffered, an inline one has messages unsettled, or a wide window), so
+        that what is held goes out in time even if the consumer stops asking."""
         wait = self._until_timer(conn)
         deadline = self._connect_deadline
         if deadline is not None and not self._session_connected:
             left = max(0.0, deadline - time.monotonic())
             wait = left if wait is None else min(wait, left)
         handles = list(self._core.subscriptions.values())
-        if self._outbox or any(h._messages or h._wide_window for h in handles):
+        if self._outbox or any(h._messages or h._wide_window or h._unsettled for h in handles):
             wait = OUTBOX_DELAY if wait is None else min(wait, OUTBOX_DELAY)
         return wait
 
