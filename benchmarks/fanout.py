@@ -269,6 +269,24 @@ def _say(kind: str, **values: Any) -> None:
     sys.stdout.flush()
 
 
+#: Seconds between the EOLs each idle session sends (RabbitMQ's Web-STOMP closes a
+#: WebSocket that has sent nothing for 60 s).
+KEEPALIVE = 20.0
+
+
+async def _keepalive(sessions: Sequence[Session]) -> None:
+    """An EOL (a STOMP heart-beat, allowed whatever was negotiated) from every session
+    every ``KEEPALIVE`` seconds, spread evenly: the same for every server."""
+    eol = _ws_frame(b"\n")
+    step = max(1, len(sessions) // int(KEEPALIVE * 10))
+    while True:
+        for i in range(0, len(sessions), step):
+            for session in sessions[i : i + step]:
+                if session.transport is not None and not session.transport.is_closing():
+                    session.transport.write(eol)
+            await asyncio.sleep(KEEPALIVE * step / len(sessions))
+
+
 async def _subscriber_main(
     url: str, n: int, burst_count: int, paced_count: int, batch: int, login: str, out: str
 ) -> None:
@@ -303,6 +321,7 @@ async def _subscriber_main(
         await asyncio.gather(*(_open(url, session) for session in opened))
         sessions.extend(opened)
     _say("ready", seconds=time.monotonic() - started)
+    keepalive = asyncio.ensure_future(_keepalive(sessions))
     cpu0 = time.process_time()
     stop = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
     await asyncio.wait([burst_done, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -315,6 +334,7 @@ async def _subscriber_main(
         paced.tofile(file)
     _say("done", received=len(paced))
     await stop
+    keepalive.cancel()
     for session in sessions:
         if session.transport is not None:
             session.transport.abort()
@@ -386,6 +406,17 @@ def asgi_app() -> Any:
 
     sessions = int(os.environ.get(_SESSIONS_ENV, "1000"))
     return StompApp(max_connections=sessions, max_connections_per_login=sessions)
+
+
+def _wait_quiet(pid: int, timeout: float = 90.0) -> None:
+    """Until ``pid`` spends under 10% of a CPU for a second (a RabbitMQ still closing the
+    sessions of the previous run, say), ``timeout`` seconds at most."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cpu = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - cpu < 0.1:
+            return
 
 
 class Server:
@@ -550,7 +581,13 @@ async def _publish(url: str, messages: int, kind: bytes) -> int:
         session.send(_stomp("SEND", headers, kind + b"%d" % time.monotonic_ns()))
         if kind == b"p":
             await asyncio.sleep(_GAP[0])
-    await asyncio.wait_for(session.receipt, 120)
+    eol = _ws_frame(b"\n")
+    deadline = time.monotonic() + 180
+    while not session.receipt.done() and time.monotonic() < deadline:
+        await asyncio.wait([session.receipt], timeout=KEEPALIVE / 4)
+        if not session.receipt.done() and session.transport is not None:
+            session.transport.write(eol)  # keeps a waiting publisher from looking idle
+    await asyncio.wait_for(session.receipt, 0)
     assert session.transport is not None
     session.transport.close()
     return first
@@ -566,13 +603,14 @@ def one_run(args: argparse.Namespace, target: str, n: int, messages: int, rnd: i
     server = None
     children: list[Child] = []
     tmp = tempfile.mkdtemp(prefix="fanout-")
+    phase = "start"
     try:
         server = Server(target, args.rabbitmq_url, n + 10)
-        time.sleep(0.5)
+        _wait_quiet(server.pid)
         run.rss_before = rss(server.pid)
         procs = max(1, min(args.procs, n))
         shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
-        started = time.monotonic()
+        started, phase = time.monotonic(), "connect"
         children = [
             Child(server.url, share, (share * messages, share * args.paced), args.batch,
                   f"{tmp}/lat{i}")
@@ -584,11 +622,18 @@ def one_run(args: argparse.Namespace, target: str, n: int, messages: int, rnd: i
         time.sleep(args.settle)
         run.rss_idle = rss(server.pid)
         run.rss_per_session = (run.rss_idle - run.rss_before) / n
-        cpu0 = cpu_seconds(server.pid)
+        cpu0, phase = cpu_seconds(server.pid), "burst"
         first = asyncio.run(_publish(server.url, messages, b"b"))
         results = _collect(children, "burst", args.timeout)
         run.server_cpu_s = cpu_seconds(server.pid) - cpu0
-        _GAP[0] = max(0.2, n / 10_000)
+        run.deliveries = sum(r["received"] for r in results)
+        last = max(r["last"] for r in results)
+        if run.deliveries and last > first:
+            run.deliveries_per_s = run.deliveries / ((last - first) / 1e9)
+        # One paced message's fan-out should be over before the next: 3x what a burst's
+        # pace says it takes, 0.2 s at least.
+        _GAP[0] = max(0.2, 3 * n / run.deliveries_per_s if run.deliveries_per_s else 1.0)
+        phase = "paced"
         if args.paced:
             asyncio.run(_publish(server.url, args.paced, b"p"))
         _collect(children, "done", args.timeout)
@@ -600,11 +645,8 @@ def one_run(args: argparse.Namespace, target: str, n: int, messages: int, rnd: i
                 burst.frombytes(file.read())
             with open(child.out + ".paced", "rb") as file:
                 paced.frombytes(file.read())
-        run.deliveries = sum(r["received"] for r in results)
-        last = max(r["last"] for r in results)
         run.client_cpu_s = sum(r["cpu"] for r in results)
-        if run.deliveries and last > first:
-            run.deliveries_per_s = run.deliveries / ((last - first) / 1e9)
+        if run.deliveries:
             run.server_cpu_us_per_delivery = run.server_cpu_s / run.deliveries * 1e6
         run.burst_p50_ms, run.burst_p99_ms = (_percentile(burst, q) for q in (0.5, 0.99))
         run.paced_p50_ms, run.paced_p99_ms = (_percentile(paced, q) for q in (0.5, 0.99))
@@ -613,7 +655,7 @@ def one_run(args: argparse.Namespace, target: str, n: int, messages: int, rnd: i
             run.error = f"{run.deliveries} of {run.expected} burst deliveries, "
             run.error += f"{len(paced)} of {n * args.paced} paced"
     except Exception as exc:  # a failed run is a row that says so
-        run.error = f"{type(exc).__name__}: {exc}"
+        run.error = f"{phase}: {type(exc).__name__}: {exc}"
     finally:
         for child in children:
             if child.process.poll() is None:
