@@ -397,8 +397,6 @@ def cpu_seconds(pid: int) -> float:
 
 #: How many sessions ``asgi_app`` admits, from the process that starts uvicorn.
 _SESSIONS_ENV = "STOMP_FANOUT_SESSIONS"
-#: Where ``asgi_app`` writes a cProfile of the server (``--profile``).
-_PROFILE_ENV = "STOMP_FANOUT_PROFILE"
 
 
 def asgi_app() -> Any:
@@ -407,14 +405,6 @@ def asgi_app() -> Any:
     from stomp_proto.asgi import StompApp
 
     sessions = int(os.environ.get(_SESSIONS_ENV, "1000"))
-    profile = os.environ.get(_PROFILE_ENV)
-    if profile:  # --profile: the server's own time, by function, written at exit
-        import atexit
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
-        atexit.register(lambda: (profiler.disable(), profiler.dump_stats(profile)))
     return StompApp(max_connections=sessions, max_connections_per_login=sessions)
 
 
@@ -432,9 +422,7 @@ def _wait_quiet(pid: int, timeout: float = 90.0) -> None:
 class Server:
     """A server under test: its WebSocket URL and the pid whose memory and CPU count."""
 
-    def __init__(
-        self, target: str, rabbitmq_url: str, sessions: int, profile: Path | None = None
-    ) -> None:
+    def __init__(self, target: str, rabbitmq_url: str, sessions: int) -> None:
         self.target = target
         self.process: subprocess.Popen[bytes] | None = None
         if target == "rabbitmq":
@@ -449,8 +437,7 @@ class Server:
         python = sys.executable
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'benchmarks'}{os.pathsep}{ROOT}"}
         env[_SESSIONS_ENV] = str(sessions)
-        if profile is not None:
-            env[_PROFILE_ENV] = str(profile)
+
         if target == "asgi":
             command = [python, "-m", "uvicorn", "--factory", "fanout:asgi_app"]
             command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -619,8 +606,7 @@ def one_run(args: argparse.Namespace, target: str, n: int, messages: int, rnd: i
     tmp = tempfile.mkdtemp(prefix="fanout-")
     phase = "start"
     try:
-        profile = None if args.profile is None else Path(f"{args.profile}.{n}.{rnd}")
-        server = Server(target, args.rabbitmq_url, n + 10, profile)
+        server = Server(target, args.rabbitmq_url, n + 10)
         _wait_quiet(server.pid)
         run.rss_before = rss(server.pid)
         procs = max(1, min(args.procs, n))
@@ -813,9 +799,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait a burst")
     parser.add_argument("--quick", action="store_true", help="5 subscribers, our servers, 1 round")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument(
-        "--profile", type=Path, help="cProfile the asgi server into FILE.N.ROUND (slows it)"
-    )
+
     args = parser.parse_args(argv)
     if args.quick:
         args.subscribers, args.rounds, args.deliveries, args.min_messages = "5", 1, 100, 10
