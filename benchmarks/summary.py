@@ -4,7 +4,7 @@
     python benchmarks/summary.py --check    # exit 1 if any of them is out of date
 
 It reads ``benchmarks/results/codec.json``, ``e2e.json``, ``broker.json``,
-``spark-tasks.json`` and ``celery.json`` (what ``scripts/bench.sh`` writes) and
+``spark-tasks.json``, ``celery.json`` and ``fanout.json`` (what ``scripts/bench.sh`` writes) and
 writes the reST tables that ``docs/benchmarks.rst`` includes, plus the summary between the
 ``benchmark-summary`` markers in ``README.rst``.
 Nothing here is typed by hand: run it after a benchmark run and commit what it wrote.
@@ -452,6 +452,65 @@ def celery_table(celery: dict[str, Any]) -> str:
     )
 
 
+# -- WebSocket fan-out ---------------------------------------------------------------
+
+_FANOUT_NAMES = {
+    "asgi": "``StompApp`` (uvicorn)",
+    "broker": "embedded broker",
+    "rabbitmq": "RabbitMQ Web-STOMP",
+}
+
+
+def fanout_table(fanout: dict[str, Any]) -> str:
+    """``benchmarks/fanout.py``: per server and N, deliveries/s beside RabbitMQ's, the
+    latencies, the server's CPU per delivery and memory per idle session; the targets."""
+    env, settings = fanout["environment"], fanout["settings"]
+    runs = fanout["runs"]
+    loads = [run["loadavg"][0] for run in runs]
+    head = (
+        f"Run of {day(env['date'])}: {env['cpus']} CPUs shared with other work (1-minute "
+        f"load average {min(loads):.1f}-{max(loads):.1f} during the runs), "
+        f"{settings['rounds']} round(s) per N, the servers in turn; medians of the rounds "
+        f"that delivered every message.  Each run: a burst of "
+        f"{settings['deliveries']:,} deliveries (at least {settings['min_messages']} "
+        f"messages), then {settings['paced']} messages one at a time.\n\n"
+    )
+    header = [
+        "server", "subscribers", "deliveries/s", "x RabbitMQ", "burst p50 / p99 ms",
+        "one message p50 / p99 ms", "server CPU µs per delivery", "RSS per idle session",
+    ]  # fmt: skip
+    rows = []
+    for row in fanout["rows"]:
+        if not row["ok_runs"]:
+            cells = ["failed: " + "; ".join(row["errors"])] + ["-"] * 5
+        else:
+            x = row["x_rabbitmq"]
+            cells = [
+                f"{row['deliveries_per_s']:,.0f}",
+                "-" if x is None or row["target"] == "rabbitmq" else ratio(x),
+                f"{row['burst_p50_ms']:,.0f} / {row['burst_p99_ms']:,.0f}",
+                f"{row['paced_p50_ms']:,.0f} / {row['paced_p99_ms']:,.0f}",
+                f"{row['server_cpu_us_per_delivery']:.1f}",
+                f"{row['rss_per_session'] / 1024:,.1f} KiB",
+            ]
+        name = _FANOUT_NAMES[row["target"]]
+        runs_note = "" if row["ok_runs"] == row["runs"] else f" ({row['ok_runs']} of {row['runs']})"
+        rows.append([name + runs_note, f"{row['subscribers']:,}", *cells])
+    labels = {
+        "asgi_faster_than_rabbitmq_at_1000": "``StompApp``: more deliveries/s than RabbitMQ "
+        "Web-STOMP at 1,000 subscribers",
+        "asgi_holds_10000": "``StompApp``: 10,000 subscribers held, every message delivered",
+    }
+    verdicts = [
+        [
+            label,
+            "not measured" if fanout["targets"][key] is None else verdict(fanout["targets"][key]),
+        ]
+        for key, label in labels.items()
+    ]
+    return head + table(header, rows) + "\n" + table(["target", "verdict"], verdicts)
+
+
 def outputs() -> dict[Path, str]:
     codec, e2e, broker = load("codec.json"), load("e2e.json"), load("broker.json")
     spark = load("spark-tasks.json")
@@ -463,6 +522,7 @@ def outputs() -> dict[Path, str]:
         GENERATED / "e2e-results.inc": note + e2e_table(e2e),
         GENERATED / "broker-results.inc": note + broker_table(broker),
         GENERATED / "celery-results.inc": note + celery_table(load("celery.json")),
+        GENERATED / "fanout-results.inc": note + fanout_table(load("fanout.json")),
     }
     readme = README.read_text(encoding="utf-8")
     start = readme.index(README_START) + len(README_START)

@@ -123,3 +123,26 @@ def test_codec_comparison_with_another_checkout(tmp_path: Path) -> None:
         [*command, "--against", str(other)], capture_output=True, text=True, timeout=280
     )
     assert completed.returncode == 2, completed.stdout[-3000:] + completed.stderr[-3000:]
+
+
+def test_websocket_fanout_benchmark(tmp_path: Path) -> None:
+    """``fanout.py --quick``: 5 WebSocket subscribers on each of our two servers, every
+    message delivered to every one, the figures written."""
+    out = tmp_path / "fanout.json"
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fanout.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    fanout = json.loads(out.read_text())
+    assert [(row["target"], row["subscribers"]) for row in fanout["rows"]] == [
+        ("asgi", 5),
+        ("broker", 5),
+    ]
+    for run in fanout["runs"]:
+        assert run["ok"], run
+        assert run["deliveries"] == run["expected"] == 5 * run["messages"]
+        assert run["deliveries_per_s"] > 0 and run["rss_idle"] > 0
+        assert run["burst_p50_ms"] <= run["burst_p99_ms"]
