@@ -437,8 +437,15 @@ def celery_table(celery: dict[str, Any]) -> str:
     header = (
         f"Medians of {celery['repeats']} alternating runs: {celery['messages']:,} Kombu "
         f"messages of 100 B, {celery['tasks']:,} tasks, {celery['paced_tasks']} tasks one at a "
-        f"time for the latency; Python {celery['python']}.\n\n"
+        f"time for the latency; Python {celery['python']}"
     )
+    load_average = celery.get("load_average")
+    if load_average:
+        # The machine's 1-minute load average as the run began and ended (``uptime``).
+        header += (
+            f"; load average {load_average[0]:.2f} at the start, {load_average[1]:.2f} at the end"
+        )
+    header += ".\n\n"
     targets = table(["target", "verdict"], [[name, verdict(ok)] for name, ok in met.items()])
     return (
         header + table(["measure", "stomp-proto-kombu", "pyamqp", "ratio"], rows) + "\n" + targets

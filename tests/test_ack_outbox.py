@@ -10,13 +10,14 @@ arrived: after the client leaves, nothing is delivered again.
 
 from __future__ import annotations
 
+import queue as queues
 import time
 from collections.abc import Iterator
 
 import pytest
 from test_threads_concurrency import WAIT, BrokerThread, broker  # noqa: F401 (fixture)
 
-from stomp_proto import Subscribe
+from stomp_proto import Message, Subscribe
 from stomp_proto import threads as stomp_threads
 from stomp_proto._client._outbox import OUTBOX_FRAMES, Outbox, wide_window
 
@@ -120,6 +121,56 @@ def test_a_wide_window_holds_acks_until_they_are_due(
         assert _acks(written) == COUNT + 1
         assert len(written) == 1
     _nothing_redelivered(broker.port, queue)
+
+
+def test_an_inline_subscription_holds_acks_while_others_are_unsettled(
+    broker: BrokerThread,  # noqa: F811
+    queue: str,
+) -> None:
+    # inline=True: the application's own buffer counts.  ACKs wait while other
+    # messages it was given are unsettled, and the ACK of the last writes them all.
+    given: queues.Queue[Message] = queues.Queue()
+    with (
+        stomp_threads.connect("127.0.0.1", broker.port, timeout=WAIT) as client,
+        client.subscribe(queue, ack="client-individual", on_message=given.put, inline=True),
+    ):
+        _fill(client, queue)
+        deadline = time.monotonic() + WAIT
+        while given.qsize() < COUNT + 1:
+            assert time.monotonic() < deadline, "messages did not arrive"
+            time.sleep(0.01)
+        written = _writes(client)
+        for _ in range(COUNT + 1):
+            client.ack(given.get_nowait())
+        assert _acks(written) == COUNT + 1
+        assert len(written) == 1, "one write for all the ACKs"
+        assert not client._writer.outbox
+    _nothing_redelivered(broker.port, queue)
+
+
+def test_an_inline_subscriptions_held_ack_goes_out_while_another_stays_unsettled(
+    broker: BrokerThread,  # noqa: F811
+    queue: str,
+) -> None:
+    # One of two messages acknowledged, the other kept: the ACK is held (another
+    # is unsettled), and the reader writes it once due, with nothing else going on.
+    given: queues.Queue[Message] = queues.Queue()
+    with (
+        stomp_threads.connect("127.0.0.1", broker.port, timeout=WAIT) as client,
+        client.subscribe(queue, ack="client-individual", on_message=given.put, inline=True),
+    ):
+        client.send(queue, b"first")
+        client.send(queue, b"second", receipt=True)
+        first, second = given.get(timeout=WAIT), given.get(timeout=WAIT)
+        time.sleep(0.2)  # the background thread has taken the read role and waits on the socket
+        written = _writes(client)
+        client.ack(first)
+        deadline = time.monotonic() + WAIT
+        while client._writer.outbox:
+            assert time.monotonic() < deadline, "the held ACK never went out"
+            time.sleep(0.005)
+        assert _acks(written) == 1
+        client.ack(second)
 
 
 def test_an_ack_with_a_receipt_writes_what_is_held(

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from stomp_proto import LocalProtocolError
 from stomp_proto import threads as stomp_threads
 from stomp_proto.broker import Broker
 from stomp_proto.threads import ConnectionLost
@@ -378,3 +379,70 @@ def test_on_message_that_raises_or_dawdles_stops_neither_reading_nor_heart_beats
     text = logged[0].getMessage()
     assert "raised on message" in text and "/queue/dawdling" in text
     assert "a listener's own bug" in str(logged[0].exc_info[1])
+
+
+def test_inline_on_message_runs_on_the_reading_thread_in_order(
+    broker: BrokerThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``subscribe(on_message=fn, inline=True)``: each message to ``fn`` in order, on
+    the thread that read it (no dispatch thread); a callback that raises is logged
+    and the next comes; once the block has left, ``fn`` is not called again."""
+    seen: list[tuple[bytes, str]] = []
+    done = threading.Event()
+
+    def on_message(message: Any) -> None:
+        seen.append((message.body, threading.current_thread().name))
+        if message.body == b"2":
+            raise RuntimeError("a listener's own bug")
+        if message.body == b"9":
+            done.set()
+
+    with stomp_threads.connect(HOST, broker.port) as client:
+        with client.subscribe("/queue/inline", on_message=on_message, inline=True):
+            assert not [t for t in threading.enumerate() if t.name == stomp_threads.DISPATCH_THREAD]
+            for n in range(10):
+                client.send("/queue/inline", str(n))
+            assert done.wait(WAIT), f"on_message saw only {seen}"
+        left = len(seen)
+        client.send("/queue/inline", "after", receipt=True)
+        assert len(seen) == left
+    assert [body for body, _ in seen] == [str(n).encode() for n in range(10)]
+    assert stomp_threads.DISPATCH_THREAD not in {name for _, name in seen}
+    logged = [r for r in caplog.records if r.name == "stomp_proto.client" and r.exc_info]
+    assert len(logged) == 1 and "raised on message" in logged[0].getMessage()
+
+
+def test_inline_on_message_may_not_wait_for_the_broker(broker: BrokerThread) -> None:
+    """An inline callback runs on the thread that reads: a receipt it waited for would
+    never be read, so that is a LocalProtocolError (before the frame goes); writing
+    without a receipt, and unsubscribing from within, are fine."""
+    outcome: list[object] = []
+    done = threading.Event()
+
+    with stomp_threads.connect(HOST, broker.port) as client:
+
+        def on_message(message: Any) -> None:
+            try:
+                client.send("/queue/inline-echo", b"echo", receipt=True)
+            except LocalProtocolError as exc:
+                outcome.append(exc)
+            client.send("/queue/inline-echo", b"echo")  # no receipt: written at once
+            subscription.unsubscribe()
+            done.set()
+
+        with (
+            pytest.raises(LocalProtocolError, match="needs an on_message"),
+            client.subscribe("/queue/inline-waits", inline=True),
+        ):
+            pass
+        with (
+            client.subscribe("/queue/inline-echo") as echoes,
+            client.subscribe(
+                "/queue/inline-waits", on_message=on_message, inline=True
+            ) as subscription,
+        ):
+            client.send("/queue/inline-waits", b"go")
+            assert done.wait(WAIT)
+            echo = echoes.get(timeout=WAIT)
+            assert echo is not None and echo.body == b"echo"
+    assert len(outcome) == 1 and "cannot wait for the broker" in str(outcome[0])

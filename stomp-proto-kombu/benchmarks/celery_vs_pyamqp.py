@@ -1,7 +1,7 @@
 """Celery and Kombu on one RabbitMQ: this transport (STOMP) against ``pyamqp``.
 
-In one run, each measurement alternates the two transports, three times, and the
-medians are kept:
+In one run, each measurement alternates the two transports, three times (or
+``--repeats``), and the medians are kept:
 
 - Kombu: messages/s published (``Producer.publish``, 100 B bodies) and consumed
   (``Consumer`` + ``drain_events``, acknowledging each);
@@ -15,6 +15,12 @@ Usage (RabbitMQ as ``scripts/start-brokers.sh`` runs it, STOMP on 61613 and
 AMQP on 5672)::
 
     python stomp-proto-kombu/benchmarks/celery_vs_pyamqp.py [--quick] [--json FILE]
+
+``--stomp-port`` and ``--amqp-port`` (or ``RABBITMQ_STOMP_PORT`` and
+``RABBITMQ_AMQP_PORT``) name another RabbitMQ, such as a private one started
+with ``scripts/brokers/start-rabbitmq.sh``; its CPU is read from the Erlang VM
+whose AMQP port that is.  The results record the machine's load average and
+which build of stomp_proto ran.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from typing import Any
 
 import kombu
 import stomp_proto_kombu  # noqa: F401  (registers the stomp:// scheme)
+
+import stomp_proto
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "celery_bench_app"
@@ -80,12 +88,20 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def rabbitmq_pid() -> int:
-    """The Erlang VM of the RabbitMQ that listens for STOMP (beam.smp)."""
+def rabbitmq_pid(amqp_port: int) -> int:
+    """The Erlang VM of the RabbitMQ under test (beam.smp): the one whose AMQP port is
+    ``amqp_port`` when several run (a private broker beside the shared one)."""
     found = subprocess.run(["pgrep", "-f", "beam.smp.*rabbit"], capture_output=True, text=True)
     pids = [int(p) for p in found.stdout.split()]
     if not pids:
         raise SystemExit("no RabbitMQ (beam.smp) process: start it with scripts/start-brokers.sh")
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RABBITMQ_NODE_PORT={amqp_port}".encode() in environ:
+            return pid
     return pids[0]
 
 
@@ -163,10 +179,10 @@ def celery_worker(url: str) -> Iterator[tuple[Any, subprocess.Popen[bytes]]]:
         worker.wait(120)
 
 
-def celery_rates(url: str, tasks: int, paced: int) -> dict[str, float]:
+def celery_rates(url: str, tasks: int, paced: int, amqp_port: int) -> dict[str, float]:
     with celery_worker(url) as (bench, worker):
         cpu: dict[str, float] = {}
-        broker = rabbitmq_pid()
+        broker = rabbitmq_pid(amqp_port)
         readers = {
             "broker": lambda: cpu_seconds(broker),
             "worker": lambda: tree_cpu(worker.pid),
@@ -205,6 +221,9 @@ def main() -> None:
         "--quick", action="store_true", help="a smoke run: few messages, one repeat"
     )
     parser.add_argument("--json", type=Path, help="write the results here too")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="alternating rounds (medians of them are kept)"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
         "--stomp-port", type=int, default=int(os.environ.get("RABBITMQ_STOMP_PORT", 61613))
@@ -213,15 +232,18 @@ def main() -> None:
         "--amqp-port", type=int, default=int(os.environ.get("RABBITMQ_AMQP_PORT", 5672))
     )
     args = parser.parse_args()
-    repeats, messages, tasks, paced = (1, 200, 100, 20) if args.quick else (3, 5000, 2000, 300)
+    repeats, messages, tasks, paced = (
+        (1, 200, 100, 20) if args.quick else (args.repeats, 5000, 2000, 300)
+    )
     targets = urls(args.host, args.stomp_port, args.amqp_port)
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
         name: {"kombu": [], "celery": []} for name in targets
     }
+    load_at_start = os.getloadavg()[0]
     for repeat in range(repeats):
         for name, url in targets.items():  # alternating, so that drift hits both
             runs[name]["kombu"].append(kombu_rates(url, messages))
-            runs[name]["celery"].append(celery_rates(url, tasks, paced))
+            runs[name]["celery"].append(celery_rates(url, tasks, paced, args.amqp_port))
             print(f"repeat {repeat + 1}/{repeats} {name}: {runs[name]['kombu'][-1]} "
                   f"{runs[name]['celery'][-1]}", file=sys.stderr, flush=True)  # fmt: skip
     result: dict[str, Any] = {
@@ -231,6 +253,9 @@ def main() -> None:
         "tasks": tasks,
         "paced_tasks": paced,
         "python": sys.version.split()[0],
+        "stomp_proto_build": stomp_proto.BUILD,
+        # The 1-minute load average as the run began and ended: the machine may be shared.
+        "load_average": [load_at_start, os.getloadavg()[0]],
         "transports": {
             name: {"kombu": medians(parts["kombu"]), "celery": medians(parts["celery"])}
             for name, parts in runs.items()

@@ -16,10 +16,12 @@ Two kinds of subscription feed the buffers:
   The broker sends these to whoever listens at the time, as Redis's fanout
   does: nothing is kept for a queue whose connection is gone.
 
-Every subscription calls back on a thread of the client's
-(``subscribe(on_message=...)``); what waits for messages waits on one
-condition, and an event loop on one file descriptor that becomes readable when
-a buffer gains a message.
+Every subscription calls back inline (``subscribe(on_message=..., inline=True)``):
+the client's thread that reads the socket puts each message in its buffer as
+it reads it, with no thread of its own between.  What waits for messages
+waits on one condition, and an event loop, once it watches, on one file
+descriptor that becomes readable when a buffer gains a message (written once
+until the loop has emptied the buffers, not once per message).
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class Feeds:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._signalled = False
+        #: Whether an event loop watches the descriptor (else it is never written).
+        self._watched = False
 
     # -- destinations ----------------------------------------------------------
 
@@ -137,6 +141,7 @@ class Feeds:
                         "activemq.prefetchSize": prefetch,
                     },
                     on_message=lambda message: self._arrived(queue, message, settle=not auto),
+                    inline=True,
                 )
             )
         except BaseException:
@@ -182,6 +187,7 @@ class Feeds:
                     self.exchange_destination(exchange),
                     ack="auto",
                     on_message=lambda message: self._published(exchange, message),
+                    inline=True,
                 )
             )
         except BaseException:
@@ -231,7 +237,7 @@ class Feeds:
                 feed = self._queues.get(queue)
                 if feed is not None:
                     feed.pending.add(tag)
-            if not any(self._buffers.values()):
+            if self._signalled and not any(self._buffers.values()):
                 self._unsignal()
             return delivery
 
@@ -281,7 +287,7 @@ class Feeds:
             if feed is not None and ending is None:
                 feed.pending.discard(tag)
             self._changed()
-            if any(self._buffers.values()):
+            if self._watched and not self._signalled and any(self._buffers.values()):
                 self._signal()
         if ack:
             self.client.ack(message)
@@ -330,7 +336,7 @@ class Feeds:
         else:
             self.client.nack(message)
 
-    # -- arrivals (on the client's dispatch threads) ----------------------------
+    # -- arrivals (inline, on the client's thread that reads) --------------------
 
     def _arrived(self, queue: str, message: Message, *, settle: bool) -> None:
         # An auto-acknowledged message has nothing to settle.
@@ -378,11 +384,21 @@ class Feeds:
     def fileno(self) -> int:
         return self._wake_read
 
+    def watch(self, watched: bool) -> None:
+        """An event loop starts (or stops) watching :meth:`fileno`: only then is it
+        made readable (a wait without a loop needs no system call per message)."""
+        with self._lock:
+            self._watched = watched
+            if not watched:
+                self._unsignal()
+            elif self.failure is not None or any(self._buffers.values()):
+                self._signal()
+
     def poke(self) -> None:
         """Something may have become deliverable (a consumer, a larger prefetch):
         wake every wait, and the event loop if a buffer holds messages."""
         with self._lock:
-            if any(self._buffers.values()):
+            if self._watched and not self._signalled and any(self._buffers.values()):
                 self._signal()
             self._changed()
 
@@ -393,7 +409,7 @@ class Feeds:
             self._unsignal()
 
     def _signal(self) -> None:
-        if not self._signalled:
+        if self._watched and not self._signalled:
             self._signalled = True
             with contextlib.suppress(BlockingIOError):
                 os.write(self._wake_write, b"!")

@@ -492,12 +492,16 @@ class Transport(virtual.Transport):  # type: ignore[misc]
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         """Celery's event loop: the feeds' descriptor is readable while a message waits."""
         self._loop = loop
-        loop.add_reader(self.feeds.fileno(), self.on_readable, connection, loop)
+        feeds = self.feeds
+        loop.add_reader(feeds.fileno(), self.on_readable, connection, loop)
+        feeds.watch(True)
 
     def unregister_from_event_loop(self, connection: Any, loop: Any) -> None:
         feeds = self._feeds
         if feeds is not None:
             loop.remove_reader(feeds.fileno())
+            if not feeds.closed:
+                feeds.watch(False)
         self._loop = None
 
     def on_readable(self, connection: Any, loop: Any) -> None:

@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from types import EllipsisType
 
 from .._connection import ClientConnection, SendParts
-from .._errors import ProtocolError
+from .._errors import ErrorKind, LocalProtocolError, ProtocolError
 from .._events import (
     Abort,
     AckMode,
@@ -143,11 +143,14 @@ class AsyncSubscription:
         client: AsyncClient,
         event: Subscribe,
         on_message: Callable[[Message], object] | None = None,
+        inline: bool = False,
     ) -> None:
         backend = client._backend
         self._client = client
         self._event = event
         self._on_message = on_message
+        #: ``on_message`` when it is called inline, by the reader, as each message is read.
+        self._inline = on_message if inline else None
         #: The task that calls ``on_message`` (while the subscription is open).
         self._dispatcher: Task | None = None
         self._limit = client._core.options.max_pending_messages
@@ -174,7 +177,7 @@ class AsyncSubscription:
 
     async def __aenter__(self) -> AsyncSubscription:
         await self._client._subscribe(self)
-        if self._on_message is not None:
+        if self._on_message is not None and self._inline is None:
             self._dispatcher = self._client._backend.spawn(self._dispatch)
         return self
 
@@ -218,13 +221,7 @@ class AsyncSubscription:
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                log.exception(
-                    "on_message of subscription %s (%s) raised on message %s; the next "
-                    "message is delivered all the same",
-                    self.id,
-                    self.destination,
-                    message.message_id,
-                )
+                self._log_failed(message)
 
     def __aiter__(self) -> AsyncSubscription:
         """``async for message in subscription``: the messages, until it ends.
@@ -280,7 +277,13 @@ class AsyncSubscription:
             await self._arrived.wait()
 
     def _put_nowait(self, message: Message) -> bool:
-        """Buffer ``message`` (the reader); False when the buffer is full."""
+        """Buffer ``message`` (the reader); False when the buffer is full.
+
+        An inline ``on_message`` takes it there and then instead.
+        """
+        if self._inline is not None:
+            self._call_inline(self._inline, message)
+            return True
         messages = self._messages
         if not messages:
             # A consumer waits only on an empty buffer: the first message wakes it.
@@ -289,6 +292,33 @@ class AsyncSubscription:
             return False
         messages.append(message)
         return True
+
+    def _call_inline(self, on_message: Callable[[Message], object], message: Message) -> None:
+        try:
+            result = on_message(message)
+        except Exception:
+            self._log_failed(message)
+            return
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()  # never awaited: no warning that it was not
+            log.error(
+                "the inline on_message of subscription %s (%s) returned an awaitable "
+                "on message %s; it is not awaited (an inline on_message is a plain function)",
+                self.id,
+                self.destination,
+                message.message_id,
+            )
+
+    def _log_failed(self, message: Message) -> None:
+        log.exception(
+            "on_message of subscription %s (%s) raised on message %s; the next "
+            "message is delivered all the same",
+            self.id,
+            self.destination,
+            message.message_id,
+        )
 
     async def _wait_for_room(self) -> None:
         """Until the full buffer has room or the subscription ends (the reader)."""
@@ -967,6 +997,7 @@ class AsyncClient(ClientView):
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
         on_message: Callable[[Message], object] | None = None,
+        inline: bool = False,
     ) -> AsyncSubscription:
         """A subscription, opened by ``async with`` and closed when the block ends.
 
@@ -985,9 +1016,19 @@ class AsyncClient(ClientView):
             and the next message comes all the same.  The task ends with the
             subscription, after the messages already buffered, and leaving the
             ``async with`` block waits for it.
+        :param inline: call ``on_message`` in the client's reader, as each message
+            is read, instead of in a task of its own: no hand-off, and no buffer.
+            It must be a plain function (an awaitable it returns is not awaited:
+            it is closed, and logged as an error) and quick, since nothing is
+            read meanwhile.  Messages may come before the ``async with`` block
+            starts; none after ``unsubscribe()``.
         """
+        if inline and on_message is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, "subscribe(inline=True) needs an on_message to call"
+            )
         return AsyncSubscription(
-            self, self._core.subscribe_event(destination, ack, headers, id), on_message
+            self, self._core.subscribe_event(destination, ack, headers, id), on_message, inline
         )
 
     async def _subscribe(self, subscription: AsyncSubscription) -> None:

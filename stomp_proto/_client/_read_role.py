@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .._errors import ErrorKind, LocalProtocolError
 from .._events import Event, Message
 from ._errors import ClientError
 
-__all__ = ["IDLE_READ", "Follower", "ReadRole", "Waiter"]
+__all__ = ["IDLE_READ", "Follower", "ReadRole", "Waiter", "waits_on_itself"]
 
 #: Seconds the read role must stay free before the background thread takes it
 #: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
@@ -64,6 +65,7 @@ class ReadRole:
         "live",
         "lock",
         "overflowing",
+        "reader_ident",
         "reading",
     )
 
@@ -73,8 +75,9 @@ class ReadRole:
         #: Where the background thread waits while it does not read.
         self._keeper = threading.Condition(self.lock)
         self._read = read
-        #: Whether some thread holds the read role.
+        #: Whether some thread holds the read role, and which (its ident).
         self.reading = False
+        self.reader_ident: int | None = None
         #: How many times the read role was taken (the background thread reads
         #: only when it stayed free for a while).
         self.epoch = 0
@@ -116,6 +119,7 @@ class ReadRole:
     def lead(self) -> None:
         """Take the read role (under the lock, after may_lead)."""
         self.reading = True
+        self.reader_ident = threading.get_ident()
         self.epoch += 1
 
     def read(self, wait: float | None) -> None:
@@ -129,10 +133,15 @@ class ReadRole:
         """Let the read role go (the lock not held)."""
         with self.lock:
             self.reading = False
+            self.reader_ident = None
             self.freed_at = time.monotonic()
             self.hand_on()
             if self.closed:
                 self._keeper.notify_all()  # close() waits for the reading to stop
+
+    def reads_here(self) -> bool:
+        """Whether this thread holds the read role (it is in an inline ``on_message``)."""
+        return self.reading and self.reader_ident == threading.get_ident()
 
     def hand_on(self) -> None:
         """The read role may be free: wake one thread that needs data to take it,
@@ -312,6 +321,8 @@ class Waiter:
                         role.hand_on()
                     raise TimeoutError
                 if not role.may_lead():
+                    if role.reads_here():
+                        raise waits_on_itself()
                     role.follow(self)
                     try:
                         self._cond.wait(wait)
@@ -324,3 +335,12 @@ class Waiter:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def waits_on_itself() -> LocalProtocolError:
+    """The error of a wait for the broker on the thread that holds the read role."""
+    return LocalProtocolError(
+        ErrorKind.BAD_STATE,
+        "an inline on_message cannot wait for the broker (a receipt, a message): "
+        "the thread that calls it is the one that reads",
+    )

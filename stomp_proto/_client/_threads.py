@@ -44,7 +44,7 @@ from contextlib import contextmanager, suppress
 from types import EllipsisType, TracebackType
 
 from .._connection import ClientConnection
-from .._errors import ProtocolError
+from .._errors import ErrorKind, LocalProtocolError, ProtocolError
 from .._events import Abort, AckMode, Begin, Event, Message, Send, Subscribe
 from .._state import ConnectionState
 from ._backend import BlockingStream
@@ -63,7 +63,7 @@ from ._errors import (
 from ._lifecycle import SessionEvent
 from ._options import ConnectOptions
 from ._outbox import OUTBOX_DELAY, may_hold, wide_window
-from ._read_role import IDLE_READ, ReadRole
+from ._read_role import IDLE_READ, ReadRole, waits_on_itself
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
@@ -117,6 +117,14 @@ class Subscription:
         self._tracing = client._core.options.tracing
         #: The thread that calls ``on_message`` (while the subscription is open).
         self._dispatcher: threading.Thread | None = None
+        #: ``on_message`` when it is called inline, by the thread that reads.
+        self._inline: Callable[[Message], object] | None = None
+        #: Messages handed to the inline ``on_message`` and not yet through it.
+        self._calls = 0
+        #: Messages an inline ``client-individual`` subscription delivered and
+        #: the application has not settled (its own buffer, as it were).
+        self._unsettled = 0
+        self._counts_unsettled = event.ack == "client-individual"
 
     @property
     def id(self) -> str:
@@ -176,6 +184,8 @@ class Subscription:
                     if role.may_lead():
                         role.lead()
                     else:
+                        if role.reads_here():
+                            raise waits_on_itself()
                         self._takers += 1
                         role.follow(self)
                         try:
@@ -219,6 +229,11 @@ class Subscription:
         dispatcher = self._dispatcher
         if dispatcher is not None and dispatcher is not threading.current_thread():
             dispatcher.join()
+        if self._inline is not None:
+            role = self._role
+            with role.lock:  # a call under way ends first (unless it is this thread's)
+                while self._calls and not role.reads_here():
+                    self._arrived.wait()
 
     def _needs_data(self) -> bool:
         return self._takers > 0 and not self._messages and not self._ended
@@ -255,6 +270,35 @@ class Subscription:
         self._messages.append(message)
         return self._takers > 0
 
+    def _call_taken(self) -> bool:
+        """Its inline ``on_message`` is to be called with a message that arrived
+        (under the hub lock); False when it has ended (the message is dropped)."""
+        if self._ended:
+            return False
+        self._calls += 1
+        if self._counts_unsettled:
+            self._unsettled += 1
+        return True
+
+    def _call_done(self) -> None:
+        """A call of the inline ``on_message`` is over (under the hub lock)."""
+        self._calls -= 1
+        if not self._calls and self._ended:
+            self._arrived.notify_all()  # unsubscribe() waits for it
+
+    def _settling(self) -> int:
+        """As one of its messages is settled: how many more the consumer has yet to
+        take or settle (see may_hold).  For an inline ``client-individual``
+        subscription, the buffer is the application's: the messages it was given
+        and has not settled yet."""
+        if not (self._counts_unsettled and self._inline):
+            return len(self._messages)
+        with self._role.lock:
+            buffered = self._unsettled - 1
+            if self._unsettled:
+                self._unsettled -= 1
+        return buffered
+
     def _refill(self) -> None:
         """Room appeared in the buffer: move what waits into it (hub lock held)."""
         messages, overflow = self._messages, self._overflow
@@ -266,8 +310,9 @@ class Subscription:
             self._role.overflow_ended()
 
     def _holds_acks(self) -> bool:
-        """Whether its consumer may hold acknowledgements back (see may_hold)."""
-        return bool(self._messages) or self._wide_window
+        """Whether its consumer may hold acknowledgements back (see may_hold): it
+        has messages buffered, an inline one has messages unsettled, or a wide window."""
+        return bool(self._messages) or self._wide_window or self._unsettled > 0
 
 
 class Unsolicited(UnsolicitedBase):
@@ -472,9 +517,11 @@ class _Reader:
 
         One lock for all, and one wake-up per subscription that has a thread
         waiting for them.  What does not fit waits in the subscription's
-        overflow, and reading stops until its consumer makes room.
+        overflow, and reading stops until its consumer makes room.  An inline
+        ``on_message`` is called with its messages after, outside the lock.
         """
         woken: dict[Subscription, int] = {}
+        inline: list[tuple[Subscription, Message]] = []
         with self._role.lock:
             for message in arrived:
                 subscription, receipt = self._core.target(message)
@@ -491,10 +538,34 @@ class _Reader:
                     else:
                         self._unsolicited._put(message)
                     continue
+                if subscription._inline is not None:
+                    if subscription._call_taken():
+                        inline.append((subscription, message))
+                    continue
                 if subscription._offer(message):
                     woken[subscription] = woken.get(subscription, 0) + 1
             for subscription, count in woken.items():
                 subscription._woken(count)
+        if inline:
+            self._call_inline(inline)
+
+    def _call_inline(self, calls: list[tuple[Subscription, Message]]) -> None:
+        """Call the inline ``on_message`` of each message, in order, on this (the
+        reading) thread, outside every lock; one that ended meanwhile is skipped."""
+        try:
+            for subscription, message in calls:
+                if subscription._ended:
+                    continue  # unsubscribe() waits for the calls under way, not for these
+                on_message = subscription._inline
+                assert on_message is not None
+                try:
+                    on_message(message)
+                except Exception:
+                    _log_failed(subscription, message)
+        finally:
+            with self._role.lock:
+                for subscription, _ in calls:
+                    subscription._call_done()
 
     def keep_time(self, reading: bool) -> None:
         """Handle the timers while nobody reads (the background thread)."""
@@ -511,8 +582,8 @@ class _Reader:
         """Seconds a reader may wait: until the connection's timer (or the
         CONNECTED deadline), and no more than the outbox's delay while a
         consumer may hold acknowledgements back (its subscription has messages
-        buffered, or a wide window), so that what is held goes out in time
-        even if the consumer stops asking."""
+        buffered, an inline one has messages unsettled, or a wide window), so
+        that what is held goes out in time even if the consumer stops asking."""
         wait = self._until_timer(conn)
         deadline = self.connect_deadline
         if deadline is not None and not self._role.connected:
@@ -609,6 +680,8 @@ class Client(ClientView):
                 with self._writer.state_lock:
                     data = self._core.encode(conn, subscribe)
                 stream.send(data)
+        for subscription in self._core.subscriptions.values():
+            subscription._unsettled = 0  # what the last session delivered cannot be settled
         self._role.connected = True
         self._reading.connect_deadline = None
         self._connected_once = True
@@ -795,6 +868,7 @@ class Client(ClientView):
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         id: str | None = None,
         on_message: Callable[[Message], object] | None = None,
+        inline: bool = False,
     ) -> Iterator[Subscription]:
         """Subscribe for the duration of a ``with`` block.
 
@@ -813,10 +887,23 @@ class Client(ClientView):
             all the same; heart-beats and reading never wait for it beyond the
             subscription's buffer.  The thread ends with the subscription, after
             the messages already buffered, and the ``with`` block waits for it.
+        :param inline: call ``on_message`` on the thread that reads each message
+            from the socket, as it is read, instead of on a thread of its own:
+            no hand-off between threads, and no buffer.  It must be quick and
+            must not block nor wait for the broker (a receipt, ``get()``: a
+            LocalProtocolError), since nothing is read meanwhile.  Messages may
+            come before ``subscribe`` returns; none after ``unsubscribe()``
+            returns (it waits for a call under way).
         """
+        if inline and on_message is None:
+            raise LocalProtocolError(
+                ErrorKind.BAD_STATE, "subscribe(inline=True) needs an on_message to call"
+            )
         subscription = Subscription(self, self._core.subscribe_event(destination, ack, headers, id))
+        if inline:
+            subscription._inline = on_message  # before the SUBSCRIBE: messages may follow it
         self._subscribe(subscription)
-        if on_message is not None:
+        if on_message is not None and not inline:
             subscription._dispatcher = threading.Thread(
                 target=_dispatch,
                 args=(subscription, on_message),
@@ -929,7 +1016,7 @@ class Client(ClientView):
             message, transaction, receipt, nack=nack, headers=headers
         )
         subscription = self._core.subscriptions.get(message.key)
-        buffered = len(subscription._messages) if subscription is not None else 0
+        buffered = subscription._settling() if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = may_hold(receipt_id, buffered, wide)
         tracing = self._core.options.tracing
@@ -1067,13 +1154,18 @@ def _dispatch(subscription: Subscription, on_message: Callable[[Message], object
         try:
             on_message(message)
         except Exception:
-            log.exception(
-                "on_message of subscription %s (%s) raised on message %s; the next "
-                "message is delivered all the same",
-                subscription.id,
-                subscription.destination,
-                message.message_id,
-            )
+            _log_failed(subscription, message)
+
+
+def _log_failed(subscription: Subscription, message: Message) -> None:
+    """Log what ``on_message`` raised on ``message`` (in an ``except`` block)."""
+    log.exception(
+        "on_message of subscription %s (%s) raised on message %s; the next "
+        "message is delivered all the same",
+        subscription.id,
+        subscription.destination,
+        message.message_id,
+    )
 
 
 def open_client(options: ConnectOptions) -> Client:

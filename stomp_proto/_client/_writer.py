@@ -22,7 +22,7 @@ from ._backend import BlockingStream
 from ._core import ClientCore, PlainSettle
 from ._errors import BrokerError, ClientError, ConnectionLost, reason
 from ._outbox import Outbox
-from ._read_role import ReadRole, Waiter
+from ._read_role import ReadRole, Waiter, waits_on_itself
 
 __all__ = ["Writer"]
 
@@ -114,7 +114,7 @@ class Writer:
         end (reading for it if nobody else does), and raise what ended it.
         """
         lost = ConnectionLost(f"connection failed: {reason(exc)}")
-        if threading.current_thread() is self.reader:
+        if threading.current_thread() is self.reader or self._role.reads_here():
             return lost  # it cannot wait for itself
         key = f"write failed in thread {threading.get_ident()}"
         with self.state_lock:
@@ -186,6 +186,8 @@ class Writer:
         """
         if not self.ready.is_set() or self._role.closed or self._core.error is not None:
             self.wait_ready()
+        if receipt is not None and self._role.reads_here():
+            raise waits_on_itself()  # before the frame goes: nobody would read its receipt
         waiter: Waiter | None = None
         failed: OSError | None = None
         with self.write_lock:
