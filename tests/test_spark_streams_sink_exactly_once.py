@@ -221,3 +221,66 @@ def test_spark_retries_a_write_task_without_duplicates(rabbitmq: Endpoint) -> No
     guarded = report["guarded"]
     assert guarded["failed_attempts"] >= 1, report
     assert guarded["messages"] == guarded["distinct_rows"] == 20000, report
+
+
+class _SkewedClock:
+    """``time`` as seen by an executor whose wall clock is ``skew`` seconds off the broker's."""
+
+    def __init__(self, skew: float) -> None:
+        self.skew = skew
+
+    def time(self) -> float:
+        return time.time() + self.skew
+
+    def time_ns(self) -> int:
+        return time.time_ns() + int(self.skew * 1e9)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.mark.parametrize("skew", [-90.0, 90.0], ids=["executor-behind", "executor-ahead"])
+def test_a_retry_is_exact_whatever_the_executor_clock_says(
+    connection: ConnectionSettings,
+    streams: StreamsWriterSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    skew: float,
+) -> None:
+    """Executors' clocks and the broker's differ (no NTP, a VM resumed, an Erlang VM in
+    ``no_time_warp`` mode after the host clock stepped): the guard must not depend on them."""
+    import dataclasses
+
+    from stomp_proto.spark._streams import _guard, _writer
+
+    # Rows of another writer first, so that the task's rows start well inside the streams.
+    other = Task([(f"other-{i}".encode(), f"k{i % 13}") for i in range(600)])
+    plain = writer_for(connection, dataclasses.replace(streams, exactly_once=False))
+    plain.send(other.chunks(), task_partition=0, row_id_prefix="other")
+    clock = _SkewedClock(skew)
+    # A loaded machine may answer a floor probe late; floor 0 is safe but not what is tested.
+    monkeypatch.setattr(_guard, "FLOOR_PROBE_TIMEOUT", 10.0)
+    monkeypatch.setattr(_guard, "time", clock)
+    monkeypatch.setattr(_writer, "time", clock)
+    read_from: list[tuple[str, int]] = []
+    real_read = _writer.rows_already_written
+
+    def spy(
+        connection: ConnectionSettings, stream: str, prefix: str, floor: int, header: str
+    ) -> set[str]:
+        read_from.append((stream, floor))
+        return real_read(connection, stream, prefix, floor, header)
+
+    monkeypatch.setattr(_writer, "rows_already_written", spy)
+    writer = writer_for(connection, streams)
+    task = Task(rows_of(1500))
+    write = f"skew-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(RuntimeError, match="injected"):
+        writer.send(task.chunks(fail_after=750), task_partition=0, row_id_prefix=write)
+    writer.send(task.chunks(reverse=True), task_partition=0, row_id_prefix=write)
+    after = stream_contents(connection, streams.streams)
+    assert collections.Counter(m.body for m in after) == collections.Counter(
+        b for b, _ in task.rows + other.rows
+    )
+    # The retry read each stream from a floor inside it, not from its start.
+    assert sorted(s for s, _ in read_from) == sorted(streams.streams)
+    assert all(floor > 0 for _, floor in read_from), read_from

@@ -20,13 +20,22 @@ sure no attempt sends a row an earlier or concurrent attempt already sent:
   before its first row.  Nothing is ever acknowledged, so the markers go back
   to the queue for the next attempt; the queue deletes itself
   (``x-expires``) :data:`GUARD_EXPIRY_MS` after its last consumer left.
+* **Floors.**  Before an attempt's first row to a stream, it records in
+  the journal a *floor* for that stream: an offset the stream had already
+  reached (the first one seen by a ``last`` probe, or 0 when the probe
+  heard nothing), and waits until the marker is back.  Every row it then
+  sends to that stream has a higher offset.
 * **Resuming.**  An attempt that becomes the active consumer reads the
   journal.  No ``started`` marker but its own: it is the first, and sends
-  everything.  Otherwise it reads each stream it is about to send to, from
-  :data:`CLOCK_MARGIN` seconds before the earliest ``started`` marker
-  (``x-stream-offset:timestamp=T``) to the tail, collects the ids of this
+  everything.  Otherwise it reads each stream an earlier attempt left a
+  floor for, from the lowest floor to the tail, collects the ids of this
   write and partition found there, and sends only the rows whose id is not
-  among them.
+  among them.  A stream with no floor had nothing sent to it.
+
+Offsets, not clocks: the executors' clocks and the broker's may be far
+apart (no NTP, a resumed VM, an Erlang VM in ``no_time_warp`` mode after
+the host's clock stepped), and a window taken from timestamps would then
+start after the rows it is meant to find.
 
 There is no "finished" marker to skip that reading: an attempt whose rows
 were all confirmed can still fail as a Spark task (a step before the sink
@@ -52,7 +61,7 @@ from ._link import StreamLink, probe_streams, read_range
 from ._offsets import StreamRange
 
 __all__ = [
-    "CLOCK_MARGIN",
+    "FLOOR_PROBE_TIMEOUT",
     "GUARD_EXPIRY_MS",
     "GUARD_QUEUE_PREFIX",
     "History",
@@ -60,6 +69,7 @@ __all__ = [
     "TaskGuard",
     "guard_queue",
     "rows_already_written",
+    "stream_floors",
 ]
 
 log = logging.getLogger("stomp_proto.spark")
@@ -69,9 +79,11 @@ GUARD_QUEUE_PREFIX = "stomp-sink-guard."
 #: A journal queue is deleted this long (ms) after its last consumer left: a retry or a
 #: replay of the same micro-batch later than that is not guarded.
 GUARD_EXPIRY_MS = 15 * 60 * 1000
-#: Seconds read before an earlier attempt's start, for clock differences between the
-#: executors and the broker (stream timestamps are the broker's, in whole seconds).
-CLOCK_MARGIN = 5.0
+#: How long a floor probe waits for a stream's last chunk (a broker sends it in a few ms).
+#: A stream that sends nothing by then is taken as empty: floor 0, which is always safe (a
+#: retry then reads the whole stream), so the wait is kept short, as every first attempt
+#: to a new stream pays it.
+FLOOR_PROBE_TIMEOUT = 0.1
 #: Credit for journal markers: an attempt adds two or three.
 _JOURNAL_PREFETCH = 1000
 #: How long a scan waits for the next message of a range that exists.
@@ -87,8 +99,10 @@ def guard_queue(write_id: str, partition: int) -> str:
 class History:
     """What the journal said when this attempt became the only one running."""
 
-    #: Unix time at which the earliest earlier attempt started (None: this is the first).
-    since: float | None
+    #: Whether an earlier attempt (or an earlier connection of this one) ran.
+    earlier: bool
+    #: Per stream an earlier attempt sent to (or may have), the lowest floor it recorded.
+    floors: dict[str, int]
 
 
 class TaskGuard:
@@ -98,7 +112,6 @@ class TaskGuard:
         self.link = link
         self.queue = guard_queue(write_id, partition)
         self.attempt = uuid.uuid4().hex
-        self.started_at = 0.0
 
     def acquire(self) -> History:
         """Wait until this attempt is the queue's active consumer; read the journal."""
@@ -121,27 +134,42 @@ class TaskGuard:
                 ),
             )
         )
-        self.started_at = time.time()
         markers = self._until(self._mark("started"), waiting=True)
         # Active now.  Markers requeued when the previous consumer left may come in any
         # order, but all of them are ready before a marker sent now, behind them.
         markers += self._until(self._mark("fence"), waiting=False)
-        starts = [
-            float(m.get("at", self.started_at))
-            for m in markers
-            if m.get("attempt") != self.attempt and m.get("kind") == "started"
-        ]
-        if starts:
+        earlier = any(
+            m.get("attempt") != self.attempt and m.get("kind") == "started" for m in markers
+        )
+        floors: dict[str, int] = {}
+        for m in markers:
+            stream, offset = m.get("stream"), m.get("offset")
+            if m.get("kind") == "floor" and isinstance(stream, str) and isinstance(offset, int):
+                floors[stream] = min(offset, floors.get(stream, offset))
+        if earlier:
             log.info(
                 "stomp-streams sink: %s was attempted before; sending only the rows "
                 "not in the streams",
                 self.queue,
             )
-        return History(since=min(starts) if starts else None)
+        return History(earlier=earlier, floors=floors)
 
-    def _mark(self, kind: str) -> str:
+    def record_floors(self, floors: dict[str, int]) -> None:
+        """Put each stream's floor in the journal; return once the broker holds them all.
+
+        Called before the first row to those streams is sent, with nothing else in
+        flight on the connection (so no RECEIPT is waited for meanwhile).
+        """
+        last = ""
+        for stream, offset in floors.items():
+            last = self._mark("floor", stream=stream, offset=offset)
+        if last:
+            self._until(last, waiting=False)
+
+    def _mark(self, kind: str, **fields: Any) -> str:
         marker = f"{kind}-{uuid.uuid4().hex[:8]}"
         body = {"attempt": self.attempt, "kind": kind, "at": time.time(), "marker": marker}
+        body.update(fields)
         self.link.send(
             Send(
                 f"/amq/queue/{self.queue}",
@@ -213,19 +241,28 @@ def _bytes(value: Any) -> bytes:
     return str(value).encode("utf-8")
 
 
-def rows_already_written(
-    connection: ConnectionSettings, stream: str, prefix: str, since: float, header: str
-) -> set[str]:
-    """Ids starting with ``prefix`` in ``header`` of the messages of ``stream`` since ``since``.
+def stream_floors(connection: ConnectionSettings, streams: list[str]) -> dict[str, int]:
+    """For each stream, an offset it has reached now (0 when it sends nothing in time).
 
-    Reads from the first chunk written at or after ``since - CLOCK_MARGIN``
-    (broker time, whole seconds) to the tail as it is now.
+    Any offset of the stream's last chunk will do: whatever is sent after this
+    call lands above it.  One probe connection for all of them.
     """
-    probe = probe_streams(connection, [stream], timestamp=int(since - CLOCK_MARGIN))[stream]
-    if probe.first is None or probe.tail is None or probe.tail < probe.first:
+    probes = probe_streams(
+        connection, streams, firsts=False, quiet=0.0, timeout=FLOOR_PROBE_TIMEOUT
+    )
+    return {s: probes[s].tail or 0 for s in streams}
+
+
+def rows_already_written(
+    connection: ConnectionSettings, stream: str, prefix: str, floor: int, header: str
+) -> set[str]:
+    """Ids starting with ``prefix`` in ``header`` of the messages of ``stream`` from
+    offset ``floor`` to the tail as it is now."""
+    tail = probe_streams(connection, [stream], firsts=False)[stream].tail
+    if tail is None or tail < floor:
         return set()
     found: set[str] = set()
-    part = StreamRange(stream, probe.first, probe.tail + 1)
+    part = StreamRange(stream, floor, tail + 1)
     for got in read_range(
         connection,
         part,

@@ -50,7 +50,7 @@ from .._columns import (
 )
 from .._options import ConnectionSettings
 from .._retry import retrying
-from ._guard import RowIds, TaskGuard, rows_already_written
+from ._guard import RowIds, TaskGuard, rows_already_written, stream_floors
 from ._link import StreamLink, amq_destination, declare_streams
 from ._offsets import StreamsWriterSettings, route
 
@@ -255,8 +255,10 @@ class _TaskChannel:
     """A write task's connection to the broker, made again after it is lost.
 
     With ``exactlyOnce`` each connection runs under the task's guard
-    (:class:`~._guard.TaskGuard`).  Once some earlier attempt, or an earlier
-    connection of this one, may have sent rows, each stream is read back
+    (:class:`~._guard.TaskGuard`).  Before its first row to a stream the
+    connection records that stream's floor in the journal.  When the journal
+    shows that some earlier attempt, or an earlier connection of this one, ran,
+    each stream it left a floor for is read back from there
     (:func:`~._guard.rows_already_written`) before the first chunk sent to it,
     and only the rows not found are sent.
     """
@@ -274,22 +276,25 @@ class _TaskChannel:
         self.partition = partition
         self.prefix = f"{write_id}-{partition}-"
         self.link: StreamLink | None = None
+        self.guard: TaskGuard | None = None
         #: Streams known to exist: the driver declared or checked the configured ones.
         self.checked = set(settings.streams)
-        #: Unix time the earliest attempt that may have sent rows began (None: none did).
-        self.since: float | None = None
-        #: Per stream, the ids found there since ``since`` (read once per connection).
+        #: Per stream, the lowest floor in the journal when this connection began: what
+        #: earlier attempts or connections may have sent there is at or above it.
+        self.to_read: dict[str, int] = {}
+        #: Streams with a floor in the journal (from the history, or recorded here).
+        self.floored: set[str] = set()
+        #: Per stream, the ids found there (read once per connection).
         self.written: dict[str, set[str]] = {}
-        self.opened_at = 0.0
 
     def _open(self) -> StreamLink:
         link = StreamLink(self.connection)
         try:
-            self.opened_at = time.time()
             if self.settings.exactly_once:
-                history = TaskGuard(link, self.write_id, self.partition).acquire()
-                if history.since is not None:
-                    self.since = min(history.since, self.since or history.since)
+                self.guard = TaskGuard(link, self.write_id, self.partition)
+                history = self.guard.acquire()
+                self.to_read = dict(history.floors) if history.earlier else {}
+                self.floored = set(history.floors)
         except BaseException:
             link.abandon()
             raise
@@ -312,14 +317,18 @@ class _TaskChannel:
                     arguments=settings.declare_headers(),
                 )
                 self.checked.update(new)
-            if self.since is not None and settings.exactly_once:
+            if self.guard is not None:
+                unfloored = [s for s in streams if s not in self.floored]
+                if unfloored:
+                    self.guard.record_floors(stream_floors(self.connection, unfloored))
+                    self.floored.update(unfloored)
                 for stream in streams:
-                    if stream not in self.written:
+                    if stream in self.to_read and stream not in self.written:
                         self.written[stream] = rows_already_written(
-                            self.connection, stream, self.prefix, self.since,
+                            self.connection, stream, self.prefix, self.to_read[stream],
                             settings.row_id_header,
                         )  # fmt: skip
-                rows = [r for r in rows if r.row_id not in self.written[r.stream]]
+                rows = [r for r in rows if r.row_id not in self.written.get(r.stream, ())]
             last = {r.stream: n for n, r in enumerate(rows)}
             encoder = FrameEncoder(link.conn.version or "1.2")
             ends = set(last.values())
@@ -347,12 +356,14 @@ class _TaskChannel:
             raise
 
     def _drop(self) -> None:
-        """Forget a failed connection: what it sent is unknown, so the streams are read back
-        (``exactlyOnce``) before anything more is sent."""
+        """Forget a failed connection: what it sent is unknown, so the next connection
+        learns from the journal (``exactlyOnce``) what to read back before sending."""
         if self.link is not None:
             self.link.abandon()
             self.link = None
-            self.since = min(self.opened_at, self.since or self.opened_at)
+            self.guard = None
+            self.to_read = {}
+            self.floored = set()
             self.written = {}
 
     def close(self) -> None:
