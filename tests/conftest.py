@@ -196,6 +196,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "test_stomppy_cli",
         "test_native_api",
         "test_threads_read_role",
+        "test_threads_pump",
         "test_tracing",
         "test_url",
         "test_url_secrets",
@@ -284,6 +285,7 @@ SERIAL: dict[str, str] = {
     "test_adapters::test_heartbeats_keep_an_idle_connection_alive": "100 ms heart-beats: "
     "a stall of 150 ms ends the session",
     "test_threads_read_role": "100 ms heart-beats both ways",
+    "test_threads_pump": "100 ms heart-beats both ways",
     "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
     "heartbeats": "50 ms heart-beats",
     "test_spark_streams_exactly_once": "kills the Spark driver and restarts the query, "
@@ -321,6 +323,7 @@ SERIAL_LANE: dict[str, str] = {
     "out_a_restart": "own",
     "test_adapters::test_heartbeats_keep_an_idle_connection_alive": "alone",
     "test_threads_read_role": "alone",
+    "test_threads_pump": "alone",
     "test_plain_socket_example::test_plain_socket_client_against_selectors_server_with_"
     "heartbeats": "alone",
     "test_browser_stompjs": "alone",

@@ -103,6 +103,9 @@ class Feeds:
         self._signalled = False
         #: Whether an event loop watches the descriptor (else it is never written).
         self._watched = False
+        #: The event loop's thread: what it reads itself (``pump``) it delivers right
+        #: after, so its arrivals need not make the descriptor readable.
+        self._loop_thread: int | None = None
 
     # -- destinations ----------------------------------------------------------
 
@@ -344,7 +347,7 @@ class Feeds:
         with self._lock:
             if queue in self._queues:
                 self._buffers.setdefault(queue, deque()).append(delivery)
-                self._signal()
+                self._signal(arrival=True)
                 self._changed()
         # Else its consumer was cancelled, and the subscription lives on only for
         # the messages taken before: this one is left unsettled (it fills the
@@ -368,7 +371,7 @@ class Feeds:
                     buffer.popleft()
                 buffer.append(Delivery(copy, None))
             if targets:
-                self._signal()
+                self._signal(arrival=True)
                 self._changed()
 
     def lost(self, error: BaseException | None) -> None:
@@ -389,6 +392,7 @@ class Feeds:
         made readable (a wait without a loop needs no system call per message)."""
         with self._lock:
             self._watched = watched
+            self._loop_thread = threading.get_ident() if watched else None
             if not watched:
                 self._unsignal()
             elif self.failure is not None or any(self._buffers.values()):
@@ -408,7 +412,9 @@ class Feeds:
         with self._lock:
             self._unsignal()
 
-    def _signal(self) -> None:
+    def _signal(self, *, arrival: bool = False) -> None:
+        if arrival and threading.get_ident() == self._loop_thread:
+            return  # read by the loop itself (pump), which delivers right after
         if self._watched and not self._signalled:
             self._signalled = True
             with contextlib.suppress(BlockingIOError):

@@ -15,6 +15,7 @@ and not acknowledged then comes back from the broker.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import ssl
 import threading
@@ -335,6 +336,9 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         #: A queue's declared arguments (x-max-priority ...), sent with its frames.
         self.queue_arguments: dict[str, dict[str, Any]] = {}
         self._loop: Any = None
+        #: The socket the event loop watches, and the session it belongs to (a
+        #: reconnect may give the new socket the old one's number).
+        self._socket: tuple[int, object] | None = None
 
     @property
     def feeds(self) -> Feeds:
@@ -487,22 +491,62 @@ class Transport(virtual.Transport):  # type: ignore[misc]
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError()  # socket.timeout, which Kombu expects
-            feeds.wait(left, since)
+            # Read on this thread, with no hand-off; when another thread reads (or
+            # none may), wait for what it delivers.
+            if not feeds.client.pump(left):
+                feeds.wait(left, since)
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        """Celery's event loop: the feeds' descriptor is readable while a message waits."""
+        """Celery's event loop reads the client's socket itself (``pump``), so a
+        message reaches it with no thread between; the feeds' descriptor is
+        readable while a message the client's own thread read waits."""
         self._loop = loop
         feeds = self.feeds
         loop.add_reader(feeds.fileno(), self.on_readable, connection, loop)
         feeds.watch(True)
+        self._watch_socket(connection, loop)
 
     def unregister_from_event_loop(self, connection: Any, loop: Any) -> None:
         feeds = self._feeds
+        self._unwatch_socket(loop)
         if feeds is not None:
             loop.remove_reader(feeds.fileno())
             if not feeds.closed:
                 feeds.watch(False)
         self._loop = None
+
+    def _watch_socket(self, connection: Any, loop: Any) -> None:
+        """Have the loop watch the current connection's socket (again after a
+        reconnect, or after :meth:`on_socket_readable` left it)."""
+        client = self.feeds.client
+        fd = client.fileno()
+        if fd < 0 or self._socket == (fd, client.connection):
+            return
+        self._unwatch_socket(loop)
+        loop.add_reader(fd, self.on_socket_readable, connection, loop)
+        self._socket = (fd, client.connection)
+        client.loop_reads(True)
+
+    def _unwatch_socket(self, loop: Any) -> None:
+        if self._socket is None:
+            return
+        fd, self._socket = self._socket[0], None
+        with contextlib.suppress(Exception):  # closed by a reconnect meanwhile
+            loop.remove_reader(fd)
+        feeds = self._feeds
+        if feeds is not None and not feeds.closed:
+            feeds.client.loop_reads(False)
+
+    def on_socket_readable(self, connection: Any, loop: Any) -> None:
+        """Read what came, on the loop's thread, then deliver."""
+        if not self.feeds.client.pump(0):
+            # Another thread reads now, or the connection is gone: the client's
+            # own thread reads meanwhile and delivers through the feeds'
+            # descriptor, which watches the socket again.  (A readable socket the
+            # loop may not read would make it spin.)
+            self._unwatch_socket(loop)
+            return
+        self.on_readable(connection, loop)
 
     def on_readable(self, connection: Any, loop: Any) -> None:
         """Deliver what is buffered and may be delivered now (the prefetch count
@@ -510,6 +554,7 @@ class Transport(virtual.Transport):  # type: ignore[misc]
         feeds = self.feeds
         if feeds.failure is not None:
             raise feeds.failure
+        self._watch_socket(connection, loop)
         if not self._deliver_one():
             # Nothing may go now (empty, or the prefetch count is reached): stop
             # the descriptor being readable, then look once more, since a

@@ -192,6 +192,10 @@ class BlockingStream(Protocol):
 
     def send(self, data: bytes) -> None: ...
 
+    def fileno(self) -> int:
+        """The descriptor an event loop can watch for what :meth:`receive` reads;
+        -1 when there is no single one."""
+
     def shutdown(self) -> None:
         """Wake a reader blocked on this stream (it then sees the end); any thread."""
 

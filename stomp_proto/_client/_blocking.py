@@ -59,6 +59,9 @@ class SocketStream:
             self._selector = selectors.DefaultSelector()
             self._selector.register(sock, selectors.EVENT_READ)
 
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
     def wait_readable(self, timeout: float | None) -> bool:
         if timeout is None:
             return True  # recv() blocks until there is something
@@ -131,6 +134,9 @@ class TLSStream:
             data = self._outgoing.read()
         if data:
             self._raw.send(data)
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
 
     def wait_readable(self, timeout: float | None) -> bool:
         return self._raw.wait_readable(timeout)
@@ -211,6 +217,9 @@ class WebSocketStream:
             channel = handshake.receive_data(inner.receive())
             if channel is not None:
                 return cls(inner, channel)
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
 
     def wait_readable(self, timeout: float | None) -> bool:
         if self._held or self._ended:

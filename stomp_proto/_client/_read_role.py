@@ -6,6 +6,10 @@ it is free; while another holds it, it waits as a *follower* and is woken
 when something arrived for it, or when the role became free and it should
 take it.  The background thread (the *keeper*) takes the role only when it
 stayed free for :data:`IDLE_READ` seconds, and keeps time while nobody reads.
+When an event loop reads for the client (it watches the socket and calls the
+client's ``pump()`` when it is readable), the background thread only reads
+what the loop left for :data:`LOOP_IDLE_READ` seconds, without waiting, so
+that what arrives is read on the loop's thread, with no hand-off.
 
 :class:`ReadRole` owns the hub lock and all the state of the role: who
 reads, how often the role was taken (the epoch), the followers, whether the
@@ -26,12 +30,16 @@ from .._errors import ErrorKind, LocalProtocolError
 from .._events import Event, Message
 from ._errors import ClientError
 
-__all__ = ["IDLE_READ", "Follower", "ReadRole", "Waiter", "waits_on_itself"]
+__all__ = ["IDLE_READ", "LOOP_IDLE_READ", "Follower", "ReadRole", "Waiter", "waits_on_itself"]
 
 #: Seconds the read role must stay free before the background thread takes it
 #: (unless a heart-beat or held acknowledgements are due sooner).  Threads that
 #: need data read for themselves; the background thread only reads for nobody.
 IDLE_READ = 0.05
+#: The same while an event loop reads for the client: the background thread then
+#: reads only what the loop left unread that long (its thread is busy: a long task),
+#: or when a timer is due, so that heart-beats are still heard.
+LOOP_IDLE_READ = 1.0
 
 
 class Follower(Protocol):
@@ -64,6 +72,7 @@ class ReadRole:
         "freed_at",
         "live",
         "lock",
+        "loop_reads",
         "overflowing",
         "reader_ident",
         "reading",
@@ -99,6 +108,8 @@ class ReadRole:
         #: When the read role was last let go (the background thread reads
         #: once it stayed free for IDLE_READ).
         self.freed_at = float("-inf")
+        #: Whether an event loop reads for the client (see LOOP_IDLE_READ).
+        self.loop_reads = False
 
     def condition(self) -> threading.Condition:
         """A condition on the hub lock, for one kind of wait."""
@@ -121,6 +132,30 @@ class ReadRole:
         self.reading = True
         self.reader_ident = threading.get_ident()
         self.epoch += 1
+
+    def take(self, timeout: float | None) -> bool:
+        """Take the read role for this thread (the lock not held): at once when it
+        is free.  While another thread holds it, wait up to ``timeout`` seconds for
+        it to be let go, then return False without taking it: what that thread read
+        may be what the caller wants, so the caller looks before it reads.  False at
+        once when nobody may read (no live session, a full buffer, closed) or when
+        ``timeout`` is 0."""
+        with self.lock:
+            if self.reads_here():
+                raise waits_on_itself()
+            if self.may_lead():
+                self.lead()
+                return True
+            if not self.reading or timeout == 0:
+                return False
+            turn = _Turn(self)
+            self.follow(turn)
+            try:
+                turn.cond.wait(timeout)
+            finally:
+                self.unfollow(turn)
+            self.hand_on()
+            return False
 
     def read(self, wait: float | None) -> None:
         """Read once as the role's holder (taken with lead), then let the role go."""
@@ -227,8 +262,18 @@ class ReadRole:
                     return None
                 now = time.monotonic()
                 free_for = now - self.freed_at
+                idle_read = IDLE_READ
+                timer_due = False
+                if self.loop_reads:
+                    idle_read = LOOP_IDLE_READ
+                    # A timer (a heart-beat check) is due: what the broker sent is
+                    # read first, or a busy loop's thread would make it look silent.
+                    due = next_wake()
+                    timer_due = due is not None and due <= 0
                 # Before CONNECTED nobody streams: read whenever the role is free.
-                lead = self.may_lead() and (free_for >= IDLE_READ or not self.connected)
+                lead = self.may_lead() and (
+                    free_for >= idle_read or not self.connected or timer_due
+                )
                 if lead:
                     self.lead()
                 else:
@@ -243,7 +288,7 @@ class ReadRole:
                     else:  # nobody reads: keep time meanwhile
                         wait = next_wake()
                         if not paused:
-                            left = IDLE_READ - free_for
+                            left = idle_read - free_for
                             wait = left if wait is None else min(wait, left)
                     self._keeper_parked = wait is None or paused
                     try:
@@ -252,18 +297,38 @@ class ReadRole:
                         self._keeper_parked = False
                     keeping = self.live and not self.reading
                     paused = self.overflowing > 0
+                    if self.loop_reads and self.may_lead():
+                        keeping = False  # the next turn reads, and keeps time with it
             if lead:
                 try:
                     while True:
-                        self._read(None)
+                        # What the event loop left unread, without waiting: what
+                        # comes next is the loop's to read.
+                        leave = self.loop_reads and self.connected
+                        self._read(0.0 if leave else None)
                         with self.lock:
-                            if self._followers or not self.live or self.overflowing:
+                            if leave or self._followers or not self.live or self.overflowing:
                                 break
                 finally:
                     self.release()
                 continue
             if keeping:
                 keep_time(not paused)
+
+
+class _Turn:
+    """A thread that waits for the read role itself (see ReadRole.take), as a follower."""
+
+    __slots__ = ("cond",)
+
+    def __init__(self, role: ReadRole) -> None:
+        self.cond = role.condition()
+
+    def _needs_data(self) -> bool:
+        return True
+
+    def _wake(self) -> None:
+        self.cond.notify()
 
 
 class Waiter:

@@ -748,6 +748,48 @@ class Client(ClientView):
                 stream.close()
         self._writer.fail_waiters(ConnectionLost("the client is closed"))
 
+    # -- reading on an event loop's thread -------------------------------------------
+
+    def fileno(self) -> int:
+        """The descriptor of the current connection's socket, for an event loop to
+        watch (see :meth:`pump`); -1 while there is none.  It changes when the client
+        connects again."""
+        stream = self._writer.stream
+        return -1 if stream is None or not self._role.live else stream.fileno()
+
+    def loop_reads(self, reading: bool) -> None:
+        """Say whether an event loop reads for this client.
+
+        :param reading: True while a loop watches :meth:`fileno` and calls
+            ``pump(0)`` when it is readable.  Meanwhile the background thread
+            reads only what the loop left unread for a second, or when a
+            heart-beat check is due (so heart-beats are heard while the loop's
+            thread is busy), and without waiting.  False: the background thread
+            reads whenever nobody else does, as by default.
+        """
+        with self._role.lock:
+            self._role.loop_reads = reading
+            self._role.hand_on()
+
+    def pump(self, timeout: float | None = 0.0) -> bool:
+        """Read on this thread what the broker sent, and act on it: messages go to
+        their subscriptions, an inline ``on_message`` is called here, answers end
+        their waits.
+
+        :param timeout: seconds to wait for data (0: only what has come; None:
+            until something does).
+
+        True after one read.  False, having read nothing, when nobody may read
+        (between connections, closed) or another thread is reading: that one acts
+        on what comes, and ``pump`` waits, up to ``timeout``, until it has let go.
+        From an inline ``on_message``: :class:`LocalProtocolError`.
+        """
+        role = self._role
+        if not role.take(timeout):
+            return False
+        role.read(timeout)
+        return True
+
     # -- the background thread ---------------------------------------------------------
 
     def _run(self, stream: BlockingStream) -> None:

@@ -143,6 +143,9 @@ class _GroupStream:
 
     # -- what the reader reads ---------------------------------------------------
 
+    def fileno(self) -> int:
+        return -1  # two sockets: an event loop cannot watch one for both
+
     def wait_readable(self, timeout: float | None) -> bool:
         ready, _, _ = select.select([self._replies, self._listening], [], [], timeout)
         return bool(ready)
