@@ -6,11 +6,12 @@ in ``stomp_proto.asyncio`` and ``stomp_proto.trio``.  Protocol decisions stay
 in the ClientConnection, and what all adapters share (sync ones too) in
 ``ClientCore``.
 
-This module is the client's API - :class:`AsyncClient`, its subscriptions,
-transactions and ``unsolicited`` - and its sessions: each connection attempt,
-the reconnects after a loss, the end.  One task a session reads
-(``_async_reader``); callers write through the writing side
-(``_async_writer``), which owns the write lock and the waits for answers.
+This module is the client's API: :class:`AsyncClient`, its subscriptions,
+transactions and ``unsolicited``.  Behind it, each in a module of its own:
+the sessions - each connection attempt, the reconnects, the end
+(``_async_connector``); the one task a session that reads
+(``_async_reader``); the writing side callers write through, which owns the
+write lock and the waits for answers (``_async_writer``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
-from types import EllipsisType
 
 from .._errors import ErrorKind, LocalProtocolError, ProtocolError
 from .._events import (
@@ -34,20 +34,13 @@ from .._events import (
     Send,
     Subscribe,
 )
-from .._websocket import accepted_versions
-from ._async_reader import AsyncReader
-from ._async_session import Session
-from ._async_writer import AsyncWriter
-from ._backend import Backend, Flag, Task, WritingStream
+from ._async_connector import Connector
+from ._backend import Backend, Flag, Task
 from ._brokers import Brokers, FirstConnect
 from ._core import ClientCore, PlainSettle
 from ._errors import (
-    BrokerError,
     ClientError,
-    ConnectionLost,
-    connect_timed_out,
     message_timed_out,
-    reason,
     timed_out,
 )
 from ._lifecycle import SessionEvent
@@ -55,7 +48,6 @@ from ._options import ConnectOptions, TracingHook
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
-from ._websocket_stream import WebSocketStream
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -389,10 +381,6 @@ class AsyncClient(ClientView):
     ) -> None:
         self._core: ClientCore[AsyncSubscription] = ClientCore(options, brokers)
         self._backend: Backend = backend
-        #: The write lock, the waits for answers, readiness, the current session.
-        self._writer = AsyncWriter(self._core, backend, self._leave)
-        self._reconnector: Task | None = None
-        self._reconnecting = False
         #: Messages for subscriptions this client did not make (an
         #: :class:`AsyncUnsolicited`): ``await client.unsolicited.get()``, or
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
@@ -400,60 +388,10 @@ class AsyncClient(ClientView):
         #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
         #: when they come after their request stopped waiting.
         self.unsolicited = AsyncUnsolicited(backend, options.max_pending_messages)
-        self._reader = AsyncReader(self._core, backend, self._writer, self.unsolicited, self._lost)
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
-        """One connection attempt; on any failure (a timeout too) it leaves nothing behind.
-
-        ``timeout``: seconds for it; by default the options' bound on one attempt.
-        """
-        bound = self._core.options.attempt_timeout if timeout is ... else timeout
-        session = Session(self._core.conn, self._backend.waiter())
-        self._core.life.attempt(self._backend.now())
-        try:
-            try:
-                async with self._backend.timeout(bound):
-                    await self._connect(session)
-            except TimeoutError as exc:
-                if exc.args:  # not the bound's: a system error (ETIMEDOUT)
-                    raise
-                # The reader starts once the CONNECT is written.
-                raise connect_timed_out(bound, opened=session.reader is not None) from None
-        except BaseException:
-            session.current = False
-            await session.abandon()
-            raise
-        self._core.session_started(self._backend.now())
-        self._writer.ready.set()
-
-    async def _connect(self, session: Session) -> None:
-        options = self._core.brokers.options  # aimed at the broker to try
-        conn = session.conn
-        stream = session.stream = await self._backend.open_stream(options)
-        versions = options.versions
-        if options.websocket is not None:
-            stream = session.stream = await WebSocketStream.open(
-                stream, options.host, options.port, options.websocket, versions
-            )
-            versions = accepted_versions(stream.subprotocol, versions)
-        if isinstance(stream, WritingStream):
-            session.write = stream.write
-        await stream.send(self._core.encode(conn, options.connect_event(versions)))
-        session.reader = self._backend.spawn(lambda: self._reader.run(session))
-        await session.connected.wait()  # the reader's error if it ended first
-        # No await between CONNECTED and this: the session becomes the client's,
-        # and from now on its reader reports its end to _lost().
-        self._writer.session = session
-        session.current = True
-        if session.error is not None:
-            raise session.error  # it ended in the same read as CONNECTED
-        async with self._writer.lock:
-            for subscribe in self._core.restore_subscriptions():
-                await stream.send(self._core.encode(conn, subscribe))
-        if session.error is not None:
-            raise session.error  # _lost() left it to this attempt
+        #: The sessions: each attempt, the reconnects, the end.
+        self._connector = Connector(self._core, backend, self.unsolicited)
+        #: The write lock, the waits for answers, readiness, the current session.
+        self._writer = self._connector.writer
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -486,73 +424,7 @@ class AsyncClient(ClientView):
         Every wait ends: a consumer gets what is buffered, then the end; a
         receipt wait, or a send waiting for a reconnect, raises ConnectionLost.
         """
-        self._writer.closing = True
-        self._writer.ready.set()  # writers waiting for a session see the end
-        if self._reconnector is not None:
-            self._reconnector.cancel()  # abandons the attempt it is making
-            await self._reconnector.join()
-        if self._writer.session is not None:
-            await self._writer.session.abandon()
-        self._writer.fail_waiters(ConnectionLost("the client is closed"))
-        self._finish(None)
-        self._core.life.closed()
-
-    def _lost(self, error: ClientError) -> None:
-        """The current session is gone: reconnect if the policy says so, else end the client."""
-        self._writer.ready.clear()
-        self._writer.fail_waiters(error)
-        if self._writer.closing:
-            self._writer.ready.set()
-            return
-        if self._reconnecting:
-            return  # the attempt in progress sees it (session.error)
-        ending = self._core.session_lost(error, self._backend.now())
-        if ending is not None:
-            self._finish(ending)
-            return
-        self._reconnecting = True
-        self._reconnector = self._backend.spawn(lambda: self._reconnect(error))
-
-    async def _reconnect(self, error: ClientError) -> None:
-        try:
-            while (delay := self._core.reconnects.next_delay()) is not None:
-                await self._backend.sleep(delay)
-                self._core.new_connection()
-                try:
-                    await self._open()
-                    return
-                except BrokerError as exc:  # a refused login, or a refused restore
-                    error = exc
-                    self._core.life.failed(exc)
-                    if not self._core.again(exc, self._backend.now()):
-                        break
-                except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    why = reason(exc)
-                    self._core.life.failed(exc)
-                    error = ConnectionLost(f"reconnect failed: {why}")
-                    error.__cause__ = exc
-            self._finish(self._core.life.gave_up(error))
-        finally:
-            self._reconnecting = False
-
-    def _finish(self, error: ClientError | None) -> None:
-        """The client is over: end every subscription, and release waiting writers."""
-        self._core.finish(error)
-        self.unsolicited._end()
-        self._writer.ready.set()
-
-    async def _leave(self, session: Session, error: ConnectionLost) -> None:
-        """End ``session`` with ``error`` though its connection stands (the broker went
-        silent): the client then reconnects, to the next address, as after a loss."""
-        if not session.current or session.error is not None:
-            return  # it has ended already, or is not the client's
-        session.error = error
-        session.current = False  # its reader, cancelled, reports nothing
-        self._writer.ready.clear()  # no writer on the stream being closed
-        try:
-            await session.abandon()
-        finally:
-            self._lost(error)
+        await self._connector.close()
 
     async def send(
         self,
@@ -903,7 +775,7 @@ async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
             await backend.sleep(wait)
         client = AsyncClient(options, backend, first.brokers)
         try:
-            await client._open(timeout)
+            await client._connector.open(timeout)
         except BaseException as exc:
             await client.close()
             first.failed(exc)
