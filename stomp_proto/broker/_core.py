@@ -50,13 +50,11 @@ says when the transport must next call ``Session.handle_timer(now)``.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import itertools
 import urllib.parse
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Literal, TypedDict
 
 from .. import (
@@ -88,8 +86,9 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
-from ._access import AccessRules, Permissions
+from ._access import Permissions
 from ._budget import MemoryBudget, message_size
+from ._logins import Logins
 from ._metrics import Counters
 from ._throttle import LoginThrottle
 
@@ -533,7 +532,7 @@ class Session:
         if core._idle_timeout is not None and self._idle_watched:
             due.append(self._deadline(self._idle_since, core._idle_timeout))
         if self._waiting_connect is not None:
-            due.append(core._login_ready_at(self))
+            due.append(core._logins.ready_at(self._address, self._now))
         return min(due) if due else None
 
     @staticmethod
@@ -762,14 +761,8 @@ class BrokerCore:
         self._slow_consumer_timeout = slow_consumer_timeout
         self._idle_timeout = idle_timeout
         self._max_connections = max_connections
-        self._max_connections_per_login = max_connections_per_login
-        #: Sessions past CONNECTED, by login (sessions without one are not counted).
-        self._logins: Counter[str] = Counter()
-        self._users = dict(users) if users is not None else None
-        self._access = AccessRules(permissions) if permissions is not None else None
-        if failed_login_rate is not None and not failed_login_rate > 0:
-            raise ValueError("failed_login_rate must be positive, or None")
-        self._throttle = LoginThrottle(failed_login_rate) if failed_login_rate else None
+        #: Who may log in, what each login may do, the sessions each has open.
+        self._logins = Logins(users, permissions, failed_login_rate, max_connections_per_login)
         self._strict = strict
         self._versions = versions
         self._heartbeat = heartbeat
@@ -803,12 +796,12 @@ class BrokerCore:
     @property
     def users(self) -> Mapping[str, str] | None:
         """The logins admitted and their passcodes; ``None`` when anyone is let in."""
-        return MappingProxyType(self._users) if self._users is not None else None
+        return self._logins.users
 
     @property
     def login_throttle(self) -> LoginThrottle | None:
         """The failed-login throttle (``failed_login_rate``), for a transport's other doors."""
-        return self._throttle
+        return self._logins.throttle
 
     def authenticate(self, login: str | None, passcode: str | None) -> bool:
         """Whether ``users`` admits ``login`` with ``passcode`` (anyone, without ``users``).
@@ -816,7 +809,7 @@ class BrokerCore:
         The check a CONNECT gets, in constant time whether or not the login
         exists; for a transport's other doors (``Broker``'s ``/metrics``).
         """
-        return self._users is None or self._login_ok(login, passcode)
+        return self._logins.authenticate(login, passcode)
 
     @property
     def memory_used(self) -> int:
@@ -1178,38 +1171,33 @@ class BrokerCore:
         if isinstance(event, Disconnect):
             self._end_session(session, outbox)
 
-    def _login_ready_at(self, session: Session) -> float:
-        """When the throttle lets ``session``'s address try a login (``now`` if it may)."""
-        now, address = session._now, session._address
-        if self._throttle is None or now is None or address is None:
-            return now or 0.0
-        return self._throttle.ready_at(address, now)
-
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
+        logins = self._logins
         if session._vouched is not None:
             login: str | None = session._vouched
-        elif self._users is not None:
-            if session._now is not None and self._login_ready_at(session) > session._now:
+        elif logins.checked:
+            now = session._now
+            if now is not None and logins.ready_at(session._address, now) > now:
                 session._waiting_connect = event  # until the throttle lets its address try
                 return
-            if not self._login_ok(event.login, event.passcode):
-                self._count_failed_login(session)
+            if not logins.authenticate(event.login, event.passcode):
+                logins.failed(session._address, now)
                 self._refuse_login(session, outbox)
                 return
             login = event.login
         else:
             login = event.login
-        if login is not None and self._logins[login] >= self._max_connections_per_login:
-            limit = self._max_connections_per_login
+        if login is not None and logins.full(login):
+            limit = logins.max_per_login
             detail = f"login {login!r} has {limit} sessions open (max_connections_per_login)"
             reason = "too_many_connections_for_login"
             self._refuse(session, None, TOO_MANY_CONNECTIONS, detail, outbox, reason)
             return
         if login is not None:
-            self._logins[login] += 1
+            logins.opened(login)
             session._login = login
         session._claimed_login = login
-        if session._vouched is not None or self._users is not None:
+        if session._vouched is not None or logins.checked:
             session._user = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
@@ -1221,23 +1209,11 @@ class BrokerCore:
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
 
-    def _count_failed_login(self, session: Session) -> None:
-        if self._throttle is not None and session._address and session._now is not None:
-            self._throttle.failed(session._address, session._now)
-
     def _refuse_login(self, session: Session, outbox: Outbox) -> None:
         self._refuse(
             session, None, LOGIN_FAILED, "the login or the passcode is wrong", outbox,
             "login_failed",
         )  # fmt: skip
-
-    def _login_ok(self, login: str | None, passcode: str | None) -> bool:
-        assert self._users is not None
-        expected = self._users.get(login) if login is not None else None
-        # Compare even for an unknown user, so that timing does not tell which users exist.
-        reference = (expected if expected is not None else "\x00no such user").encode()
-        matches = hmac.compare_digest((passcode or "").encode(), reference)
-        return matches and expected is not None
 
     def _allowed(
         self,
@@ -1247,9 +1223,7 @@ class BrokerCore:
         outbox: Outbox,
     ) -> bool:
         """Whether the login may ``access`` the destination; if not, refuse ``event``."""
-        if self._access is None or self._access.allows(
-            session._claimed_login, access, event.destination
-        ):
+        if self._logins.allows(session._claimed_login, access, event.destination):
             return True
         verb = "send to" if access == "write" else "subscribe to"
         detail = f"not allowed to {verb} {event.destination!r}"
@@ -1634,9 +1608,7 @@ class BrokerCore:
         session.end()
         outbox.to_close.add(session)
         if session._login is not None:
-            self._logins[session._login] -= 1
-            if not self._logins[session._login]:
-                del self._logins[session._login]
+            self._logins.closed(session._login)
             session._login = None
         books = self._books.pop(session)
         for subscription in books.subscriptions.values():
