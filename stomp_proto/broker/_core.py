@@ -55,7 +55,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import Literal, TypeAlias, TypedDict
 
 from .. import (
     Abort,
@@ -638,6 +638,293 @@ class Session:
         self._closed = True
 
 
+#: A refusal the core sends as an ERROR: ``(message, detail, reason)`` (see BrokerCore._refuse).
+Refusal: TypeAlias = tuple[str, str, str]
+
+
+class _Destinations:
+    """Every queue and topic of one broker, and what moves messages through them.
+
+    It owns the destinations - the named queues, each topic's subscriptions -
+    and the limits that bound them, and does the routing: where a SEND goes,
+    whether there is room for it, delivery round robin, settling, what a
+    subscription that ends gives back.  A class of its own so that
+    :class:`BrokerCore`, which handles each client's frames, asks one object
+    about the destinations instead of reaching into them.  A refusal is
+    returned as a :data:`Refusal`: the core sends the ERROR and ends the session.
+    ``books`` are the core's, by session: deliveries take their ack ids there.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: MemoryBudget,
+        max_queue_length: int,
+        max_queue_bytes: int,
+        max_destinations: int,
+        output_limit: int,
+        user_prefix: str | None,
+        counters: Counters,
+        books: Mapping[Session, _Books],
+    ) -> None:
+        self._budget = budget
+        self.max_queue_length = max_queue_length
+        self._max_queue_bytes = max_queue_bytes
+        self._max_destinations = max_destinations
+        self._output_limit = output_limit
+        self._user_prefix = user_prefix
+        self._counters = counters
+        self._books = books
+        self._queues: dict[str, _Queue] = {}
+        self._topics: dict[str, list[_Subscription]] = {}
+        self._message_ids = itertools.count(1)
+
+    # -- inspection ------------------------------------------------------------
+
+    def queued(self, destination: str) -> int:
+        queue = self._queues.get(destination)
+        return len(queue.ready) if queue is not None else 0
+
+    def each_destination(self) -> Iterator[tuple[str, tuple[int, int, int]]]:
+        for destination in list(self._queues):
+            queue = self._queues.get(destination)
+            if queue is not None:
+                unacked = sum(len(s.unacked) for s in queue.consumers)
+                yield destination, (len(queue.ready), unacked, len(queue.consumers))
+        for destination in list(self._topics):
+            subscriptions = self._topics.get(destination)
+            if subscriptions:
+                queued = sum(len(s.queue.ready) for s in subscriptions)
+                unacked = sum(len(s.unacked) for s in subscriptions)
+                yield destination, (queued, unacked, len(subscriptions))
+
+    def is_topic(self, destination: str) -> bool:
+        """Whether ``destination`` copies each message to every subscription (a user one too)."""
+        prefix = self._user_prefix
+        return destination.startswith(TOPIC_PREFIX) or (
+            prefix is not None and destination.startswith(prefix)
+        )
+
+    # -- what may come in ------------------------------------------------------
+
+    def _queue_takes(self, queue: _Queue, size: int) -> bool:
+        return (
+            queue.held < self.max_queue_length and queue.held_bytes + size <= self._max_queue_bytes
+        )
+
+    def _queue(self, destination: str) -> _Queue:
+        """The named queue ``destination``, made if it does not exist."""
+        queue = self._queues.get(destination)
+        if queue is None:
+            queue = self._queues[destination] = _Queue(destination, self._budget, private=False)
+        return queue
+
+    def _count(self) -> int:
+        return len(self._queues) + len(self._topics)
+
+    def room(self, sends: list[Send]) -> Refusal | None:
+        """Why the queues ``sends`` go to cannot all take them; None when they can.
+
+        Checked before any of them is published: a COMMIT is all or nothing.
+        """
+        adding: dict[str, tuple[int, int]] = {}
+        total = 0
+        for send in sends:
+            size = message_size(send)
+            if size > self._max_queue_bytes or size > self._budget.limit:
+                option, limit = min(
+                    ("max_queue_bytes", self._max_queue_bytes),
+                    ("max_memory", self._budget.limit),
+                    key=lambda pair: pair[1],
+                )
+                detail = f"a message takes {size} bytes here, more than {option}={limit}"
+                return ("message too large", detail, "message_too_large")
+            if not self.is_topic(send.destination):
+                count, nbytes = adding.get(send.destination, (0, 0))
+                adding[send.destination] = (count + 1, nbytes + size)
+                total += size
+        new = sum(destination not in self._queues for destination in adding)
+        if new and self._count() + new > self._max_destinations:
+            return self.too_many()
+        for destination, (count, nbytes) in adding.items():
+            queue = self._queues.get(destination)
+            held, held_bytes = (queue.held, queue.held_bytes) if queue is not None else (0, 0)
+            if held + count > self.max_queue_length:
+                detail = f"queue {destination!r} holds {self.max_queue_length} messages already"
+            elif held_bytes + nbytes > self._max_queue_bytes:
+                detail = (
+                    f"queue {destination!r} holds at most {self._max_queue_bytes} bytes"
+                    " of messages (max_queue_bytes)"
+                )
+            else:
+                continue
+            return ("queue full", detail, "queue_full")
+        if not self._budget.fits(total):
+            return self.over_budget()
+        return None
+
+    def over_budget(self) -> Refusal:
+        # Only when publishers outran the alarm (it goes up well below the limit).
+        detail = (
+            f"the broker holds at most {self._budget.limit} bytes of messages (max_memory)"
+            f" and holds {self._budget.used}"
+        )
+        return ("out of memory", detail, "out_of_memory")
+
+    def too_many(self) -> Refusal:
+        limit = self._max_destinations
+        detail = f"the broker keeps at most {limit} destinations (max_destinations)"
+        return ("too many destinations", detail, "too_many_destinations")
+
+    # -- routing ---------------------------------------------------------------
+
+    def publish(self, sends: list[Send], outbox: Outbox) -> None:
+        self._counters.messages_received += len(sends)
+        for send in sends:
+            destination = send.destination
+            if self.is_topic(destination):
+                size = message_size(send)
+                for subscription in list(self._topics.get(destination, ())):
+                    queue = subscription.queue
+                    # A subscription without room misses the message.
+                    if self._queue_takes(queue, size) and self._budget.fits(size):
+                        queue.put(self._stored(send, size))
+                        self.dispatch(queue, outbox)
+            else:
+                queue = self._queue(destination)
+                queue.put(self._stored(send, message_size(send)))
+                self.dispatch(queue, outbox)
+
+    def publish_app(self, send: Send, only: Session | None, outbox: Outbox) -> None:
+        """:meth:`BrokerCore.publish`: OverflowError where a queue has no room."""
+        destination = send.destination
+        size = message_size(send)
+        if not self.is_topic(destination):
+            if only is not None:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"{destination!r} is a queue: 'only' is for topics"
+                )
+            queue = self._queues.get(destination)
+            if queue is None and self._count() >= self._max_destinations:
+                raise OverflowError(
+                    f"the broker keeps at most {self._max_destinations} destinations"
+                )
+            if (queue is not None and not self._queue_takes(queue, size)) or (
+                queue is None and size > self._max_queue_bytes
+            ):
+                raise OverflowError(f"queue {destination!r} is full")
+            if not self._budget.fits(size):
+                raise OverflowError(f"the broker holds at most {self._budget.limit} bytes")
+            self.publish([send], outbox)
+            return
+        self._counters.messages_received += 1
+        for subscription in list(self._topics.get(destination, ())):
+            if only is not None and subscription.session is not only:
+                continue
+            queue = subscription.queue
+            if self._queue_takes(queue, size) and self._budget.fits(size):
+                queue.put(self._stored(send, size))
+                self.dispatch(queue, outbox)
+
+    def subscribe(
+        self, session: Session, event: Subscribe, destination: str, prefetch: int
+    ) -> _Subscription | None:
+        """A subscription of ``session`` to ``destination``; None: too many destinations."""
+        known = destination in self._queues or destination in self._topics
+        if not known and self._count() >= self._max_destinations:
+            return None
+        if self.is_topic(destination):
+            queue = _Queue(destination, self._budget, private=True)
+        else:
+            queue = self._queue(destination)
+        subscription = _Subscription(session, event, queue, prefetch)
+        queue.consumers.append(subscription)
+        if queue.private:
+            self._topics.setdefault(destination, []).append(subscription)
+        return subscription
+
+    def _stored(self, send: Send, size: int) -> _StoredMessage:
+        return _StoredMessage(f"m-{next(self._message_ids)}", send, size)
+
+    def dispatch(self, queue: _Queue, outbox: Outbox) -> None:
+        """Deliver waiting messages while some subscription can take one."""
+        while queue.ready:
+            subscription = queue.next_consumer()
+            if subscription is None:
+                return
+            self._deliver(subscription, queue.ready.popleft(), outbox)
+
+    def _deliver(
+        self, subscription: _Subscription, message: _StoredMessage, outbox: Outbox
+    ) -> None:
+        session = subscription.session
+        connection = session.connection
+        ack_id = None
+        if subscription.ack != "auto" and connection.version == "1.2":
+            ack_id = f"{session.id}-{next(self._books[session].ack_ids)}"
+        send = message.send
+        headers = send.headers
+        if message.redelivered:
+            # First, so that it wins over a user header of the same name.
+            headers = (("redelivered", "true"), *headers)
+        delivery = Message(
+            destination=subscription.destination,
+            message_id=message.id,
+            subscription=subscription.id,
+            body=send.body,
+            ack=ack_id,
+            content_type=send.content_type,
+            headers=headers,
+            content_length=send.content_length,
+        )
+        outbox.write(session, _encode_delivery(connection, delivery))
+        session._active = True
+        self._counters.messages_delivered += 1
+        if subscription.ack == "auto":
+            subscription.queue.settle([message])
+        else:
+            # Named as the version's ACK names it: the ack header in 1.2, message-id before.
+            subscription.unacked[ack_id or message.id] = message
+        if len(outbox.data[session]) >= self._output_limit:
+            session.hold()
+
+    def settle(
+        self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
+    ) -> None:
+        """Finish with ``messages``: drop them, or (``again``) deliver them again."""
+        if again and not queue.closed:
+            queue.requeue(messages)
+            self.dispatch(queue, outbox)
+        else:
+            queue.settle(messages)
+            self._forget_if_unused(queue)
+
+    # -- ending ----------------------------------------------------------------
+
+    def drop(self, subscription: _Subscription, outbox: Outbox) -> None:
+        """``subscription`` has ended: what it had not settled goes back (a topic's is dropped)."""
+        queue = subscription.queue
+        queue.consumers.remove(subscription)
+        unacked = list(subscription.unacked.values())
+        subscription.unacked.clear()
+        if queue.private:
+            queue.close(unacked)
+            subscribers = self._topics[queue.destination]
+            subscribers.remove(subscription)
+            if not subscribers:
+                del self._topics[queue.destination]
+            return
+        queue.requeue(unacked)
+        self.dispatch(queue, outbox)
+        self._forget_if_unused(queue)
+
+    def _forget_if_unused(self, queue: _Queue) -> None:
+        # Queues come and go with their names; keep none that holds nothing for no one.
+        unused = not queue.private and not queue.consumers and queue.held == 0
+        if unused and self._queues.get(queue.destination) is queue:
+            del self._queues[queue.destination]
+
+
 class BrokerCore:
     """The broker without I/O; see the module docstring for what it does.
 
@@ -768,23 +1055,27 @@ class BrokerCore:
         self._heartbeat = heartbeat
         self._limits = limits
         self._max_in_flight = max_in_flight
-        self._max_queue_length = max_queue_length
-        self._max_queue_bytes = max_queue_bytes
         self._max_transaction_bytes = max_transaction_bytes
-        self._max_destinations = max_destinations
         self._max_transactions = max_transactions
         self._budget = MemoryBudget(max_memory)
         self._server_name = server_name
-        self._output_limit = output_limit
         self._sessions: dict[str, Session] = {}
         self._books: dict[Session, _Books] = {}
-        self._queues: dict[str, _Queue] = {}
-        self._topics: dict[str, list[_Subscription]] = {}
         self._session_ids = itertools.count(1)
-        self._message_ids = itertools.count(1)
         #: What the broker has done so far (:class:`~stomp_proto.broker._metrics.Counters`):
         #: the core counts sessions, messages and refusals; a transport adds the rest.
         self.counters = Counters()
+        #: The queues and topics, and what moves messages through them.
+        self._destinations = _Destinations(
+            budget=self._budget,
+            max_queue_length=max_queue_length,
+            max_queue_bytes=max_queue_bytes,
+            max_destinations=max_destinations,
+            output_limit=output_limit,
+            user_prefix=user_prefix,
+            counters=self.counters,
+            books=self._books,
+        )
 
     # -- inspection ------------------------------------------------------------
 
@@ -837,8 +1128,7 @@ class BrokerCore:
 
     def queued(self, destination: str) -> int:
         """Messages waiting in the queue ``destination`` for a consumer (not yet delivered)."""
-        queue = self._queues.get(destination)
-        return len(queue.ready) if queue is not None else 0
+        return self._destinations.queued(destination)
 
     def destinations(self) -> dict[str, tuple[int, int, int]]:
         """Each destination in use: ``(queued, unacked, subscribers)``.
@@ -854,17 +1144,7 @@ class BrokerCore:
         iteration reaches it is skipped.  So a transport can look at 100,000
         destinations a slice at a time, letting clients be served in between.
         """
-        for destination in list(self._queues):
-            queue = self._queues.get(destination)
-            if queue is not None:
-                unacked = sum(len(s.unacked) for s in queue.consumers)
-                yield destination, (len(queue.ready), unacked, len(queue.consumers))
-        for destination in list(self._topics):
-            subscriptions = self._topics.get(destination)
-            if subscriptions:
-                queued = sum(len(s.queue.ready) for s in subscriptions)
-                unacked = sum(len(s.unacked) for s in subscriptions)
-                yield destination, (queued, unacked, len(subscriptions))
+        return self._destinations.each_destination()
 
     # -- driving ---------------------------------------------------------------
 
@@ -964,7 +1244,7 @@ class BrokerCore:
         session.release()
         books = self._books.get(session)
         for subscription in list(books.subscriptions.values()) if books else ():
-            self._dispatch(subscription.queue, outbox)
+            self._destinations.dispatch(subscription.queue, outbox)
         return outbox
 
     def shut_down(self, reason: str = SHUTDOWN_REASON) -> Outbox:
@@ -1017,33 +1297,7 @@ class BrokerCore:
         """
         send = Send(destination, body, content_type=content_type, headers=headers)
         outbox = Outbox()
-        size = message_size(send)
-        if not self._is_topic(destination):
-            if only is not None:
-                raise LocalProtocolError(
-                    ErrorKind.BAD_STATE, f"{destination!r} is a queue: 'only' is for topics"
-                )
-            queue = self._queues.get(destination)
-            if queue is None and self._destination_count() >= self._max_destinations:
-                raise OverflowError(
-                    f"the broker keeps at most {self._max_destinations} destinations"
-                )
-            if (queue is not None and not self._queue_takes(queue, size)) or (
-                queue is None and size > self._max_queue_bytes
-            ):
-                raise OverflowError(f"queue {destination!r} is full")
-            if not self._budget.fits(size):
-                raise OverflowError(f"the broker holds at most {self._budget.limit} bytes")
-            self._publish([send], outbox)
-            return outbox
-        self.counters.messages_received += 1
-        for subscription in list(self._topics.get(destination, ())):
-            if only is not None and subscription.session is not only:
-                continue
-            queue = subscription.queue
-            if self._queue_takes(queue, size) and self._budget.fits(size):
-                queue.put(self._stored(send, size))
-                self._dispatch(queue, outbox)
+        self._destinations.publish_app(send, only, outbox)
         return outbox
 
     def answer_diverted(self, session: Session, refusal: tuple[str, str] | None = None) -> Outbox:
@@ -1153,7 +1407,7 @@ class BrokerCore:
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
             subscriptions = self._books[session].subscriptions
-            self._drop_subscription(subscriptions.pop(event.key or ""), outbox)
+            self._destinations.drop(subscriptions.pop(event.key or ""), outbox)
             if not subscriptions:
                 session.restart_idle_clock()
         elif isinstance(event, (Ack, Nack)):
@@ -1242,22 +1496,25 @@ class BrokerCore:
             return
         if event.transaction is None:
             session._publisher = True
-            if self._has_room(session, event, [event], outbox):
-                self._publish([event], outbox)
+            refusal = self._destinations.room([event])
+            if refusal is not None:
+                self._refuse_with(session, event.receipt, refusal, outbox)
+            else:
+                self._destinations.publish([event], outbox)
             return
         session._publisher = True
         transaction = self._books[session].transactions[event.transaction]
         # A transaction is buffered in memory: bound it like a queue, and charge the budget.
         size = message_size(event)
-        if len(transaction.sends) >= self._max_queue_length:
-            detail = f"a transaction holds at most {self._max_queue_length} messages"
+        if len(transaction.sends) >= self._destinations.max_queue_length:
+            detail = f"a transaction holds at most {self._destinations.max_queue_length} messages"
         elif transaction.held_bytes + size > self._max_transaction_bytes:
             detail = (
                 f"a transaction holds at most {self._max_transaction_bytes} bytes"
                 " of messages (max_transaction_bytes)"
             )
         elif not self._budget.fits(size):
-            self._refuse_over_budget(session, event, outbox)
+            self._refuse_with(session, event.receipt, self._destinations.over_budget(), outbox)
             return
         else:
             transaction.sends.append(event)
@@ -1301,20 +1558,12 @@ class BrokerCore:
                 )
                 return
             destination = self.user_destination(session._user, destination[len(prefix) - 1 :])
-        known = destination in self._queues or destination in self._topics
-        if not known and self._destination_count() >= self._max_destinations:
-            self._refuse_destination(session, event.receipt, outbox)
+        subscription = self._destinations.subscribe(session, event, destination, prefetch)
+        if subscription is None:
+            self._refuse_with(session, event.receipt, self._destinations.too_many(), outbox)
             return
-        if self._is_topic(destination):
-            queue = _Queue(destination, self._budget, private=True)
-        else:
-            queue = self._queue(destination)
-        subscription = _Subscription(session, event, queue, prefetch)
-        queue.consumers.append(subscription)
-        if queue.private:
-            self._topics.setdefault(destination, []).append(subscription)
         self._books[session].subscriptions[subscription.key] = subscription
-        self._dispatch(queue, outbox)
+        self._destinations.dispatch(subscription.queue, outbox)
 
     def _prefetch(self, event: Subscribe) -> int | None:
         """The subscription's in-flight limit; ``None`` if the header is not a count."""
@@ -1340,8 +1589,8 @@ class BrokerCore:
             settlements.extend((queue, message, again) for message in messages)
         else:
             self._count_settled(len(messages), again)
-            self._settle(queue, messages, again, outbox)
-        self._dispatch(queue, outbox)  # in-flight room was freed
+            self._destinations.settle(queue, messages, again, outbox)
+        self._destinations.dispatch(queue, outbox)  # in-flight room was freed
 
     def _acked_subscription(self, session: Session, event: Ack | Nack) -> _Subscription | None:
         """The subscription holding the deliveries ``event.covered`` names.
@@ -1364,13 +1613,15 @@ class BrokerCore:
         # Its messages move from the transaction's charge to their queues'.
         self._budget.give(transaction.held_bytes)
         transaction.held_bytes = 0
-        if not self._has_room(session, event, transaction.sends, outbox):
+        refusal = self._destinations.room(transaction.sends)
+        if refusal is not None:
+            self._refuse_with(session, event.receipt, refusal, outbox)
             self._end_transaction(transaction, outbox)
             return
         for queue, message, again in transaction.settlements:
             self._count_settled(1, again)
-            self._settle(queue, [message], again, outbox)
-        self._publish(transaction.sends, outbox)
+            self._destinations.settle(queue, [message], again, outbox)
+        self._destinations.publish(transaction.sends, outbox)
 
     def _count_settled(self, count: int, nacked: bool) -> None:
         if nacked:
@@ -1385,198 +1636,20 @@ class BrokerCore:
         # The client cannot ACK these again (its connection counts them as
         # settled), so they go back to their queues like unacknowledged ones.
         for queue, message, _ in transaction.settlements:
-            self._settle(queue, [message], True, outbox)
-
-    # -- routing ---------------------------------------------------------------
-
-    def _publish(self, sends: list[Send], outbox: Outbox) -> None:
-        self.counters.messages_received += len(sends)
-        for send in sends:
-            destination = send.destination
-            if self._is_topic(destination):
-                size = message_size(send)
-                for subscription in list(self._topics.get(destination, ())):
-                    queue = subscription.queue
-                    # A subscription without room misses the message.
-                    if self._queue_takes(queue, size) and self._budget.fits(size):
-                        queue.put(self._stored(send, size))
-                        self._dispatch(queue, outbox)
-            else:
-                queue = self._queue(destination)
-                queue.put(self._stored(send, message_size(send)))
-                self._dispatch(queue, outbox)
-
-    def _is_topic(self, destination: str) -> bool:
-        """Whether ``destination`` copies each message to every subscription (a user one too)."""
-        prefix = self._user_prefix
-        return destination.startswith(TOPIC_PREFIX) or (
-            prefix is not None and destination.startswith(prefix)
-        )
-
-    def _queue_takes(self, queue: _Queue, size: int) -> bool:
-        return (
-            queue.held < self._max_queue_length and queue.held_bytes + size <= self._max_queue_bytes
-        )
-
-    def _queue(self, destination: str) -> _Queue:
-        """The named queue ``destination``, made if it does not exist."""
-        queue = self._queues.get(destination)
-        if queue is None:
-            queue = self._queues[destination] = _Queue(destination, self._budget, private=False)
-        return queue
-
-    def _destination_count(self) -> int:
-        return len(self._queues) + len(self._topics)
-
-    def _has_room(
-        self, session: Session, cause: Send | Commit, sends: list[Send], outbox: Outbox
-    ) -> bool:
-        """Whether every queue ``sends`` go to can take them; if not, refuse ``cause``.
-
-        Checked before any of them is published: a COMMIT is all or nothing.
-        """
-        adding: dict[str, tuple[int, int]] = {}
-        total = 0
-        for send in sends:
-            size = message_size(send)
-            if size > self._max_queue_bytes or size > self._budget.limit:
-                option, limit = min(
-                    ("max_queue_bytes", self._max_queue_bytes),
-                    ("max_memory", self._budget.limit),
-                    key=lambda pair: pair[1],
-                )
-                detail = f"a message takes {size} bytes here, more than {option}={limit}"
-                self._refuse(
-                    session, cause.receipt, "message too large", detail, outbox,
-                    "message_too_large",
-                )  # fmt: skip
-                return False
-            if not self._is_topic(send.destination):
-                count, nbytes = adding.get(send.destination, (0, 0))
-                adding[send.destination] = (count + 1, nbytes + size)
-                total += size
-        new = sum(destination not in self._queues for destination in adding)
-        if new and self._destination_count() + new > self._max_destinations:
-            self._refuse_destination(session, cause.receipt, outbox)
-            return False
-        for destination, (count, nbytes) in adding.items():
-            queue = self._queues.get(destination)
-            held, held_bytes = (queue.held, queue.held_bytes) if queue is not None else (0, 0)
-            if held + count > self._max_queue_length:
-                detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
-            elif held_bytes + nbytes > self._max_queue_bytes:
-                detail = (
-                    f"queue {destination!r} holds at most {self._max_queue_bytes} bytes"
-                    " of messages (max_queue_bytes)"
-                )
-            else:
-                continue
-            self._refuse(session, cause.receipt, "queue full", detail, outbox, "queue_full")
-            return False
-        if not self._budget.fits(total):
-            self._refuse_over_budget(session, cause, outbox)
-            return False
-        return True
-
-    def _refuse_over_budget(self, session: Session, cause: Send | Commit, outbox: Outbox) -> None:
-        # Only when publishers outran the alarm (it goes up well below the limit).
-        detail = (
-            f"the broker holds at most {self._budget.limit} bytes of messages (max_memory)"
-            f" and holds {self._budget.used}"
-        )
-        self._refuse(session, cause.receipt, "out of memory", detail, outbox, "out_of_memory")
-
-    def _refuse_destination(self, session: Session, receipt: str | None, outbox: Outbox) -> None:
-        limit = self._max_destinations
-        detail = f"the broker keeps at most {limit} destinations (max_destinations)"
-        self._refuse(
-            session, receipt, "too many destinations", detail, outbox, "too_many_destinations"
-        )
-
-    def _stored(self, send: Send, size: int) -> _StoredMessage:
-        return _StoredMessage(f"m-{next(self._message_ids)}", send, size)
-
-    def _dispatch(self, queue: _Queue, outbox: Outbox) -> None:
-        """Deliver waiting messages while some subscription can take one."""
-        while queue.ready:
-            subscription = queue.next_consumer()
-            if subscription is None:
-                return
-            self._deliver(subscription, queue.ready.popleft(), outbox)
-
-    def _deliver(
-        self, subscription: _Subscription, message: _StoredMessage, outbox: Outbox
-    ) -> None:
-        session = subscription.session
-        connection = session.connection
-        ack_id = None
-        if subscription.ack != "auto" and connection.version == "1.2":
-            ack_id = f"{session.id}-{next(self._books[session].ack_ids)}"
-        send = message.send
-        headers = send.headers
-        if message.redelivered:
-            # First, so that it wins over a user header of the same name.
-            headers = (("redelivered", "true"), *headers)
-        delivery = Message(
-            destination=subscription.destination,
-            message_id=message.id,
-            subscription=subscription.id,
-            body=send.body,
-            ack=ack_id,
-            content_type=send.content_type,
-            headers=headers,
-            content_length=send.content_length,
-        )
-        outbox.write(session, _encode_delivery(connection, delivery))
-        session._active = True
-        self.counters.messages_delivered += 1
-        if subscription.ack == "auto":
-            subscription.queue.settle([message])
-        else:
-            # Named as the version's ACK names it: the ack header in 1.2, message-id before.
-            subscription.unacked[ack_id or message.id] = message
-        if len(outbox.data[session]) >= self._output_limit:
-            session.hold()
-
-    def _settle(
-        self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
-    ) -> None:
-        """Finish with ``messages``: drop them, or (``again``) deliver them again."""
-        if again and not queue.closed:
-            queue.requeue(messages)
-            self._dispatch(queue, outbox)
-        else:
-            queue.settle(messages)
-            self._forget_if_unused(queue)
+            self._destinations.settle(queue, [message], True, outbox)
 
     # -- ending ----------------------------------------------------------------
-
-    def _drop_subscription(self, subscription: _Subscription, outbox: Outbox) -> None:
-        queue = subscription.queue
-        queue.consumers.remove(subscription)
-        unacked = list(subscription.unacked.values())
-        subscription.unacked.clear()
-        if queue.private:
-            queue.close(unacked)
-            subscribers = self._topics[queue.destination]
-            subscribers.remove(subscription)
-            if not subscribers:
-                del self._topics[queue.destination]
-            return
-        queue.requeue(unacked)
-        self._dispatch(queue, outbox)
-        self._forget_if_unused(queue)
 
     def _subscribed(self, session: Session) -> bool:
         """Whether ``session`` holds at least one subscription."""
         books = self._books.get(session)
         return books is not None and bool(books.subscriptions)
 
-    def _forget_if_unused(self, queue: _Queue) -> None:
-        # Queues come and go with their names; keep none that holds nothing for no one.
-        unused = not queue.private and not queue.consumers and queue.held == 0
-        if unused and self._queues.get(queue.destination) is queue:
-            del self._queues[queue.destination]
+    def _refuse_with(
+        self, session: Session, receipt: str | None, refusal: Refusal, outbox: Outbox
+    ) -> None:
+        message, detail, reason = refusal
+        self._refuse(session, receipt, message, detail, outbox, reason)
 
     def _refuse(
         self,
@@ -1612,7 +1685,7 @@ class BrokerCore:
             session._login = None
         books = self._books.pop(session)
         for subscription in books.subscriptions.values():
-            self._drop_subscription(subscription, outbox)
+            self._destinations.drop(subscription, outbox)
         for transaction in books.transactions.values():
             self._end_transaction(transaction, outbox)
         self._sessions.pop(session.id, None)
