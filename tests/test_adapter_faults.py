@@ -648,7 +648,7 @@ def test_trio_leaves_the_kernel_its_default_unsent_limit() -> None:
     async def scenario(h: Harness) -> None:
         broker = await h.start_broker()
         async with h.connect(broker.port) as client:
-            session = client._session
+            session = client._writer.session
             assert session is not None
             sock = session.stream._socket
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT) == 0

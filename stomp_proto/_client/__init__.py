@@ -5,7 +5,11 @@
 * ``_backend`` - the interfaces the clients are written against (Backend,
   Stream, BlockingStream); imports no client.
 * ``_async`` - the async client, written once for asyncio and trio;
-  ``_asyncio`` and ``_trio`` - its two backends.
+  ``_async_connector`` - its sessions (each attempt, the reconnects, the
+  end); ``_async_reader`` - the task that reads each session;
+  ``_async_writer`` - its writing side (the write lock, waits for answers);
+  ``_async_session`` - one attempt, as all three hold it; ``_asyncio`` and
+  ``_trio`` - its two backends.
 * ``_threads`` - the threads client (subscriptions, the background thread);
   ``_read_role`` - which of its threads reads the socket for the others;
   ``_writer`` - its writing side (locks, waits for answers); ``_outbox`` -

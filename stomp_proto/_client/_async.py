@@ -1,56 +1,46 @@
 """The async client, written once for asyncio and trio.
 
-Everything an async STOMP client does is here; what differs between asyncio
-and trio - opening a stream, waiting, queues, tasks, timeouts - is behind the
-small :class:`Backend` interface, implemented in ``stomp_proto.asyncio`` and
-``stomp_proto.trio``.  Protocol decisions stay in the ClientConnection, and
-what all adapters share (sync ones too) in ``ClientCore``.
+What differs between asyncio and trio - opening a stream, waiting, queues,
+tasks, timeouts - is behind the small :class:`Backend` interface, implemented
+in ``stomp_proto.asyncio`` and ``stomp_proto.trio``.  Protocol decisions stay
+in the ClientConnection, and what all adapters share (sync ones too) in
+``ClientCore``.
 
-One task reads: it feeds the connection, routes each event (a message to its
-subscription's bounded queue, a receipt or CONNECTED to its waiter, an ERROR
-or a lost connection to everyone) and drives the heart-beat timer.  On a
-stream that lets it (a TakingStream), the bytes are fed and the messages
-with room delivered where they are read; the reader acts on the rest.  Callers
-write; a lock keeps "make the frame, write it" atomic so that frames reach the
-wire in the order the connection made them.
+This module is the client's API: :class:`AsyncClient`, its subscriptions,
+transactions and ``unsolicited``.  Behind it, each in a module of its own:
+the sessions - each connection attempt, the reconnects, the end
+(``_async_connector``); the one task a session that reads
+(``_async_reader``); the writing side callers write through, which owns the
+write lock and the waits for answers (``_async_writer``).
 """
 
 from __future__ import annotations
 
 import inspect
-import itertools
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
-from types import EllipsisType
 
-from .._connection import ClientConnection, SendParts
 from .._errors import ErrorKind, LocalProtocolError, ProtocolError
 from .._events import (
     Abort,
     AckMode,
     Begin,
-    Event,
     FrameEvent,
     Message,
     Send,
     Subscribe,
 )
-from .._state import ConnectionState
-from .._websocket import accepted_versions
-from ._backend import Backend, Flag, Stream, TakingStream, Task, Waiter, WritingStream
+from ._async_connector import Connector
+from ._backend import Backend, Flag, Task
 from ._brokers import Brokers, FirstConnect
-from ._core import CONNECT_WAITER, ClientCore, End, PlainSettle, Resolve
+from ._core import ClientCore, PlainSettle
 from ._errors import (
-    BrokerError,
     ClientError,
-    ConnectionLost,
-    connect_timed_out,
     message_timed_out,
-    reason,
     timed_out,
 )
 from ._lifecycle import SessionEvent
@@ -58,7 +48,6 @@ from ._options import ConnectOptions, TracingHook
 from ._transaction import TransactionBase
 from ._unsolicited import UnsolicitedBase
 from ._view import ClientView
-from ._websocket_stream import WebSocketStream
 
 log = logging.getLogger("stomp_proto.client")
 
@@ -74,61 +63,7 @@ __all__ = [
 #: ``unsubscribe()`` from the callback must not wait for its own task to end).
 _dispatching: ContextVar[AsyncSubscription] = ContextVar("stomp_proto_dispatching")
 
-#: Names the waits of writes that failed (see AsyncClient._why_send_failed).
-_write_failures = itertools.count()
-
 # -- the client ------------------------------------------------------------------
-
-
-class _Session:
-    """One connection attempt and, once CONNECTED, the session on it.
-
-    Each attempt owns its stream, its reader task and its connect waiter, so
-    that an attempt that fails or times out can be ended whole (its reader
-    cancelled, its stream closed), and a reader can never touch another
-    attempt's session.
-    """
-
-    __slots__ = (
-        "conn",
-        "connected",
-        "current",
-        "error",
-        "handed",
-        "held",
-        "paused",
-        "reader",
-        "stream",
-        "write",
-    )
-
-    def __init__(self, conn: ClientConnection, connected: Waiter[Event]) -> None:
-        self.conn = conn
-        #: Resolved by this session's reader with CONNECTED, or failed with why it ended.
-        self.connected = connected
-        self.stream: Stream | None = None
-        #: Its stream's ``write``, when it is a :class:`WritingStream` (see AsyncClient._write).
-        self.write: Callable[[bytes], Awaitable[None] | None] | None = None
-        self.reader: Task | None = None
-        #: Whether this is the client's session (its CONNECTED came and was taken).
-        self.current = False
-        #: Why its reader ended, once it has.
-        self.error: ClientError | None = None
-        #: Whether its reader waits for room in a full subscription buffer.
-        self.paused = False
-        #: The message read that waits for that room, and its subscription.
-        self.held: tuple[AsyncSubscription, Message] | None = None
-        #: An event read in the stream's callback, for the reader to act on.
-        self.handed: Event | None = None
-
-    async def abandon(self) -> None:
-        """End this attempt: cancel its reader, close its stream."""
-        if self.reader is not None:
-            self.reader.cancel()
-            await self.reader.join()
-        if self.stream is not None:
-            with suppress(Exception):
-                await self.stream.aclose()
 
 
 class AsyncSubscription:
@@ -428,14 +363,14 @@ class AsyncTransaction(TransactionBase):
         receipt."""
         client = self._client
         client._core.take_refusal()
-        await client._send(*client._core.commit_event(self._use("committed")))
+        await client._writer.send(*client._core.commit_event(self._use("committed")))
 
     async def abort(self) -> None:
         """ABORT: what the transaction holds is dropped; returns with the broker's
         receipt."""
         client = self._client
         client._core.take_refusal()
-        await client._send(*client._core.abort_event(self._use("aborted")))
+        await client._writer.send(*client._core.abort_event(self._use("aborted")))
 
 
 class AsyncClient(ClientView):
@@ -446,16 +381,6 @@ class AsyncClient(ClientView):
     ) -> None:
         self._core: ClientCore[AsyncSubscription] = ClientCore(options, brokers)
         self._backend: Backend = backend
-        #: The current session (None before the first CONNECTED).
-        self._session: _Session | None = None
-        self._write_lock = backend.lock()
-        self._reconnector: Task | None = None
-        self._waiters: dict[str, Waiter[Event]] = {}
-        #: Set while writers need not wait: a session is up, or the client has
-        #: ended (closed, or failed for good) and writers must hear so.
-        self._ready = backend.flag()
-        self._closing = False
-        self._reconnecting = False
         #: Messages for subscriptions this client did not make (an
         #: :class:`AsyncUnsolicited`): ``await client.unsolicited.get()``, or
         #: ``get_nowait()`` (``None`` when empty).  It holds up to
@@ -463,59 +388,10 @@ class AsyncClient(ClientView):
         #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
         #: when they come after their request stopped waiting.
         self.unsolicited = AsyncUnsolicited(backend, options.max_pending_messages)
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    async def _open(self, timeout: float | EllipsisType | None = ...) -> None:
-        """One connection attempt; on any failure (a timeout too) it leaves nothing behind.
-
-        ``timeout``: seconds for it; by default the options' bound on one attempt.
-        """
-        bound = self._core.options.attempt_timeout if timeout is ... else timeout
-        session = _Session(self._core.conn, self._backend.waiter())
-        self._core.life.attempt(self._backend.now())
-        try:
-            try:
-                async with self._backend.timeout(bound):
-                    await self._connect(session)
-            except TimeoutError as exc:
-                if exc.args:  # not the bound's: a system error (ETIMEDOUT)
-                    raise
-                # The reader starts once the CONNECT is written.
-                raise connect_timed_out(bound, opened=session.reader is not None) from None
-        except BaseException:
-            session.current = False
-            await session.abandon()
-            raise
-        self._core.session_started(self._backend.now())
-        self._ready.set()
-
-    async def _connect(self, session: _Session) -> None:
-        options = self._core.brokers.options  # aimed at the broker to try
-        conn = session.conn
-        stream = session.stream = await self._backend.open_stream(options)
-        versions = options.versions
-        if options.websocket is not None:
-            stream = session.stream = await WebSocketStream.open(
-                stream, options.host, options.port, options.websocket, versions
-            )
-            versions = accepted_versions(stream.subprotocol, versions)
-        if isinstance(stream, WritingStream):
-            session.write = stream.write
-        await stream.send(self._core.encode(conn, options.connect_event(versions)))
-        session.reader = self._backend.spawn(lambda: self._read_loop(session))
-        await session.connected.wait()  # the reader's error if it ended first
-        # No await between CONNECTED and this: the session becomes the client's,
-        # and from now on its reader reports its end to _lost().
-        self._session = session
-        session.current = True
-        if session.error is not None:
-            raise session.error  # it ended in the same read as CONNECTED
-        async with self._write_lock:
-            for subscribe in self._core.restore_subscriptions():
-                await stream.send(self._core.encode(conn, subscribe))
-        if session.error is not None:
-            raise session.error  # _lost() left it to this attempt
+        #: The sessions: each attempt, the reconnects, the end.
+        self._connector = Connector(self._core, backend, self.unsolicited)
+        #: The write lock, the waits for answers, readiness, the current session.
+        self._writer = self._connector.writer
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -532,12 +408,12 @@ class AsyncClient(ClientView):
         Raises the :class:`BrokerError` that may have refused a message sent
         without a receipt, if no call since has raised it.
         """
-        if self._closing:
+        if self._writer.closing:
             return
         try:
-            if self._ready.is_set() and self._core.error is None:
+            if self._writer.ready.is_set() and self._core.error is None:
                 with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    await self._send(*self._core.disconnect_event())
+                    await self._writer.send(*self._core.disconnect_event())
         finally:
             await self.close()
         self._core.take_refusal()
@@ -548,395 +424,7 @@ class AsyncClient(ClientView):
         Every wait ends: a consumer gets what is buffered, then the end; a
         receipt wait, or a send waiting for a reconnect, raises ConnectionLost.
         """
-        self._closing = True
-        self._ready.set()  # writers waiting for a session see the end
-        if self._reconnector is not None:
-            self._reconnector.cancel()  # abandons the attempt it is making
-            await self._reconnector.join()
-        if self._session is not None:
-            await self._session.abandon()
-        self._fail_waiters(ConnectionLost("the client is closed"))
-        self._finish(None)
-        self._core.life.closed()
-
-    # -- reading -----------------------------------------------------------------
-
-    async def _read_loop(self, session: _Session) -> None:
-        stream = session.stream
-        conn = session.conn
-        assert stream is not None
-        error: ClientError
-        try:
-            while True:
-                # One timer for the heart-beats, armed again only when the
-                # connection's deadline may have moved: get_timer() changes when
-                # handle_timer runs, at CONNECTED and at the end, not per read.
-                # A timer per read cost as much as the read.
-                try:
-                    async with self._backend.timeout(self._until_timer(conn)):
-                        await self._read_events(session, stream, conn)
-                except TimeoutError as exc:
-                    if exc.args:  # not the timer's: a system error (ETIMEDOUT)
-                        raise
-                    await self._write_timer(stream, conn, reading=not session.paused)
-        except ClientError as exc:
-            error = exc
-        except (ProtocolError, OSError) as exc:
-            error = ConnectionLost(f"connection failed: {reason(exc)}")
-            error.__cause__ = exc
-        except Exception as exc:  # a bug must not leave waiters hanging
-            error = ConnectionLost(f"client failed: {exc!r}")
-            error.__cause__ = exc
-        # (Cancelled - its attempt was abandoned, or the client closed - ends
-        # here without a word: whoever cancelled it cleans up.)
-        session.error = error
-        if not session.connected.done():
-            session.connected.set_exception(error)  # the attempt fails with it
-        elif session.current:
-            # Lost first, so that no writer sees a ready client on a dead stream.
-            self._lost(error)
-        with suppress(Exception):
-            await stream.aclose()
-
-    def _until_timer(self, conn: ClientConnection) -> float | None:
-        deadline = conn.get_timer()
-        return None if deadline is None else max(0.0, deadline - self._backend.now())
-
-    async def _write_timer(self, stream: Stream, conn: ClientConnection, *, reading: bool) -> None:
-        async with self._write_lock:
-            data = conn.handle_timer(self._backend.now(), reading=reading)
-            if data:
-                await stream.send(data)
-
-    def _deliver(self, message: Message) -> AsyncSubscription | None:
-        """Hand ``message`` to its subscription's buffer, or to ``unsolicited``.
-
-        The common case, room in the buffer, takes no await.  Returns the
-        subscription when its buffer is full (see :meth:`_deliver_when_room`).
-        A message for a subscription that has ended is dropped, unacknowledged:
-        the broker delivers it again.
-        """
-        subscription, receipt = self._core.target(message)
-        if receipt is not None:
-            waiter = self._waiters.pop(receipt, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
-        if subscription is None:
-            # A reply goes to its request; anything else no subscription takes is kept.
-            key = self._core.replies.key(message)
-            waiter = None if key is None else self._waiters.pop(key, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(message)
-            else:
-                self.unsolicited._put(message)
-            return None
-        if subscription._ended or subscription._put_nowait(message):
-            return None
-        return subscription
-
-    def _taker(self, session: _Session, conn: ClientConnection) -> Callable[[memoryview], bool]:
-        """What takes the bytes of a :class:`TakingStream` as they arrive: messages
-        with room in their buffers are delivered there and then; anything else
-        (another event, a full buffer) is left to the reader, which it wakes."""
-        deliver = self._deliver
-
-        def take(data: memoryview) -> bool:
-            conn.receive_data(data)
-            while (event := conn.next_event()) is not None:
-                if type(event) is not Message:
-                    session.handed = event
-                    return False
-                full = deliver(event)
-                if full is not None:
-                    session.held = (full, event)
-                    return False
-            return True
-
-        return take
-
-    async def _read_events(self, session: _Session, stream: Stream, conn: ClientConnection) -> None:
-        """Read, and act on each event, until the heart-beat timer must be armed anew
-        (CONNECTED came); the session's end is raised.
-
-        The timer interrupts it at its waits (for bytes, for room), where
-        nothing read is lost: a message waiting for room stays ``session.held``.
-        """
-        taking = stream if isinstance(stream, TakingStream) else None
-        take = self._taker(session, conn)
-        while True:
-            if session.held is not None:
-                await self._deliver_when_room(session)
-            event = session.handed
-            if event is not None:
-                session.handed = None
-            else:
-                event = conn.next_event()
-            if event is None:
-                if taking is None:
-                    conn.receive_data(await stream.receive() or None)
-                elif (data := await taking.receive_or_take(take)) is not None:
-                    conn.receive_data(data or None)
-                # (else: taken, up to what the reader must act on)
-                continue
-            # (A message routes to itself: no call for the common event.)
-            route = event if type(event) is Message else self._core.route(event)
-            if type(route) is Message:
-                full = self._deliver(route)
-                if full is not None:
-                    session.held = (full, route)
-            elif isinstance(route, Resolve):
-                if route.key == CONNECT_WAITER:
-                    if not session.connected.done():
-                        session.connected.set_result(route.value)
-                    return  # the heart-beats start now
-                waiter = self._waiters.pop(route.key, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(route.value)
-            elif isinstance(route, End):
-                raise route.error
-
-    async def _deliver_when_room(self, session: _Session) -> None:
-        """Buffer the held message once its subscription has room, or ends (then it is
-        dropped).  A full buffer pauses reading (back-pressure), not heart-beats."""
-        assert session.held is not None
-        subscription, message = session.held
-        session.paused = True
-        while not subscription._ended and not subscription._put_nowait(message):
-            await subscription._wait_for_room()
-        session.held = None
-        session.paused = False
-
-    def _fail_waiters(self, error: ClientError) -> None:
-        waiters = list(self._waiters.values())
-        self._waiters.clear()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(error)
-
-    def _lost(self, error: ClientError) -> None:
-        """The current session is gone: reconnect if the policy says so, else end the client."""
-        self._ready.clear()
-        self._fail_waiters(error)
-        if self._closing:
-            self._ready.set()
-            return
-        if self._reconnecting:
-            return  # the attempt in progress sees it (session.error)
-        ending = self._core.session_lost(error, self._backend.now())
-        if ending is not None:
-            self._finish(ending)
-            return
-        self._reconnecting = True
-        self._reconnector = self._backend.spawn(lambda: self._reconnect(error))
-
-    async def _reconnect(self, error: ClientError) -> None:
-        try:
-            while (delay := self._core.reconnects.next_delay()) is not None:
-                await self._backend.sleep(delay)
-                self._core.new_connection()
-                try:
-                    await self._open()
-                    return
-                except BrokerError as exc:  # a refused login, or a refused restore
-                    error = exc
-                    self._core.life.failed(exc)
-                    if not self._core.again(exc, self._backend.now()):
-                        break
-                except (OSError, TimeoutError, ClientError, ProtocolError) as exc:
-                    why = reason(exc)
-                    self._core.life.failed(exc)
-                    error = ConnectionLost(f"reconnect failed: {why}")
-                    error.__cause__ = exc
-            self._finish(self._core.life.gave_up(error))
-        finally:
-            self._reconnecting = False
-
-    def _finish(self, error: ClientError | None) -> None:
-        """The client is over: end every subscription, and release waiting writers."""
-        self._core.finish(error)
-        self.unsolicited._end()
-        self._ready.set()
-
-    # -- writing -----------------------------------------------------------------
-
-    async def _why_send_failed(self, session: _Session, exc: OSError) -> ClientError:
-        """The error a failed write raises: the broker's ERROR when it sent one.
-
-        A broker that refuses a frame sends an ERROR and closes; a write can
-        fail (a reset, the reader closed the stream on that ERROR, or the
-        WebSocket's close frame closed the channel) before the reader has
-        ended the session.  So wait, bounded by the timeout, for the session's
-        reader to end, and raise what ended it.
-        """
-        if session.error is None and session.current:
-            # _lost() fails every waiter as the reader ends the session.
-            key = f"write failed {next(_write_failures)}"
-            waiter = self._expect(key)
-            try:
-                async with self._backend.timeout(self._core.options.timeout):
-                    await waiter.wait()
-            except (ClientError, TimeoutError):
-                pass
-            finally:
-                self._waiters.pop(key, None)
-        return session.error or ConnectionLost(f"connection failed: {reason(exc)}")
-
-    def _expect(self, key: str) -> Waiter[Event]:
-        waiter = self._backend.waiter()
-        self._waiters[key] = waiter
-        return waiter
-
-    def _write(
-        self, event: FrameEvent | PlainSettle | SendParts, settles: Message | None = None
-    ) -> Awaitable[None] | None:
-        """Write ``event``, which wants no receipt: None once written, else what the
-        caller awaits (at once) to finish the write.
-
-        Sending and acknowledging each message write this way: with a session
-        up, the write lock free and a stream that takes bytes without a
-        coroutine (asyncio's, and trio's over TCP), the frame is made and handed
-        over here, with no coroutine at all (trio's cancel point comes before,
-        in the caller).  Anything else goes the way of :meth:`_send`, with the
-        same checks in the same order, and the same errors.
-        """
-        session = self._session
-        write = None if session is None else session.write
-        if (
-            write is None
-            or self._closing
-            or self._core.error is not None
-            or not self._ready.is_set()
-            or session is None  # (for mypy: write is None then)
-            or session.error is not None
-            or session.conn.state is ConnectionState.CLOSED
-        ):
-            return self._send(event, None, settles)
-        lock = self._write_lock
-        if not lock.take():
-            return self._send(event, None, settles)
-        try:
-            data = self._core.frame(session.conn, event, settles)
-            wait = write(data)
-        except BaseException:
-            lock.release()
-            raise
-        if wait is None:
-            lock.release()
-            return None
-        return self._written(session, wait)
-
-    async def _written(self, session: _Session, wait: Awaitable[None]) -> None:
-        """The end of a :meth:`_write` whose stream holds too much: wait, under the
-        write lock, as :meth:`_send` does."""
-        try:
-            try:
-                await wait
-            finally:
-                self._write_lock.release()
-        except OSError as exc:
-            failure = await self._why_send_failed(session, exc)
-            self._core.reported(failure)  # told now: not again at the next call
-            raise failure from exc
-
-    async def _send(
-        self,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str | None = None,
-        settles: Message | None = None,
-    ) -> None:
-        """Write ``event``; with ``receipt``, wait until the broker confirms it.
-
-        ``settles``: the message an ACK or NACK is for (it must have come on
-        the current connection).  One coroutine for a write without a
-        receipt: it runs for every message sent and acknowledged.
-        """
-        try:
-            if not self._ready.is_set():
-                await self._wait_ready()
-            if self._core.error is not None:
-                raise self._core.error
-            if self._closing:
-                raise ConnectionLost("the client is closed")
-            session = self._session
-            assert session is not None and session.stream is not None
-            stream = session.stream
-            waiter = self._expect(receipt) if receipt is not None else None
-            lock = self._write_lock
-            try:
-                # The lock taken without a coroutine when free (most writes): two
-                # fewer coroutines per frame than ``async with``.
-                if not lock.take():
-                    await lock.acquire()
-                try:
-                    conn = session.conn
-                    if conn.state is ConnectionState.CLOSED or session.error is not None:
-                        raise self._core.error or ConnectionLost("the connection is closed")
-                    # Cancelled, the call ends here: once the frame is made, the
-                    # connection counts it as sent, so the stream must take it.
-                    if (cancel_point := self._backend.cancel_point) is not None:
-                        await cancel_point()
-                    data = self._core.frame(conn, event, settles)
-                    await stream.send(data)
-                finally:
-                    lock.release()
-            except OSError as exc:
-                self._waiters.pop(receipt or "", None)
-                raise await self._why_send_failed(session, exc) from exc
-            except BaseException:
-                if receipt is not None:
-                    self._waiters.pop(receipt, None)
-                raise
-            if waiter is not None:
-                assert receipt is not None
-                await self._wait_receipt(session, event, receipt, waiter)
-        except BrokerError as exc:
-            self._core.reported(exc)  # told now: not again at the next call
-            raise
-
-    async def _wait_ready(self) -> None:
-        """Until a session is up or the client has ended, for the options' ``timeout``."""
-        try:
-            async with self._backend.timeout(self._core.options.timeout):
-                await self._ready.wait()
-        except TimeoutError:
-            # The connection is what is missing, not an answer: say so.
-            raise ConnectionLost(
-                f"no session with the broker within {self._core.options.timeout} s (reconnecting)"
-            ) from None
-
-    async def _wait_receipt(
-        self,
-        session: _Session,
-        event: FrameEvent | PlainSettle | SendParts,
-        receipt: str,
-        waiter: Waiter[Event],
-    ) -> None:
-        """Until the RECEIPT ``receipt`` of ``event``, written on ``session``, comes."""
-        try:
-            async with self._backend.timeout(self._core.options.timeout):
-                await waiter.wait()
-        except TimeoutError:
-            assert not isinstance(event, (PlainSettle, tuple))  # (those want no receipt)
-            self._waiters.pop(receipt, None)
-            timed_out, lost = self._core.receipt_timed_out(
-                event, self._core.options.timeout, paused=session.paused
-            )
-            if lost is not None:
-                await self._leave(session, lost)
-            raise timed_out from None
-
-    async def _leave(self, session: _Session, error: ConnectionLost) -> None:
-        """End ``session`` with ``error`` though its connection stands (the broker went
-        silent): the client then reconnects, to the next address, as after a loss."""
-        if not session.current or session.error is not None:
-            return  # it has ended already, or is not the client's
-        session.error = error
-        session.current = False  # its reader, cancelled, reports nothing
-        self._ready.clear()  # no writer on the stream being closed
-        try:
-            await session.abandon()
-        finally:
-            self._lost(error)
+        await self._connector.close()
 
     async def send(
         self,
@@ -980,14 +468,14 @@ class AsyncClient(ClientView):
         )
         if tracing is None:
             if receipt_id is not None:
-                await self._send(event, receipt_id)
-            elif (wait := self._write(event)) is not None:
+                await self._writer.send(event, receipt_id)
+            elif (wait := self._writer.write(event)) is not None:
                 await wait
             return
         # A span around the call; the SEND carries its context.
         assert isinstance(event, Send)  # (not its parts: see send_event)
         with tracing.sending(event, self.broker, self.version) as traced:
-            await self._send(traced, receipt_id)
+            await self._writer.send(traced, receipt_id)
 
     def subscribe(
         self,
@@ -1035,7 +523,7 @@ class AsyncClient(ClientView):
         self._core.take_refusal()
         event, receipt = self._core.subscribing(subscription)
         try:
-            await self._send(event, receipt)
+            await self._writer.send(event, receipt)
         except BaseException:
             self._core.subscribe_done(subscription, ok=False)
             raise
@@ -1063,7 +551,7 @@ class AsyncClient(ClientView):
             await subscription.unsubscribe(headers=headers, receipt=receipt)
             return
         self._core.take_refusal()
-        await self._send(*self._core.removal_event(id, headers, receipt))
+        await self._writer.send(*self._core.removal_event(id, headers, receipt))
 
     async def _unsubscribe(
         self,
@@ -1073,12 +561,12 @@ class AsyncClient(ClientView):
     ) -> None:
         unsubscribe = self._core.unsubscribing(subscription, headers, receipt)
         try:
-            if unsubscribe is not None and self._ready.is_set() and self._core.error is None:
+            if unsubscribe is not None and self._writer.ready.is_set() and self._core.error is None:
                 if unsubscribe.receipt is not None:  # asked for: what fails is raised
-                    await self._send(unsubscribe, unsubscribe.receipt)
+                    await self._writer.send(unsubscribe, unsubscribe.receipt)
                     return
                 with suppress(ClientError, ProtocolError, OSError):
-                    await self._send(unsubscribe)
+                    await self._writer.send(unsubscribe)
         finally:
             subscription._end(None)
 
@@ -1146,8 +634,8 @@ class AsyncClient(ClientView):
         tracing = self._core.options.tracing
         if tracing is None:
             if receipt_id is None:
-                return self._write(event, message)
-            return self._send(event, receipt_id, message)
+                return self._writer.write(event, message)
+            return self._writer.send(event, receipt_id, message)
         return self._traced_settle(tracing, event, receipt_id, message, nack)
 
     async def _traced_settle(
@@ -1159,7 +647,7 @@ class AsyncClient(ClientView):
         nack: bool,
     ) -> None:
         with tracing.settling(message, nack, self.broker, self.version):
-            await self._send(event, receipt_id, message)
+            await self._writer.send(event, receipt_id, message)
 
     async def request(
         self,
@@ -1188,8 +676,8 @@ class AsyncClient(ClientView):
         :param headers: more headers, as for :meth:`send` (not ``reply-to`` nor
             ``correlation-id``: the request sets those).
         """
-        if not self._ready.is_set():
-            await self._wait_ready()  # the broker's name decides where replies go
+        if not self._writer.ready.is_set():
+            await self._writer.wait_ready()  # the broker's name decides where replies go
         reply_to, subscribe = self._core.reply_destination()
         if subscribe is not None:
             try:
@@ -1198,7 +686,7 @@ class AsyncClient(ClientView):
                 self._core.replies.failed(subscribe)
                 raise
         pairs, correlation, key = self._core.replies.started(headers, reply_to)
-        waiter = self._expect(key)
+        waiter = self._writer.expect(key)
         seconds = self._core.options.timeout if timeout is None else timeout
         try:
             await self.send(destination, body, content_type=content_type, headers=pairs)
@@ -1208,7 +696,7 @@ class AsyncClient(ClientView):
             except TimeoutError:
                 raise timed_out(f"the reply to a request to {destination}", seconds) from None
         finally:
-            self._waiters.pop(key, None)
+            self._writer.forget(key)
             self._core.replies.ended(correlation)
         assert isinstance(reply, Message)
         return reply
@@ -1256,7 +744,7 @@ class AsyncClient(ClientView):
         :meth:`transaction` block does the same around a block)."""
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        await self._send(Begin(tx))
+        await self._writer.send(Begin(tx))
         return AsyncTransaction(self, tx)
 
     @asynccontextmanager
@@ -1268,14 +756,14 @@ class AsyncClient(ClientView):
         """
         self._core.take_refusal()
         tx = self._core.next_id("tx")
-        await self._send(Begin(tx))
+        await self._writer.send(Begin(tx))
         try:
             yield tx
         except BaseException:
             with suppress(ClientError, ProtocolError, OSError):
-                await self._send(Abort(tx))
+                await self._writer.send(Abort(tx))
             raise
-        await self._send(*self._core.commit_event(tx))
+        await self._writer.send(*self._core.commit_event(tx))
 
 
 async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
@@ -1287,7 +775,7 @@ async def open_client(options: ConnectOptions, backend: Backend) -> AsyncClient:
             await backend.sleep(wait)
         client = AsyncClient(options, backend, first.brokers)
         try:
-            await client._open(timeout)
+            await client._connector.open(timeout)
         except BaseException as exc:
             await client.close()
             first.failed(exc)

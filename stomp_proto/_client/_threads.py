@@ -595,37 +595,31 @@ class _Reader:
         return wait
 
 
-class Client(ClientView):
-    """A connected, blocking STOMP client; make one with :func:`connect`.
+class _Sessions:
+    """The sessions of one threads client: the first connect, the background thread
+    that keeps each session and reconnects after a loss, and the end (``close()``,
+    or giving up).  It makes the reader that serves the holder of the read role."""
 
-    Safe to use from many threads at once.
-    """
-
-    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
-        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
-        #: The read role; its lock (the hub lock) guards the buffers and every wait.
-        self._role: ReadRole = ReadRole(lambda wait: self._reading.step(wait))
-        #: The stream, the locks, the outbox and the waits for answers.
-        self._writer: Writer = Writer(self._core, self._role, options.timeout)
-        self._reader: threading.Thread | None = None
+    def __init__(
+        self,
+        core: ClientCore[Subscription],
+        role: ReadRole,
+        writer: Writer,
+        unsolicited: Unsolicited,
+    ) -> None:
+        self._core = core
+        self._role = role
+        self._writer = writer
+        self._unsolicited = unsolicited
+        #: Reads for the holder of the read role.
+        self.reading = _Reader(core, role, writer, unsolicited, self._connected)
+        #: The background thread (once the first attempt has begun).
+        self._thread: threading.Thread | None = None
         #: Set by close(): interrupts the reconnect schedule's waits.
         self._stopping = threading.Event()
         self._connected_once = False
-        #: Messages for subscriptions this client did not make (an
-        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
-        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
-        #: ``max_pending_messages``; the oldest are dropped when it is full, and
-        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
-        #: when they come after their request stopped waiting.
-        self.unsolicited = Unsolicited(options.max_pending_messages)
-        #: Reads for the holder of the read role.
-        self._reading = _Reader(
-            self._core, self._role, self._writer, self.unsolicited, self._connected
-        )
 
-    # -- lifecycle ---------------------------------------------------------------
-
-    def _open(self, timeout: float | EllipsisType | None = ...) -> None:
+    def open(self, timeout: float | EllipsisType | None = ...) -> None:
         """Connect, start the background thread, wait for CONNECTED (the first connect).
 
         ``timeout``: seconds for it; by default the options' bound on one attempt.
@@ -634,11 +628,11 @@ class Client(ClientView):
         began = time.monotonic()
         stream = self._start(self._core.conn, bound)
         connected = self._writer.expect(CONNECT_WAITER)
-        self._reader = threading.Thread(
+        self._thread = threading.Thread(
             target=self._run, args=(stream,), name=READER_THREAD, daemon=True
         )
-        self._writer.reader = self._reader
-        self._reader.start()
+        self._writer.reader = self._thread
+        self._thread.start()
         # The reader ends the attempt at its deadline too; this wait is the backstop.
         left = None if bound is None else max(0.0, began + bound - time.monotonic())
         try:
@@ -669,8 +663,8 @@ class Client(ClientView):
         self._writer.stream = stream
         with self._role.lock:
             self._role.session_began()
-            self._reading.connect_deadline = None if timeout is None else began + timeout
-            self._reading.connect_timeout = timeout
+            self.reading.connect_deadline = None if timeout is None else began + timeout
+            self.reading.connect_timeout = timeout
         return stream
 
     def _connected(self, stream: BlockingStream, conn: ClientConnection) -> None:
@@ -683,46 +677,15 @@ class Client(ClientView):
         for subscription in self._core.subscriptions.values():
             subscription._unsettled = 0  # what the last session delivered cannot be settled
         self._role.connected = True
-        self._reading.connect_deadline = None
+        self.reading.connect_deadline = None
         self._connected_once = True
         self._core.session_started(time.monotonic())
         with self._writer.state_lock:
             if not self._role.closed:
                 self._writer.ready.set()
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if kind is None:
-            self.disconnect()
-        else:
-            self.close()
-
-    def disconnect(self) -> None:
-        """Leave gracefully (DISCONNECT and its receipt), then close.
-
-        Raises the :class:`BrokerError` that may have refused a message sent
-        without a receipt, if no call since has raised it.
-        """
-        if self._role.closed:
-            return  # already closed: like the async clients, a no-op
-        try:
-            if self._writer.ready.is_set() and self._core.error is None:
-                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
-                    self._writer.send(*self._core.disconnect_event())
-        finally:
-            self.close()
-        self._core.take_refusal()
-
     def close(self) -> None:
-        """Drop the connection at once (no DISCONNECT) and stop the background thread.
-
-        Any thread may call it; blocked calls return (a waiting ``get`` returns
-        ``None``, a receipt wait raises ConnectionLost).
-        """
+        """End the client at once and stop the background thread (see ``Client.close``)."""
         with self._writer.state_lock:
             if self._role.closed:
                 return
@@ -739,7 +702,7 @@ class Client(ClientView):
         self._finish(None)  # wakes every consumer
         self._core.life.closed()
         self._role.stop()
-        reader = self._reader
+        reader = self._thread
         if reader is not None and reader is not threading.current_thread():
             reader.join()
         self._role.wait_unread()  # the stream is closed once nobody reads it
@@ -748,55 +711,11 @@ class Client(ClientView):
                 stream.close()
         self._writer.fail_waiters(ConnectionLost("the client is closed"))
 
-    # -- reading on an event loop's thread -------------------------------------------
-
-    def fileno(self) -> int:
-        """The descriptor of the current connection's socket, for an event loop to
-        watch (see :meth:`pump`); -1 while there is none.  It changes when the client
-        connects again."""
-        stream = self._writer.stream
-        return -1 if stream is None or not self._role.live else stream.fileno()
-
-    def loop_reads(self, reading: bool) -> None:
-        """Say whether an event loop reads for this client.
-
-        :param reading: True while a loop watches :meth:`fileno` and calls
-            ``pump(0)`` when it is readable.  Meanwhile the background thread
-            reads only what the loop left unread for a second, or when a
-            heart-beat check is due (so heart-beats are heard while the loop's
-            thread is busy), and without waiting.  False: the background thread
-            reads whenever nobody else does, as by default.
-        """
-        with self._role.lock:
-            self._role.loop_reads = reading
-            self._role.hand_on()
-
-    def pump(self, timeout: float | None = 0.0) -> bool:
-        """Read on this thread what the broker sent, and act on it: messages go to
-        their subscriptions, an inline ``on_message`` is called here, answers end
-        their waits.
-
-        :param timeout: seconds to wait for data (0: only what has come; None:
-            until something does).
-
-        True after one read.  False, having read nothing, when nobody may read
-        (between connections, closed) or another thread is reading: that one acts
-        on what comes, and ``pump`` waits, up to ``timeout``, until it has let go.
-        From an inline ``on_message``: :class:`LocalProtocolError`.
-        """
-        role = self._role
-        if not role.take(timeout):
-            return False
-        role.read(timeout)
-        return True
-
-    # -- the background thread ---------------------------------------------------------
-
     def _run(self, stream: BlockingStream) -> None:
         """The background thread: keep each session, then reconnect as the options say."""
         while True:
             ended = self._role.keep(
-                lambda: self._reading.next_wake(self._core.conn), self._reading.keep_time
+                lambda: self.reading.next_wake(self._core.conn), self.reading.keep_time
             )
             if ended is None:
                 return  # closed
@@ -852,8 +771,108 @@ class Client(ClientView):
     def _finish(self, error: ClientError | None) -> None:
         """The client is over: end every subscription, and release waiting writers."""
         self._core.finish(error)
-        self.unsolicited._end()
+        self._unsolicited._end()
         self._writer.ready.set()
+
+
+class Client(ClientView):
+    """A connected, blocking STOMP client; make one with :func:`connect`.
+
+    Safe to use from many threads at once.
+    """
+
+    def __init__(self, options: ConnectOptions, brokers: Brokers | None = None) -> None:
+        self._core: ClientCore[Subscription] = ClientCore(options, brokers)
+        #: The read role; its lock (the hub lock) guards the buffers and every wait.
+        self._role: ReadRole = ReadRole(lambda wait: self._sessions.reading.step(wait))
+        #: The stream, the locks, the outbox and the waits for answers.
+        self._writer: Writer = Writer(self._core, self._role, options.timeout)
+        #: Messages for subscriptions this client did not make (an
+        #: :class:`Unsolicited`): ``client.unsolicited.get(timeout)`` waits for one,
+        #: ``get_nowait()`` (``None`` when empty) does not.  It holds up to
+        #: ``max_pending_messages``; the oldest are dropped when it is full, and
+        #: counted in its ``dropped``.  Replies to :meth:`request` go to it only
+        #: when they come after their request stopped waiting.
+        self.unsolicited = Unsolicited(options.max_pending_messages)
+        #: The first connect, the background thread (each session, the reconnects), the end.
+        self._sessions = _Sessions(self._core, self._role, self._writer, self.unsolicited)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.disconnect()
+        else:
+            self.close()
+
+    def disconnect(self) -> None:
+        """Leave gracefully (DISCONNECT and its receipt), then close.
+
+        Raises the :class:`BrokerError` that may have refused a message sent
+        without a receipt, if no call since has raised it.
+        """
+        if self._role.closed:
+            return  # already closed: like the async clients, a no-op
+        try:
+            if self._writer.ready.is_set() and self._core.error is None:
+                with suppress(ClientError, TimeoutError, ProtocolError, OSError):
+                    self._writer.send(*self._core.disconnect_event())
+        finally:
+            self.close()
+        self._core.take_refusal()
+
+    def close(self) -> None:
+        """Drop the connection at once (no DISCONNECT) and stop the background thread.
+
+        Any thread may call it; blocked calls return (a waiting ``get`` returns
+        ``None``, a receipt wait raises ConnectionLost).
+        """
+        self._sessions.close()
+
+    # -- reading on an event loop's thread -------------------------------------------
+
+    def fileno(self) -> int:
+        """The descriptor of the current connection's socket, for an event loop to
+        watch (see :meth:`pump`); -1 while there is none.  It changes when the client
+        connects again."""
+        stream = self._writer.stream
+        return -1 if stream is None or not self._role.live else stream.fileno()
+
+    def loop_reads(self, reading: bool) -> None:
+        """Say whether an event loop reads for this client.
+
+        :param reading: True while a loop watches :meth:`fileno` and calls
+            ``pump(0)`` when it is readable.  Meanwhile the background thread
+            reads only what the loop left unread for a second, or when a
+            heart-beat check is due (so heart-beats are heard while the loop's
+            thread is busy), and without waiting.  False: the background thread
+            reads whenever nobody else does, as by default.
+        """
+        with self._role.lock:
+            self._role.loop_reads = reading
+            self._role.hand_on()
+
+    def pump(self, timeout: float | None = 0.0) -> bool:
+        """Read on this thread what the broker sent, and act on it: messages go to
+        their subscriptions, an inline ``on_message`` is called here, answers end
+        their waits.
+
+        :param timeout: seconds to wait for data (0: only what has come; None:
+            until something does).
+
+        True after one read.  False, having read nothing, when nobody may read
+        (between connections, closed) or another thread is reading: that one acts
+        on what comes, and ``pump`` waits, up to ``timeout``, until it has let go.
+        From an inline ``on_message``: :class:`LocalProtocolError`.
+        """
+        role = self._role
+        if not role.take(timeout):
+            return False
+        role.read(timeout)
+        return True
 
     def send(
         self,
@@ -1219,7 +1238,7 @@ def open_client(options: ConnectOptions) -> Client:
             time.sleep(wait)
         client = Client(options, first.brokers)
         try:
-            client._open(timeout)
+            client._sessions.open(timeout)
         except BaseException as exc:
             client.close()
             first.failed(exc)

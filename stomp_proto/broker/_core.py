@@ -50,14 +50,12 @@ says when the transport must next call ``Session.handle_timer(now)``.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import itertools
 import urllib.parse
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Literal, TypedDict
+from typing import Literal, TypeAlias, TypedDict
 
 from .. import (
     Abort,
@@ -88,8 +86,9 @@ from .. import (
 )
 from .._encoder import unescaped_header_fault
 from .._frame import VERSIONS
-from ._access import AccessRules, Permissions
+from ._access import Permissions
 from ._budget import MemoryBudget, message_size
+from ._logins import Logins
 from ._metrics import Counters
 from ._throttle import LoginThrottle
 
@@ -533,7 +532,7 @@ class Session:
         if core._idle_timeout is not None and self._idle_watched:
             due.append(self._deadline(self._idle_since, core._idle_timeout))
         if self._waiting_connect is not None:
-            due.append(core._login_ready_at(self))
+            due.append(core._logins.ready_at(self._address, self._now))
         return min(due) if due else None
 
     @staticmethod
@@ -637,6 +636,293 @@ class Session:
     def end(self) -> None:
         """The broker has ended the session; its transport is to be closed."""
         self._closed = True
+
+
+#: A refusal the core sends as an ERROR: ``(message, detail, reason)`` (see BrokerCore._refuse).
+Refusal: TypeAlias = tuple[str, str, str]
+
+
+class _Destinations:
+    """Every queue and topic of one broker, and what moves messages through them.
+
+    It owns the destinations - the named queues, each topic's subscriptions -
+    and the limits that bound them, and does the routing: where a SEND goes,
+    whether there is room for it, delivery round robin, settling, what a
+    subscription that ends gives back.  A class of its own so that
+    :class:`BrokerCore`, which handles each client's frames, asks one object
+    about the destinations instead of reaching into them.  A refusal is
+    returned as a :data:`Refusal`: the core sends the ERROR and ends the session.
+    ``books`` are the core's, by session: deliveries take their ack ids there.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: MemoryBudget,
+        max_queue_length: int,
+        max_queue_bytes: int,
+        max_destinations: int,
+        output_limit: int,
+        user_prefix: str | None,
+        counters: Counters,
+        books: Mapping[Session, _Books],
+    ) -> None:
+        self._budget = budget
+        self.max_queue_length = max_queue_length
+        self._max_queue_bytes = max_queue_bytes
+        self._max_destinations = max_destinations
+        self._output_limit = output_limit
+        self._user_prefix = user_prefix
+        self._counters = counters
+        self._books = books
+        self._queues: dict[str, _Queue] = {}
+        self._topics: dict[str, list[_Subscription]] = {}
+        self._message_ids = itertools.count(1)
+
+    # -- inspection ------------------------------------------------------------
+
+    def queued(self, destination: str) -> int:
+        queue = self._queues.get(destination)
+        return len(queue.ready) if queue is not None else 0
+
+    def each_destination(self) -> Iterator[tuple[str, tuple[int, int, int]]]:
+        for destination in list(self._queues):
+            queue = self._queues.get(destination)
+            if queue is not None:
+                unacked = sum(len(s.unacked) for s in queue.consumers)
+                yield destination, (len(queue.ready), unacked, len(queue.consumers))
+        for destination in list(self._topics):
+            subscriptions = self._topics.get(destination)
+            if subscriptions:
+                queued = sum(len(s.queue.ready) for s in subscriptions)
+                unacked = sum(len(s.unacked) for s in subscriptions)
+                yield destination, (queued, unacked, len(subscriptions))
+
+    def is_topic(self, destination: str) -> bool:
+        """Whether ``destination`` copies each message to every subscription (a user one too)."""
+        prefix = self._user_prefix
+        return destination.startswith(TOPIC_PREFIX) or (
+            prefix is not None and destination.startswith(prefix)
+        )
+
+    # -- what may come in ------------------------------------------------------
+
+    def _queue_takes(self, queue: _Queue, size: int) -> bool:
+        return (
+            queue.held < self.max_queue_length and queue.held_bytes + size <= self._max_queue_bytes
+        )
+
+    def _queue(self, destination: str) -> _Queue:
+        """The named queue ``destination``, made if it does not exist."""
+        queue = self._queues.get(destination)
+        if queue is None:
+            queue = self._queues[destination] = _Queue(destination, self._budget, private=False)
+        return queue
+
+    def _count(self) -> int:
+        return len(self._queues) + len(self._topics)
+
+    def room(self, sends: list[Send]) -> Refusal | None:
+        """Why the queues ``sends`` go to cannot all take them; None when they can.
+
+        Checked before any of them is published: a COMMIT is all or nothing.
+        """
+        adding: dict[str, tuple[int, int]] = {}
+        total = 0
+        for send in sends:
+            size = message_size(send)
+            if size > self._max_queue_bytes or size > self._budget.limit:
+                option, limit = min(
+                    ("max_queue_bytes", self._max_queue_bytes),
+                    ("max_memory", self._budget.limit),
+                    key=lambda pair: pair[1],
+                )
+                detail = f"a message takes {size} bytes here, more than {option}={limit}"
+                return ("message too large", detail, "message_too_large")
+            if not self.is_topic(send.destination):
+                count, nbytes = adding.get(send.destination, (0, 0))
+                adding[send.destination] = (count + 1, nbytes + size)
+                total += size
+        new = sum(destination not in self._queues for destination in adding)
+        if new and self._count() + new > self._max_destinations:
+            return self.too_many()
+        for destination, (count, nbytes) in adding.items():
+            queue = self._queues.get(destination)
+            held, held_bytes = (queue.held, queue.held_bytes) if queue is not None else (0, 0)
+            if held + count > self.max_queue_length:
+                detail = f"queue {destination!r} holds {self.max_queue_length} messages already"
+            elif held_bytes + nbytes > self._max_queue_bytes:
+                detail = (
+                    f"queue {destination!r} holds at most {self._max_queue_bytes} bytes"
+                    " of messages (max_queue_bytes)"
+                )
+            else:
+                continue
+            return ("queue full", detail, "queue_full")
+        if not self._budget.fits(total):
+            return self.over_budget()
+        return None
+
+    def over_budget(self) -> Refusal:
+        # Only when publishers outran the alarm (it goes up well below the limit).
+        detail = (
+            f"the broker holds at most {self._budget.limit} bytes of messages (max_memory)"
+            f" and holds {self._budget.used}"
+        )
+        return ("out of memory", detail, "out_of_memory")
+
+    def too_many(self) -> Refusal:
+        limit = self._max_destinations
+        detail = f"the broker keeps at most {limit} destinations (max_destinations)"
+        return ("too many destinations", detail, "too_many_destinations")
+
+    # -- routing ---------------------------------------------------------------
+
+    def publish(self, sends: list[Send], outbox: Outbox) -> None:
+        self._counters.messages_received += len(sends)
+        for send in sends:
+            destination = send.destination
+            if self.is_topic(destination):
+                size = message_size(send)
+                for subscription in list(self._topics.get(destination, ())):
+                    queue = subscription.queue
+                    # A subscription without room misses the message.
+                    if self._queue_takes(queue, size) and self._budget.fits(size):
+                        queue.put(self._stored(send, size))
+                        self.dispatch(queue, outbox)
+            else:
+                queue = self._queue(destination)
+                queue.put(self._stored(send, message_size(send)))
+                self.dispatch(queue, outbox)
+
+    def publish_app(self, send: Send, only: Session | None, outbox: Outbox) -> None:
+        """:meth:`BrokerCore.publish`: OverflowError where a queue has no room."""
+        destination = send.destination
+        size = message_size(send)
+        if not self.is_topic(destination):
+            if only is not None:
+                raise LocalProtocolError(
+                    ErrorKind.BAD_STATE, f"{destination!r} is a queue: 'only' is for topics"
+                )
+            queue = self._queues.get(destination)
+            if queue is None and self._count() >= self._max_destinations:
+                raise OverflowError(
+                    f"the broker keeps at most {self._max_destinations} destinations"
+                )
+            if (queue is not None and not self._queue_takes(queue, size)) or (
+                queue is None and size > self._max_queue_bytes
+            ):
+                raise OverflowError(f"queue {destination!r} is full")
+            if not self._budget.fits(size):
+                raise OverflowError(f"the broker holds at most {self._budget.limit} bytes")
+            self.publish([send], outbox)
+            return
+        self._counters.messages_received += 1
+        for subscription in list(self._topics.get(destination, ())):
+            if only is not None and subscription.session is not only:
+                continue
+            queue = subscription.queue
+            if self._queue_takes(queue, size) and self._budget.fits(size):
+                queue.put(self._stored(send, size))
+                self.dispatch(queue, outbox)
+
+    def subscribe(
+        self, session: Session, event: Subscribe, destination: str, prefetch: int
+    ) -> _Subscription | None:
+        """A subscription of ``session`` to ``destination``; None: too many destinations."""
+        known = destination in self._queues or destination in self._topics
+        if not known and self._count() >= self._max_destinations:
+            return None
+        if self.is_topic(destination):
+            queue = _Queue(destination, self._budget, private=True)
+        else:
+            queue = self._queue(destination)
+        subscription = _Subscription(session, event, queue, prefetch)
+        queue.consumers.append(subscription)
+        if queue.private:
+            self._topics.setdefault(destination, []).append(subscription)
+        return subscription
+
+    def _stored(self, send: Send, size: int) -> _StoredMessage:
+        return _StoredMessage(f"m-{next(self._message_ids)}", send, size)
+
+    def dispatch(self, queue: _Queue, outbox: Outbox) -> None:
+        """Deliver waiting messages while some subscription can take one."""
+        while queue.ready:
+            subscription = queue.next_consumer()
+            if subscription is None:
+                return
+            self._deliver(subscription, queue.ready.popleft(), outbox)
+
+    def _deliver(
+        self, subscription: _Subscription, message: _StoredMessage, outbox: Outbox
+    ) -> None:
+        session = subscription.session
+        connection = session.connection
+        ack_id = None
+        if subscription.ack != "auto" and connection.version == "1.2":
+            ack_id = f"{session.id}-{next(self._books[session].ack_ids)}"
+        send = message.send
+        headers = send.headers
+        if message.redelivered:
+            # First, so that it wins over a user header of the same name.
+            headers = (("redelivered", "true"), *headers)
+        delivery = Message(
+            destination=subscription.destination,
+            message_id=message.id,
+            subscription=subscription.id,
+            body=send.body,
+            ack=ack_id,
+            content_type=send.content_type,
+            headers=headers,
+            content_length=send.content_length,
+        )
+        outbox.write(session, _encode_delivery(connection, delivery))
+        session._active = True
+        self._counters.messages_delivered += 1
+        if subscription.ack == "auto":
+            subscription.queue.settle([message])
+        else:
+            # Named as the version's ACK names it: the ack header in 1.2, message-id before.
+            subscription.unacked[ack_id or message.id] = message
+        if len(outbox.data[session]) >= self._output_limit:
+            session.hold()
+
+    def settle(
+        self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
+    ) -> None:
+        """Finish with ``messages``: drop them, or (``again``) deliver them again."""
+        if again and not queue.closed:
+            queue.requeue(messages)
+            self.dispatch(queue, outbox)
+        else:
+            queue.settle(messages)
+            self._forget_if_unused(queue)
+
+    # -- ending ----------------------------------------------------------------
+
+    def drop(self, subscription: _Subscription, outbox: Outbox) -> None:
+        """``subscription`` has ended: what it had not settled goes back (a topic's is dropped)."""
+        queue = subscription.queue
+        queue.consumers.remove(subscription)
+        unacked = list(subscription.unacked.values())
+        subscription.unacked.clear()
+        if queue.private:
+            queue.close(unacked)
+            subscribers = self._topics[queue.destination]
+            subscribers.remove(subscription)
+            if not subscribers:
+                del self._topics[queue.destination]
+            return
+        queue.requeue(unacked)
+        self.dispatch(queue, outbox)
+        self._forget_if_unused(queue)
+
+    def _forget_if_unused(self, queue: _Queue) -> None:
+        # Queues come and go with their names; keep none that holds nothing for no one.
+        unused = not queue.private and not queue.consumers and queue.held == 0
+        if unused and self._queues.get(queue.destination) is queue:
+            del self._queues[queue.destination]
 
 
 class BrokerCore:
@@ -762,36 +1048,34 @@ class BrokerCore:
         self._slow_consumer_timeout = slow_consumer_timeout
         self._idle_timeout = idle_timeout
         self._max_connections = max_connections
-        self._max_connections_per_login = max_connections_per_login
-        #: Sessions past CONNECTED, by login (sessions without one are not counted).
-        self._logins: Counter[str] = Counter()
-        self._users = dict(users) if users is not None else None
-        self._access = AccessRules(permissions) if permissions is not None else None
-        if failed_login_rate is not None and not failed_login_rate > 0:
-            raise ValueError("failed_login_rate must be positive, or None")
-        self._throttle = LoginThrottle(failed_login_rate) if failed_login_rate else None
+        #: Who may log in, what each login may do, the sessions each has open.
+        self._logins = Logins(users, permissions, failed_login_rate, max_connections_per_login)
         self._strict = strict
         self._versions = versions
         self._heartbeat = heartbeat
         self._limits = limits
         self._max_in_flight = max_in_flight
-        self._max_queue_length = max_queue_length
-        self._max_queue_bytes = max_queue_bytes
         self._max_transaction_bytes = max_transaction_bytes
-        self._max_destinations = max_destinations
         self._max_transactions = max_transactions
         self._budget = MemoryBudget(max_memory)
         self._server_name = server_name
-        self._output_limit = output_limit
         self._sessions: dict[str, Session] = {}
         self._books: dict[Session, _Books] = {}
-        self._queues: dict[str, _Queue] = {}
-        self._topics: dict[str, list[_Subscription]] = {}
         self._session_ids = itertools.count(1)
-        self._message_ids = itertools.count(1)
         #: What the broker has done so far (:class:`~stomp_proto.broker._metrics.Counters`):
         #: the core counts sessions, messages and refusals; a transport adds the rest.
         self.counters = Counters()
+        #: The queues and topics, and what moves messages through them.
+        self._destinations = _Destinations(
+            budget=self._budget,
+            max_queue_length=max_queue_length,
+            max_queue_bytes=max_queue_bytes,
+            max_destinations=max_destinations,
+            output_limit=output_limit,
+            user_prefix=user_prefix,
+            counters=self.counters,
+            books=self._books,
+        )
 
     # -- inspection ------------------------------------------------------------
 
@@ -803,12 +1087,12 @@ class BrokerCore:
     @property
     def users(self) -> Mapping[str, str] | None:
         """The logins admitted and their passcodes; ``None`` when anyone is let in."""
-        return MappingProxyType(self._users) if self._users is not None else None
+        return self._logins.users
 
     @property
     def login_throttle(self) -> LoginThrottle | None:
         """The failed-login throttle (``failed_login_rate``), for a transport's other doors."""
-        return self._throttle
+        return self._logins.throttle
 
     def authenticate(self, login: str | None, passcode: str | None) -> bool:
         """Whether ``users`` admits ``login`` with ``passcode`` (anyone, without ``users``).
@@ -816,7 +1100,7 @@ class BrokerCore:
         The check a CONNECT gets, in constant time whether or not the login
         exists; for a transport's other doors (``Broker``'s ``/metrics``).
         """
-        return self._users is None or self._login_ok(login, passcode)
+        return self._logins.authenticate(login, passcode)
 
     @property
     def memory_used(self) -> int:
@@ -844,8 +1128,7 @@ class BrokerCore:
 
     def queued(self, destination: str) -> int:
         """Messages waiting in the queue ``destination`` for a consumer (not yet delivered)."""
-        queue = self._queues.get(destination)
-        return len(queue.ready) if queue is not None else 0
+        return self._destinations.queued(destination)
 
     def destinations(self) -> dict[str, tuple[int, int, int]]:
         """Each destination in use: ``(queued, unacked, subscribers)``.
@@ -861,17 +1144,7 @@ class BrokerCore:
         iteration reaches it is skipped.  So a transport can look at 100,000
         destinations a slice at a time, letting clients be served in between.
         """
-        for destination in list(self._queues):
-            queue = self._queues.get(destination)
-            if queue is not None:
-                unacked = sum(len(s.unacked) for s in queue.consumers)
-                yield destination, (len(queue.ready), unacked, len(queue.consumers))
-        for destination in list(self._topics):
-            subscriptions = self._topics.get(destination)
-            if subscriptions:
-                queued = sum(len(s.queue.ready) for s in subscriptions)
-                unacked = sum(len(s.unacked) for s in subscriptions)
-                yield destination, (queued, unacked, len(subscriptions))
+        return self._destinations.each_destination()
 
     # -- driving ---------------------------------------------------------------
 
@@ -971,7 +1244,7 @@ class BrokerCore:
         session.release()
         books = self._books.get(session)
         for subscription in list(books.subscriptions.values()) if books else ():
-            self._dispatch(subscription.queue, outbox)
+            self._destinations.dispatch(subscription.queue, outbox)
         return outbox
 
     def shut_down(self, reason: str = SHUTDOWN_REASON) -> Outbox:
@@ -1024,33 +1297,7 @@ class BrokerCore:
         """
         send = Send(destination, body, content_type=content_type, headers=headers)
         outbox = Outbox()
-        size = message_size(send)
-        if not self._is_topic(destination):
-            if only is not None:
-                raise LocalProtocolError(
-                    ErrorKind.BAD_STATE, f"{destination!r} is a queue: 'only' is for topics"
-                )
-            queue = self._queues.get(destination)
-            if queue is None and self._destination_count() >= self._max_destinations:
-                raise OverflowError(
-                    f"the broker keeps at most {self._max_destinations} destinations"
-                )
-            if (queue is not None and not self._queue_takes(queue, size)) or (
-                queue is None and size > self._max_queue_bytes
-            ):
-                raise OverflowError(f"queue {destination!r} is full")
-            if not self._budget.fits(size):
-                raise OverflowError(f"the broker holds at most {self._budget.limit} bytes")
-            self._publish([send], outbox)
-            return outbox
-        self.counters.messages_received += 1
-        for subscription in list(self._topics.get(destination, ())):
-            if only is not None and subscription.session is not only:
-                continue
-            queue = subscription.queue
-            if self._queue_takes(queue, size) and self._budget.fits(size):
-                queue.put(self._stored(send, size))
-                self._dispatch(queue, outbox)
+        self._destinations.publish_app(send, only, outbox)
         return outbox
 
     def answer_diverted(self, session: Session, refusal: tuple[str, str] | None = None) -> Outbox:
@@ -1160,7 +1407,7 @@ class BrokerCore:
         elif isinstance(event, Unsubscribe):
             # The connection checked that the subscription exists.
             subscriptions = self._books[session].subscriptions
-            self._drop_subscription(subscriptions.pop(event.key or ""), outbox)
+            self._destinations.drop(subscriptions.pop(event.key or ""), outbox)
             if not subscriptions:
                 session.restart_idle_clock()
         elif isinstance(event, (Ack, Nack)):
@@ -1178,38 +1425,33 @@ class BrokerCore:
         if isinstance(event, Disconnect):
             self._end_session(session, outbox)
 
-    def _login_ready_at(self, session: Session) -> float:
-        """When the throttle lets ``session``'s address try a login (``now`` if it may)."""
-        now, address = session._now, session._address
-        if self._throttle is None or now is None or address is None:
-            return now or 0.0
-        return self._throttle.ready_at(address, now)
-
     def _on_connect(self, session: Session, event: Connect, outbox: Outbox) -> None:
+        logins = self._logins
         if session._vouched is not None:
             login: str | None = session._vouched
-        elif self._users is not None:
-            if session._now is not None and self._login_ready_at(session) > session._now:
+        elif logins.checked:
+            now = session._now
+            if now is not None and logins.ready_at(session._address, now) > now:
                 session._waiting_connect = event  # until the throttle lets its address try
                 return
-            if not self._login_ok(event.login, event.passcode):
-                self._count_failed_login(session)
+            if not logins.authenticate(event.login, event.passcode):
+                logins.failed(session._address, now)
                 self._refuse_login(session, outbox)
                 return
             login = event.login
         else:
             login = event.login
-        if login is not None and self._logins[login] >= self._max_connections_per_login:
-            limit = self._max_connections_per_login
+        if login is not None and logins.full(login):
+            limit = logins.max_per_login
             detail = f"login {login!r} has {limit} sessions open (max_connections_per_login)"
             reason = "too_many_connections_for_login"
             self._refuse(session, None, TOO_MANY_CONNECTIONS, detail, outbox, reason)
             return
         if login is not None:
-            self._logins[login] += 1
+            logins.opened(login)
             session._login = login
         session._claimed_login = login
-        if session._vouched is not None or self._users is not None:
+        if session._vouched is not None or logins.checked:
             session._user = login
         # Offer beats only in the directions the client asked for, and say the
         # interval they will actually come at (as RabbitMQ does): what the client
@@ -1221,23 +1463,11 @@ class BrokerCore:
         outbox.write(session, session.connection.send(connected))
         self.counters.sessions_opened += 1
 
-    def _count_failed_login(self, session: Session) -> None:
-        if self._throttle is not None and session._address and session._now is not None:
-            self._throttle.failed(session._address, session._now)
-
     def _refuse_login(self, session: Session, outbox: Outbox) -> None:
         self._refuse(
             session, None, LOGIN_FAILED, "the login or the passcode is wrong", outbox,
             "login_failed",
         )  # fmt: skip
-
-    def _login_ok(self, login: str | None, passcode: str | None) -> bool:
-        assert self._users is not None
-        expected = self._users.get(login) if login is not None else None
-        # Compare even for an unknown user, so that timing does not tell which users exist.
-        reference = (expected if expected is not None else "\x00no such user").encode()
-        matches = hmac.compare_digest((passcode or "").encode(), reference)
-        return matches and expected is not None
 
     def _allowed(
         self,
@@ -1247,9 +1477,7 @@ class BrokerCore:
         outbox: Outbox,
     ) -> bool:
         """Whether the login may ``access`` the destination; if not, refuse ``event``."""
-        if self._access is None or self._access.allows(
-            session._claimed_login, access, event.destination
-        ):
+        if self._logins.allows(session._claimed_login, access, event.destination):
             return True
         verb = "send to" if access == "write" else "subscribe to"
         detail = f"not allowed to {verb} {event.destination!r}"
@@ -1268,22 +1496,25 @@ class BrokerCore:
             return
         if event.transaction is None:
             session._publisher = True
-            if self._has_room(session, event, [event], outbox):
-                self._publish([event], outbox)
+            refusal = self._destinations.room([event])
+            if refusal is not None:
+                self._refuse_with(session, event.receipt, refusal, outbox)
+            else:
+                self._destinations.publish([event], outbox)
             return
         session._publisher = True
         transaction = self._books[session].transactions[event.transaction]
         # A transaction is buffered in memory: bound it like a queue, and charge the budget.
         size = message_size(event)
-        if len(transaction.sends) >= self._max_queue_length:
-            detail = f"a transaction holds at most {self._max_queue_length} messages"
+        if len(transaction.sends) >= self._destinations.max_queue_length:
+            detail = f"a transaction holds at most {self._destinations.max_queue_length} messages"
         elif transaction.held_bytes + size > self._max_transaction_bytes:
             detail = (
                 f"a transaction holds at most {self._max_transaction_bytes} bytes"
                 " of messages (max_transaction_bytes)"
             )
         elif not self._budget.fits(size):
-            self._refuse_over_budget(session, event, outbox)
+            self._refuse_with(session, event.receipt, self._destinations.over_budget(), outbox)
             return
         else:
             transaction.sends.append(event)
@@ -1327,20 +1558,12 @@ class BrokerCore:
                 )
                 return
             destination = self.user_destination(session._user, destination[len(prefix) - 1 :])
-        known = destination in self._queues or destination in self._topics
-        if not known and self._destination_count() >= self._max_destinations:
-            self._refuse_destination(session, event.receipt, outbox)
+        subscription = self._destinations.subscribe(session, event, destination, prefetch)
+        if subscription is None:
+            self._refuse_with(session, event.receipt, self._destinations.too_many(), outbox)
             return
-        if self._is_topic(destination):
-            queue = _Queue(destination, self._budget, private=True)
-        else:
-            queue = self._queue(destination)
-        subscription = _Subscription(session, event, queue, prefetch)
-        queue.consumers.append(subscription)
-        if queue.private:
-            self._topics.setdefault(destination, []).append(subscription)
         self._books[session].subscriptions[subscription.key] = subscription
-        self._dispatch(queue, outbox)
+        self._destinations.dispatch(subscription.queue, outbox)
 
     def _prefetch(self, event: Subscribe) -> int | None:
         """The subscription's in-flight limit; ``None`` if the header is not a count."""
@@ -1366,8 +1589,8 @@ class BrokerCore:
             settlements.extend((queue, message, again) for message in messages)
         else:
             self._count_settled(len(messages), again)
-            self._settle(queue, messages, again, outbox)
-        self._dispatch(queue, outbox)  # in-flight room was freed
+            self._destinations.settle(queue, messages, again, outbox)
+        self._destinations.dispatch(queue, outbox)  # in-flight room was freed
 
     def _acked_subscription(self, session: Session, event: Ack | Nack) -> _Subscription | None:
         """The subscription holding the deliveries ``event.covered`` names.
@@ -1390,13 +1613,15 @@ class BrokerCore:
         # Its messages move from the transaction's charge to their queues'.
         self._budget.give(transaction.held_bytes)
         transaction.held_bytes = 0
-        if not self._has_room(session, event, transaction.sends, outbox):
+        refusal = self._destinations.room(transaction.sends)
+        if refusal is not None:
+            self._refuse_with(session, event.receipt, refusal, outbox)
             self._end_transaction(transaction, outbox)
             return
         for queue, message, again in transaction.settlements:
             self._count_settled(1, again)
-            self._settle(queue, [message], again, outbox)
-        self._publish(transaction.sends, outbox)
+            self._destinations.settle(queue, [message], again, outbox)
+        self._destinations.publish(transaction.sends, outbox)
 
     def _count_settled(self, count: int, nacked: bool) -> None:
         if nacked:
@@ -1411,198 +1636,20 @@ class BrokerCore:
         # The client cannot ACK these again (its connection counts them as
         # settled), so they go back to their queues like unacknowledged ones.
         for queue, message, _ in transaction.settlements:
-            self._settle(queue, [message], True, outbox)
-
-    # -- routing ---------------------------------------------------------------
-
-    def _publish(self, sends: list[Send], outbox: Outbox) -> None:
-        self.counters.messages_received += len(sends)
-        for send in sends:
-            destination = send.destination
-            if self._is_topic(destination):
-                size = message_size(send)
-                for subscription in list(self._topics.get(destination, ())):
-                    queue = subscription.queue
-                    # A subscription without room misses the message.
-                    if self._queue_takes(queue, size) and self._budget.fits(size):
-                        queue.put(self._stored(send, size))
-                        self._dispatch(queue, outbox)
-            else:
-                queue = self._queue(destination)
-                queue.put(self._stored(send, message_size(send)))
-                self._dispatch(queue, outbox)
-
-    def _is_topic(self, destination: str) -> bool:
-        """Whether ``destination`` copies each message to every subscription (a user one too)."""
-        prefix = self._user_prefix
-        return destination.startswith(TOPIC_PREFIX) or (
-            prefix is not None and destination.startswith(prefix)
-        )
-
-    def _queue_takes(self, queue: _Queue, size: int) -> bool:
-        return (
-            queue.held < self._max_queue_length and queue.held_bytes + size <= self._max_queue_bytes
-        )
-
-    def _queue(self, destination: str) -> _Queue:
-        """The named queue ``destination``, made if it does not exist."""
-        queue = self._queues.get(destination)
-        if queue is None:
-            queue = self._queues[destination] = _Queue(destination, self._budget, private=False)
-        return queue
-
-    def _destination_count(self) -> int:
-        return len(self._queues) + len(self._topics)
-
-    def _has_room(
-        self, session: Session, cause: Send | Commit, sends: list[Send], outbox: Outbox
-    ) -> bool:
-        """Whether every queue ``sends`` go to can take them; if not, refuse ``cause``.
-
-        Checked before any of them is published: a COMMIT is all or nothing.
-        """
-        adding: dict[str, tuple[int, int]] = {}
-        total = 0
-        for send in sends:
-            size = message_size(send)
-            if size > self._max_queue_bytes or size > self._budget.limit:
-                option, limit = min(
-                    ("max_queue_bytes", self._max_queue_bytes),
-                    ("max_memory", self._budget.limit),
-                    key=lambda pair: pair[1],
-                )
-                detail = f"a message takes {size} bytes here, more than {option}={limit}"
-                self._refuse(
-                    session, cause.receipt, "message too large", detail, outbox,
-                    "message_too_large",
-                )  # fmt: skip
-                return False
-            if not self._is_topic(send.destination):
-                count, nbytes = adding.get(send.destination, (0, 0))
-                adding[send.destination] = (count + 1, nbytes + size)
-                total += size
-        new = sum(destination not in self._queues for destination in adding)
-        if new and self._destination_count() + new > self._max_destinations:
-            self._refuse_destination(session, cause.receipt, outbox)
-            return False
-        for destination, (count, nbytes) in adding.items():
-            queue = self._queues.get(destination)
-            held, held_bytes = (queue.held, queue.held_bytes) if queue is not None else (0, 0)
-            if held + count > self._max_queue_length:
-                detail = f"queue {destination!r} holds {self._max_queue_length} messages already"
-            elif held_bytes + nbytes > self._max_queue_bytes:
-                detail = (
-                    f"queue {destination!r} holds at most {self._max_queue_bytes} bytes"
-                    " of messages (max_queue_bytes)"
-                )
-            else:
-                continue
-            self._refuse(session, cause.receipt, "queue full", detail, outbox, "queue_full")
-            return False
-        if not self._budget.fits(total):
-            self._refuse_over_budget(session, cause, outbox)
-            return False
-        return True
-
-    def _refuse_over_budget(self, session: Session, cause: Send | Commit, outbox: Outbox) -> None:
-        # Only when publishers outran the alarm (it goes up well below the limit).
-        detail = (
-            f"the broker holds at most {self._budget.limit} bytes of messages (max_memory)"
-            f" and holds {self._budget.used}"
-        )
-        self._refuse(session, cause.receipt, "out of memory", detail, outbox, "out_of_memory")
-
-    def _refuse_destination(self, session: Session, receipt: str | None, outbox: Outbox) -> None:
-        limit = self._max_destinations
-        detail = f"the broker keeps at most {limit} destinations (max_destinations)"
-        self._refuse(
-            session, receipt, "too many destinations", detail, outbox, "too_many_destinations"
-        )
-
-    def _stored(self, send: Send, size: int) -> _StoredMessage:
-        return _StoredMessage(f"m-{next(self._message_ids)}", send, size)
-
-    def _dispatch(self, queue: _Queue, outbox: Outbox) -> None:
-        """Deliver waiting messages while some subscription can take one."""
-        while queue.ready:
-            subscription = queue.next_consumer()
-            if subscription is None:
-                return
-            self._deliver(subscription, queue.ready.popleft(), outbox)
-
-    def _deliver(
-        self, subscription: _Subscription, message: _StoredMessage, outbox: Outbox
-    ) -> None:
-        session = subscription.session
-        connection = session.connection
-        ack_id = None
-        if subscription.ack != "auto" and connection.version == "1.2":
-            ack_id = f"{session.id}-{next(self._books[session].ack_ids)}"
-        send = message.send
-        headers = send.headers
-        if message.redelivered:
-            # First, so that it wins over a user header of the same name.
-            headers = (("redelivered", "true"), *headers)
-        delivery = Message(
-            destination=subscription.destination,
-            message_id=message.id,
-            subscription=subscription.id,
-            body=send.body,
-            ack=ack_id,
-            content_type=send.content_type,
-            headers=headers,
-            content_length=send.content_length,
-        )
-        outbox.write(session, _encode_delivery(connection, delivery))
-        session._active = True
-        self.counters.messages_delivered += 1
-        if subscription.ack == "auto":
-            subscription.queue.settle([message])
-        else:
-            # Named as the version's ACK names it: the ack header in 1.2, message-id before.
-            subscription.unacked[ack_id or message.id] = message
-        if len(outbox.data[session]) >= self._output_limit:
-            session.hold()
-
-    def _settle(
-        self, queue: _Queue, messages: list[_StoredMessage], again: bool, outbox: Outbox
-    ) -> None:
-        """Finish with ``messages``: drop them, or (``again``) deliver them again."""
-        if again and not queue.closed:
-            queue.requeue(messages)
-            self._dispatch(queue, outbox)
-        else:
-            queue.settle(messages)
-            self._forget_if_unused(queue)
+            self._destinations.settle(queue, [message], True, outbox)
 
     # -- ending ----------------------------------------------------------------
-
-    def _drop_subscription(self, subscription: _Subscription, outbox: Outbox) -> None:
-        queue = subscription.queue
-        queue.consumers.remove(subscription)
-        unacked = list(subscription.unacked.values())
-        subscription.unacked.clear()
-        if queue.private:
-            queue.close(unacked)
-            subscribers = self._topics[queue.destination]
-            subscribers.remove(subscription)
-            if not subscribers:
-                del self._topics[queue.destination]
-            return
-        queue.requeue(unacked)
-        self._dispatch(queue, outbox)
-        self._forget_if_unused(queue)
 
     def _subscribed(self, session: Session) -> bool:
         """Whether ``session`` holds at least one subscription."""
         books = self._books.get(session)
         return books is not None and bool(books.subscriptions)
 
-    def _forget_if_unused(self, queue: _Queue) -> None:
-        # Queues come and go with their names; keep none that holds nothing for no one.
-        unused = not queue.private and not queue.consumers and queue.held == 0
-        if unused and self._queues.get(queue.destination) is queue:
-            del self._queues[queue.destination]
+    def _refuse_with(
+        self, session: Session, receipt: str | None, refusal: Refusal, outbox: Outbox
+    ) -> None:
+        message, detail, reason = refusal
+        self._refuse(session, receipt, message, detail, outbox, reason)
 
     def _refuse(
         self,
@@ -1634,13 +1681,11 @@ class BrokerCore:
         session.end()
         outbox.to_close.add(session)
         if session._login is not None:
-            self._logins[session._login] -= 1
-            if not self._logins[session._login]:
-                del self._logins[session._login]
+            self._logins.closed(session._login)
             session._login = None
         books = self._books.pop(session)
         for subscription in books.subscriptions.values():
-            self._drop_subscription(subscription, outbox)
+            self._destinations.drop(subscription, outbox)
         for transaction in books.transactions.values():
             self._end_transaction(transaction, outbox)
         self._sessions.pop(session.id, None)
