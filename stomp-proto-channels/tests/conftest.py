@@ -1,0 +1,18 @@
+"""Minimal Django settings for the consumer's tests: no database, the in-memory
+channel layer (one per test process; two apps on it stand for two processes)."""
+
+from __future__ import annotations
+
+import django
+from django.conf import settings
+
+if not settings.configured:
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="stomp-proto-channels tests",
+        INSTALLED_APPS=["channels"],
+        DATABASES={},
+        CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}},
+        USE_TZ=True,
+    )
+    django.setup()
