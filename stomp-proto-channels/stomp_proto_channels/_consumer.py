@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -23,7 +24,9 @@ _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 #: The channel layer group every process's app joins, and the topic messages go to.
 GROUP = "stomp_proto.topics"
-#: The ``type`` of the channel layer messages that carry a topic message.
+#: The ``type`` of the channel layer messages that carry a topic message: its
+#: ``destination``, ``headers`` and ``content_type``, and its body as ``text``
+#: (UTF-8) or, when it is not text, ``base64`` - strings only, for every layer.
 MESSAGE_TYPE = "stomp.topic.message"
 #: The channel layer of :func:`make_app` and :func:`publish` by default (Channels' own).
 DEFAULT_LAYER = "default"
@@ -48,13 +51,25 @@ def django_user(scope: _Scope) -> str | None:
 def _layer_message(
     destination: str, body: bytes, headers: Iterable[tuple[str, str]], content_type: str | None
 ) -> dict[str, Any]:
-    return {
+    """The channel layer message carrying a topic message: strings, lists and None only,
+    which every layer serializes (some take no bytes: JSON)."""
+    message: dict[str, Any] = {
         "type": MESSAGE_TYPE,
         "destination": destination,
-        "body": body,
         "headers": [[name, value] for name, value in headers],
         "content_type": content_type,
     }
+    try:
+        message["text"] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        message["base64"] = base64.b64encode(body).decode("ascii")
+    return message
+
+
+def _body_of(message: dict[str, Any]) -> bytes:
+    if "text" in message:
+        return str(message["text"]).encode("utf-8")
+    return base64.b64decode(message["base64"])
 
 
 class _Bridge:
@@ -125,7 +140,7 @@ class _Bridge:
         try:
             await app.publish(
                 message["destination"],
-                message["body"],
+                _body_of(message),
                 headers=[(str(name), str(value)) for name, value in message["headers"]],
                 content_type=message["content_type"],
             )

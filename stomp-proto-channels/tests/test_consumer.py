@@ -301,6 +301,10 @@ def test_a_topic_is_shared_by_two_processes() -> None:
             await here.write("SEND", ("destination", "/topic/chat"), body=b"back")
             assert (await there.expect("MESSAGE")).body == b"back"
             assert (await here.expect("MESSAGE")).body == b"back"
+            # a body that is not text crosses as it is
+            await sender.write("SEND", ("destination", "/topic/chat"), body=b"\xff\x00\xfe")
+            assert (await here.expect("MESSAGE")).body == b"\xff\x00\xfe"
+            assert (await there.expect("MESSAGE")).body == b"\xff\x00\xfe"
             # from Django code: publish() goes through the layer too
             await publish("/topic/chat", "from a view", headers=[("x-from", "view")])
             for client in (here, there):
