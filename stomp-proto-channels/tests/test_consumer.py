@@ -23,7 +23,7 @@ from django.urls import path
 from stomp_proto_channels import StompConsumer, close_app, make_app, publish
 
 from stomp_proto import Frame, FrameDecoder, FrameEncoder, HeartBeat, LocalProtocolError
-from stomp_proto.asgi import AppMessage, StompApp
+from stomp_proto.asgi import AppMessage, Relay, StompApp
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -266,6 +266,35 @@ def test_the_class_default_app_and_a_subclass_app() -> None:
         await close_app(Chat.app)
 
     run(main)
+
+
+def test_a_shared_topic_delivers_what_a_plain_app_does() -> None:
+    async def message_headers(app: StompApp) -> tuple[tuple[str, str], ...]:
+        async with connected(router(app)) as listener, connected(router(app)) as sender:
+            await subscribe(listener, "/topic/same")
+            await sender.write(
+                "SEND", ("destination", "/topic/same"), ("receipt", "r"),
+                ("content-type", "text/plain"), ("x-a", "1"), ("x-a", "2"), body=b"hi",
+            )  # fmt: skip
+            await sender.expect("RECEIPT")
+            return (await listener.expect("MESSAGE")).headers
+
+    async def main() -> None:
+        plain = await message_headers(StompApp())
+        app = make_app()
+        shared = await message_headers(app)
+        await close_app(app)
+        assert shared == plain
+        assert ("x-a", "2") in shared
+        assert "receipt" not in dict(shared)
+
+    run(main)
+
+
+def test_a_relay_must_leave_the_topics_to_the_layer() -> None:
+    with pytest.raises(ValueError, match="overlaps"):
+        make_app(relay=Relay("127.0.0.1", 61613))
+    make_app(relay=Relay("127.0.0.1", 61613, prefixes=["/exchange/"]))
 
 
 def test_a_plain_stomp_app_keeps_its_topics() -> None:
