@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -115,12 +116,16 @@ class _Bridge:
         await asyncio.shield(self.joined)
 
     async def _run(self, layer: Any, joined: asyncio.Future[None]) -> None:
+        """Join, then deliver what the group gets until cancelled or the layer fails.
+
+        A failure is logged and ends the task: the next connection starts it again.
+        """
         try:
             channel = await layer.new_channel()
             await layer.group_add(self.group, channel)
-        except BaseException as exc:
-            joined.set_exception(exc)
-            raise
+        except Exception as exc:
+            joined.set_exception(exc)  # for start(), which raises it
+            return
         joined.set_result(None)
         try:
             while True:
@@ -130,8 +135,11 @@ class _Bridge:
                     await layer.group_add(self.group, channel)
                     continue
                 await self._deliver(message)
+        except Exception:
+            log.exception("STOMP channels: the channel layer failed; topics wait for a rejoin")
         finally:
-            await asyncio.shield(layer.group_discard(self.group, channel))
+            with contextlib.suppress(Exception):
+                await asyncio.shield(layer.group_discard(self.group, channel))
 
     async def _deliver(self, message: dict[str, Any]) -> None:
         app = self.app

@@ -10,12 +10,14 @@ Channels' InMemoryChannelLayer, while their queues stay their own.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import stomp_proto_channels
+from broken_layer import BrokenLayer
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -378,5 +380,56 @@ def test_the_group_is_left_at_close() -> None:
             assert layer.groups.get("stomp_proto.test-close")
         await close_app(app)
         assert not layer.groups.get("stomp_proto.test-close")
+
+    run(main)
+
+
+# -- a failing layer -----------------------------------------------------------
+
+
+def test_a_send_the_layer_refuses_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        app = make_app(channel_layer_alias="broken")
+        BrokenLayer.fail_sends = True
+        try:
+            with caplog.at_level(logging.ERROR, "stomp_proto.asgi"):
+                async with connected(router(app)) as client:
+                    await client.write("SEND", ("destination", "/topic/t"), ("receipt", "r"))
+                    error = await client.expect("ERROR")
+                    assert (header(error, "message"), header(error, "receipt-id")) == (
+                        "handler failed",
+                        "r",
+                    )
+        finally:
+            BrokenLayer.fail_sends = False
+        # the app goes on
+        async with connected(router(app)) as listener, connected(router(app)) as sender:
+            await subscribe(listener, "/topic/t")
+            await sender.write("SEND", ("destination", "/topic/t"), body=b"again")
+            assert (await listener.expect("MESSAGE")).body == b"again"
+        await close_app(app)
+
+    run(main)
+
+
+def test_the_next_connection_rejoins_after_the_layer_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "channel layer failed" in r.getMessage()]
+
+    async def main() -> None:
+        app = make_app(channel_layer_alias="broken", group="stomp_proto.test-rejoin")
+        BrokenLayer.fail_receives = 1
+        with caplog.at_level(logging.ERROR, "stomp_proto_channels"):
+            async with connected(router(app)) as listener:
+                await subscribe(listener, "/topic/t")
+                while not failures():  # the bridge's first receive fails
+                    await asyncio.sleep(0.01)
+                async with connected(router(app)) as sender:  # which starts it again
+                    await sender.write("SEND", ("destination", "/topic/t"), body=b"back")
+                    assert (await listener.expect("MESSAGE")).body == b"back"
+        assert len(failures()) == 1
+        await close_app(app)
 
     run(main)
