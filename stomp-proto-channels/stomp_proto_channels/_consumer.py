@@ -182,8 +182,10 @@ def make_app(
     A client's SEND to a ``/topic/`` destination goes to the group, and each
     process's app hands what the group gets to its own subscribers.  Queues,
     acknowledgements, transactions, app and user destinations stay in the
-    process.  Without a configured layer, topics are the process's own.
-    ``authenticate`` defaults to :func:`django_user`; the other arguments are
+    process.  Without a configured layer, topics are the process's own.  A
+    SEND the layer fails to take is ERROR ``handler failed`` for its client;
+    a process whose layer fails to deliver logs it, and joins again at its
+    next connection.  ``authenticate`` defaults to :func:`django_user`; the other arguments are
     the :class:`~stomp_proto.asgi.StompApp` ones (a ``relay`` must not
     forward ``/topic/``).
     """
