@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 # ... and the checker, a distribution of its own (stomp-check/), likewise.
 sys.path.insert(1, str(ROOT / "stomp-check"))
+# ... and the Django Channels consumer (stomp-proto-channels/), which needs channels.
+sys.path.insert(2, str(ROOT / "stomp-proto-channels"))
 
 # The public classes defined in private modules say ``stomp_proto.ConnectionLost``
 # at run time (stomp_proto/_public.py).  Autodoc finds the ``#:`` comments of
@@ -26,6 +28,7 @@ sys.path.insert(1, str(ROOT / "stomp-check"))
 # built, they name the defining modules again.  The directives give the public
 # names, which are the names the pages and the inventory show.
 import stomp_check  # noqa: E402
+import stomp_proto_channels  # noqa: E402
 
 import stomp_proto.asgi  # noqa: E402
 import stomp_proto.asyncio  # noqa: E402
@@ -34,7 +37,11 @@ import stomp_proto.threads  # noqa: E402
 import stomp_proto.websocket  # noqa: E402, F401
 from stomp_proto._public import DEFINED_IN  # noqa: E402
 
-for _cls, _module in [*DEFINED_IN.items(), *stomp_check.DEFINED_IN.items()]:
+for _cls, _module in [
+    *DEFINED_IN.items(),
+    *stomp_check.DEFINED_IN.items(),
+    *stomp_proto_channels.DEFINED_IN.items(),
+]:
     _cls.__module__ = _module
 
 project = "stomp-proto"

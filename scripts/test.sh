@@ -35,7 +35,7 @@ source scripts/_venv.sh
 ensure_venv '.[dev]'
 # The satellite distributions of this repository (each in its folder, on the core's
 # public names only) are linted, type-checked and documented from .venv too.
-SATELLITES=(stomp-proto-kombu stomp-check)
+SATELLITES=(stomp-proto-kombu stomp-check stomp-proto-channels)
 for satellite in "${SATELLITES[@]}"; do
     "$VENV_BIN/python" -m pip install --quiet --disable-pip-version-check -e "./$satellite[test]"
 done

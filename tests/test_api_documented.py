@@ -26,6 +26,8 @@ PUBLIC_MODULES = [
     # the conformance checker, a distribution of its own (stomp-check/)
     "stomp_check",
     "stomp_proto.asgi",
+    # the Django Channels consumer, a distribution of its own (stomp-proto-channels/)
+    "stomp_proto_channels",
     "stomp_proto.spark",
     # The connection classes first: their names there are the ones they are defined
     # under (stomp_proto.stomppy.Connection is an alias, documented by its class).

@@ -703,3 +703,47 @@ def test_the_memory_alarm_holds_a_publisher_until_consumers_take_some() -> None:
             assert not app.core.memory_alarm
 
     run(main())
+
+
+def test_forward_topics_takes_the_sends_to_topics() -> None:
+    forwarded: list[AppMessage] = []
+
+    async def forward(message: AppMessage) -> None:
+        forwarded.append(message)
+        if message.body == b"no":
+            raise Refused("not shared", "refused by the forwarder")
+        # where the forwarder would hand it to every process: here, this one
+        await message.app.publish(
+            message.destination, message.body, headers=message.headers,
+            content_type=message.content_type,
+        )  # fmt: skip
+
+    async def main() -> None:
+        app = StompApp(forward_topics=forward)
+        async with session(app) as listener, session(app) as sender:
+            listener.write(frame("SUBSCRIBE", ("id", "1"), ("destination", "/topic/t"),
+                                 ("receipt", "ok")))  # fmt: skip
+            await listener.expect("RECEIPT")
+            sender.write(frame("SEND", ("destination", "/topic/t"), ("x", "1"),
+                               ("receipt", "r"), body=b"hi"))  # fmt: skip
+            await sender.expect("RECEIPT")
+            got = await listener.expect("MESSAGE")
+            assert (got.body, header(got, "x")) == (b"hi", "1")
+            # queues stay the core's
+            sender.write(frame("SEND", ("destination", "/queue/q"), ("receipt", "q")))
+            await sender.expect("RECEIPT")
+            assert app.core.queued("/queue/q") == 1
+            sender.write(frame("BEGIN", ("transaction", "t")))
+            sender.write(frame("SEND", ("destination", "/topic/t"), ("transaction", "t")))
+            assert header(await sender.expect("ERROR"), "message") == "Bad SEND"
+        async with session(app) as refused:
+            refused.write(frame("SEND", ("destination", "/topic/t"), body=b"no"))
+            assert header(await refused.expect("ERROR"), "message") == "not shared"
+        assert [m.destination for m in forwarded] == ["/topic/t", "/topic/t"]
+
+    run(main())
+
+
+def test_forward_topics_checks_its_prefixes() -> None:
+    with pytest.raises(ValueError, match="overlaps the forwarded topics"):
+        StompApp(app_prefix="/topic/app", forward_topics=lambda message: None)

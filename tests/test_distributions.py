@@ -39,7 +39,7 @@ def private_imports(source: str) -> list[str]:
 
 def test_the_satellites_are_found() -> None:
     names = {path.name for path in SATELLITES}
-    assert {"stomp-proto-kombu", "stomp-check"} <= names, names
+    assert {"stomp-proto-kombu", "stomp-check", "stomp-proto-channels"} <= names, names
 
 
 def private_imports_under(folder: Path) -> dict[str, list[str]]:

@@ -16,6 +16,7 @@ from .._websocket import OriginPolicy, accepted_versions, choose_subprotocol
 from ..broker._core import (
     DEFAULT_OUTPUT_LIMIT,
     SHUTDOWN_REASON,
+    TOPIC_PREFIX,
     BrokerCore,
     BrokerOptions,
     Outbox,
@@ -132,7 +133,11 @@ class StompApp:
     (``"*"``: any), as for :class:`~stomp_proto.broker.Broker`.  SENDs under
     ``app_prefix`` go to :meth:`handler` functions; ``/user/`` destinations
     are on.  ``relay``, a :class:`Relay`, forwards the destinations under its
-    prefixes (which must not overlap those) to another broker.  ``options`` are the
+    prefixes (which must not overlap those) to another broker.
+    ``forward_topics``, a handler as for :meth:`handler`, takes every
+    client SEND to a ``/topic/`` destination instead of the broker: it
+    delivers it, typically to several processes, each of which hands it to
+    its own subscribers with :meth:`publish`.  ``options`` are the
     :class:`~stomp_proto.broker.BrokerCore` options.  An ``http`` request gets
     426 (use a WebSocket), ``lifespan`` is followed: at shutdown every client
     gets ERROR ``broker shutting down``.
@@ -145,6 +150,7 @@ class StompApp:
         allowed_origins: Iterable[str] = (),
         app_prefix: str = "/app/",
         relay: Relay | None = None,
+        forward_topics: _Handler | None = None,
         **options: Unpack[BrokerOptions],
     ) -> None:
         if isinstance(allowed_origins, str):
@@ -153,7 +159,12 @@ class StompApp:
             raise ValueError(f"app_prefix starts with '/': {app_prefix!r}")
         #: The prefix of app destinations (always ending with ``/``).
         self.app_prefix = app_prefix if app_prefix.endswith("/") else app_prefix + "/"
-        for own in (self.app_prefix, USER_PREFIX):
+        owned: tuple[str, ...] = (self.app_prefix, USER_PREFIX)
+        if forward_topics is not None:
+            if self.app_prefix.startswith(TOPIC_PREFIX) or TOPIC_PREFIX.startswith(self.app_prefix):
+                raise ValueError(f"app_prefix {self.app_prefix!r} overlaps the forwarded topics")
+            owned += (TOPIC_PREFIX,)
+        for own in owned:
             for prefix in () if relay is None else relay.prefixes:
                 if prefix.startswith(own) or own.startswith(prefix):
                     raise ValueError(f"the relay's prefix {prefix!r} overlaps the app's {own!r}")
@@ -174,6 +185,8 @@ class StompApp:
         #: The :class:`Relay`, if any.
         self.relay = relay
         self._handlers: dict[str, _Handler] = {}
+        #: What takes the clients' SENDs to topics, if not the core.
+        self._forward_topics = forward_topics
         self._peers: dict[Session, _Peer] = {}
         #: The relay side of each session that has relayed a frame.
         self._links: dict[Session, _Link] = {}
@@ -401,7 +414,11 @@ class StompApp:
         """Run the handler of a diverted SEND, then let the session read on."""
         session = peer.session
         refusal: tuple[str, str] | None = None
-        handler = self._handlers.get(send.destination)
+        handler = (
+            self._handlers.get(send.destination)
+            if send.destination.startswith(self.app_prefix)
+            else self._forward_topics
+        )
         if handler is None:
             refusal = ("no handler", f"no handler for {send.destination!r}")
         else:
@@ -419,7 +436,9 @@ class StompApp:
         peer.poke()  # the session's task reads on
 
     def _diverts(self, session: Session, send: Send) -> bool:
-        return send.destination.startswith(self.app_prefix)
+        return send.destination.startswith(self.app_prefix) or (
+            self._forward_topics is not None and send.destination.startswith(TOPIC_PREFIX)
+        )
 
     def _forget(self, session: Session) -> None:
         self._peers.pop(session, None)
