@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from test_ack_outbox import _writes
 from test_threads_concurrency import HOST, WAIT, BrokerThread, broker, leak_checked
 from test_threads_read_role import _readers, _until
 
@@ -154,3 +155,40 @@ def test_fileno_follows_the_connection(broker: BrokerThread) -> None:
         _until(lambda: client.connection is not conn and client.fileno() >= 0, "no reconnect")
         assert client._writer.stream is not stream
     assert client.fileno() == -1
+
+
+def test_acknowledgements_held_while_a_loop_reads_go_out_without_it(
+    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop acknowledges, then waits on the socket: the background thread writes
+    what the client held back, though it reads nothing for the loop."""
+    from stomp_proto._client import _read_role
+
+    monkeypatch.setattr(_read_role, "LOOP_IDLE_READ", 3600.0)  # it never reads
+    with (
+        stomp_threads.connect(HOST, broker.port, timeout=WAIT) as client,
+        stomp_threads.connect(HOST, broker.port, timeout=WAIT) as sender,
+    ):
+        taken: list[Message] = []
+        done = threading.Event()
+
+        def on_message(message: Message) -> None:
+            taken.append(message)
+            if len(taken) == 5:
+                done.set()
+
+        with client.subscribe(
+            "/queue/loop-acks", ack="client-individual", on_message=on_message, inline=True
+        ):
+            client.loop_reads(True)
+            time.sleep(0.2)  # the background thread lets the role go
+            written = _writes(client)
+            for i in range(5):
+                sender.send("/queue/loop-acks", f"m{i}".encode())
+            _loop_turns(client, done)
+            assert len(taken) == 5
+            for message in taken[:-1]:
+                client.ack(message)  # held: a message given to on_message is unsettled
+            _until(lambda: b"ACK\n" in b"".join(written), "no held ACK was written")
+            client.ack(taken[-1])
+            _until(lambda: b"".join(written).count(b"ACK\n") == 5, "the ACKs were not all written")

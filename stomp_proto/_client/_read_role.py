@@ -191,6 +191,13 @@ class ReadRole:
         if self._keeper_parked:
             self._keeper.notify()
 
+    def wake_keeper(self) -> None:
+        """A timer came nearer (a held acknowledgement): the background thread, if it
+        waits, looks again at when to wake (the lock not held)."""
+        with self.lock:
+            if not self.reading:
+                self._keeper.notify()
+
     def follow(self, follower: Follower) -> None:
         """``follower`` has a thread waiting on it for data (under the lock)."""
         self._followers[follower] = None
@@ -297,8 +304,10 @@ class ReadRole:
                         self._keeper_parked = False
                     keeping = self.live and not self.reading
                     paused = self.overflowing > 0
-                    if self.loop_reads and self.may_lead():
-                        keeping = False  # the next turn reads, and keeps time with it
+                    # What comes is the loop's to read: keep time (heart-beats out,
+                    # held acknowledgements written) without counting what is unread
+                    # against the broker; a due check is read for on the next turn.
+                    loop_left = self.loop_reads and self.may_lead()
             if lead:
                 try:
                     while True:
@@ -313,7 +322,7 @@ class ReadRole:
                     self.release()
                 continue
             if keeping:
-                keep_time(not paused)
+                keep_time(not paused and not loop_left)
 
 
 class _Turn:

@@ -1080,12 +1080,17 @@ class Client(ClientView):
         buffered = subscription._settling() if subscription is not None else 0
         wide = subscription is not None and subscription._wide_window
         hold = may_hold(receipt_id, buffered, wide)
+        # An event loop that reads goes back to waiting on the socket, and nothing
+        # tells the background thread that a held acknowledgement is now due.
+        wake = hold and self._role.loop_reads and not self._writer.outbox
         tracing = self._core.options.tracing
         if tracing is None:
             self._writer.send(event, receipt_id, message, hold=hold)
-            return
-        with tracing.settling(message, nack, self.broker, self.version):
-            self._writer.send(event, receipt_id, message, hold=hold)
+        else:
+            with tracing.settling(message, nack, self.broker, self.version):
+                self._writer.send(event, receipt_id, message, hold=hold)
+        if wake:
+            self._role.wake_keeper()
 
     def request(
         self,
