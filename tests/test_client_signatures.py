@@ -33,8 +33,14 @@ PAIRS = [
 ]
 
 
+#: What only the blocking client has: an event loop that reads its socket on the
+#: loop's thread (an async client already runs on its event loop).
+BLOCKING_ONLY = {"fileno", "loop_reads", "pump"}
+
+
 def _public(cls: type) -> set[str]:
-    return {name for name in dir(cls) if not name.startswith("_")}
+    names = {name for name in dir(cls) if not name.startswith("_")}
+    return names - BLOCKING_ONLY if cls is Client else names
 
 
 def _parameters(function: Callable[..., object]) -> list[tuple[str, object, object, object]]:
@@ -57,6 +63,12 @@ def test_same_parameters(blocking: type, asynchronous: type) -> None:
         assert _parameters(ours) == _parameters(theirs), name
         checked += 1
     assert checked  # the comparison ran over real methods
+
+
+def test_the_names_only_the_blocking_client_has_are_its_own() -> None:
+    public = {name for name in dir(Client) if not name.startswith("_")}
+    assert public >= BLOCKING_ONLY
+    assert not BLOCKING_ONLY & {name for name in dir(AsyncClient) if not name.startswith("_")}
 
 
 def test_connect_functions_take_the_same_arguments() -> None:
